@@ -1,0 +1,89 @@
+// jobflow/compiler.h — from a job's graph to a Plan that runs it.
+//
+// compile() runs once per job function:
+//   1. prune: keep the nodes the returns and the updates need;
+//   2. fuse: matmul/conv -> bias_add -> relu become one node (oneDNN
+//      post-ops / a GEMM with bias), when the intermediate blobs have no
+//      other reader;
+//   3. order: optimizer updates run after every other node of the step;
+//   4. plan memory: every intermediate blob gets an offset in one arena,
+//      reusing space between blobs whose lifetimes do not overlap (views
+//      such as reshape share their input's bytes); variables are bound to
+//      the session's tensors and placeholders to the call's inputs;
+//   5. bind: each node gets its backend and its preallocated tensor views,
+//      so a call allocates nothing but the returned tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jobflow/graph.h"
+#include "jobflow/optimizer.h"
+#include "jobflow/primitive.h"
+#include "jobflow/runtime.h"
+
+namespace jobflow {
+
+class Backend;
+
+struct PlanOptions {
+  std::string job_name;
+  JobType type = JobType::Predict;
+  bool fusion = true;
+  uint64_t seed = 0;
+  optimizer::Scheduler schedule;  // train jobs
+};
+
+class Plan {
+ public:
+  // `inputs`: placeholder blob ids in flat order; `outputs`: returned blob
+  // ids; `updates`: node ids of optimizer updates.
+  static std::shared_ptr<Plan> compile(std::shared_ptr<Graph> g, std::vector<int> inputs, std::vector<int> outputs,
+                                       std::vector<int> updates, PlanOptions opts);
+  // One call: binds inputs, runs every node, copies the returns out. Not
+  // reentrant: the runtime calls it from one thread.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  const Graph& graph() const { return *g_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  // Sum of all intermediate blob sizes (what a plan without reuse needs).
+  size_t unshared_bytes() const { return unshared_bytes_; }
+  size_t num_nodes() const { return steps_.size(); }
+  int64_t steps_run() const { return step_; }
+  // One line per node: name, op, attributes, shapes, backend, arena offset.
+  std::string describe() const;
+  // Ops executed, in order (for tests: fusion results).
+  std::vector<std::string> op_sequence() const;
+  const PlanOptions& options() const { return opts_; }
+
+ private:
+  struct Step {
+    int node = -1;
+    const Primitive* op = nullptr;
+    const Backend* backend = nullptr;
+    std::vector<Tensor> in, out;
+  };
+  struct Patch {  // a placeholder's tensor is set per call
+    int step, slot, input;
+    bool is_output;
+    Shape shape;
+  };
+  struct Binding;  // per-blob storage decision (compiler.cpp)
+  Plan() = default;
+
+  std::shared_ptr<Graph> g_;
+  PlanOptions opts_;
+  std::vector<int> inputs_, outputs_;
+  std::vector<Step> steps_;
+  std::vector<Patch> patches_;
+  std::vector<Tensor> out_views_;       // per output; undefined = from an input
+  std::vector<int> out_from_input_;     // per output; -1 or placeholder index
+  std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::shared_ptr<void> arena_;
+  size_t arena_bytes_ = 0, unshared_bytes_ = 0;
+  int64_t step_ = 0;
+};
+
+}  // namespace jobflow

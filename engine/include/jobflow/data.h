@@ -1,0 +1,64 @@
+// jobflow/data.h — IDX files and the (Fashion-)MNIST loader.
+//
+// read_idx() reads one IDX file (the format MNIST and Fashion-MNIST ship
+// in), plain or gzip-compressed. load_mnist() is the engine's counterpart of
+// OneFlow's flow.data.load_mnist: the four standard files, split into
+// batches of float32 images in [0, 1] and int32 labels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jobflow/tensor.h"
+
+namespace jobflow::data {
+
+// Reads an IDX file into a Tensor, gunzipping it transparently when the
+// file starts with the gzip magic (1f 8b).
+//
+// Layout: two zero bytes, a type code, the rank, then `rank` big-endian
+// uint32 dims, then the elements, big-endian, row-major. Type codes and the
+// dtype they load as:
+//   0x08 unsigned byte -> UInt8     0x0C int32  -> Int32
+//   0x09 signed byte   -> Int8      0x0D float  -> Float32
+//   0x0B int16         -> Int32 (widened; the engine has no int16 dtype)
+//   0x0E double        -> Float64
+//
+// Everything is validated before the tensor is allocated: the magic, the
+// type code, the rank (1..8), the dims product (no overflow) against the
+// file's real size (for gzip: the uncompressed size). Errors are
+// jobflow::Error with a message "[read_idx] <path>: <what is wrong>", e.g.
+// "[read_idx] x.idx: truncated file: expected 7850 bytes, got 7000".
+Tensor read_idx(const std::string& path);
+
+// A split of a dataset into batches, in file order.
+struct Dataset {
+  std::vector<Tensor> images;  // each (B, 1, H, W) float32 in [0, 1]
+  std::vector<Tensor> labels;  // each (B,) int32
+};
+
+struct Mnist {
+  Dataset train, test;
+};
+
+// The folder load_mnist("") uses: $JOBFLOW_DATA when set and non-empty,
+// otherwise /usr/share/datasets/fashion-mnist (Debian's
+// dataset-fashion-mnist package).
+std::string default_mnist_dir();
+
+// Loads train-images-idx3-ubyte, train-labels-idx1-ubyte,
+// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte from `dir` (each either
+// plain or with a .gz suffix; the plain one wins when both exist).
+//
+// Images become float32 x / 255.0f, shaped (B, 1, 28, 28); labels int32,
+// shaped (B,). Each split is cut into full batches in file order; the
+// remainder (N % B samples) is dropped. test_batch == 0 means "same as
+// train_batch"; dir == "" means default_mnist_dir().
+//
+// A missing folder or file is an Error naming the path and saying
+// "install it with: apt-get install dataset-fashion-mnist". The four files
+// are decoded in parallel; the whole set loads in a fraction of a second.
+Mnist load_mnist(int64_t train_batch, int64_t test_batch = 0, const std::string& dir = "");
+
+}  // namespace jobflow::data

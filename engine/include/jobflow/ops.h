@@ -1,0 +1,214 @@
+// jobflow/ops.h — the ops a job function body calls.
+//
+// Each function validates its arguments (errors start with "[opname]"),
+// adds one node to the graph being built and returns its output Blob(s).
+// Names follow OneFlow (flow.reshape, flow.layers.dense, flow.nn.relu, ...).
+// Every op with a float output has a gradient (see vjp in its op file).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jobflow/graph.h"
+
+namespace jobflow {
+
+// ---- Initializers (OneFlow's flow.truncated_normal(0.1), ...) ----
+struct Initializer {
+  enum class Kind { Constant, RandomNormal, TruncatedNormal, RandomUniform, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal };
+  Kind kind = Kind::Constant;
+  double a = 0.0;  // constant value | mean | min | gain
+  double b = 0.0;  // stddev | max
+  // Fills `t` (float32/float64; ints for Constant). fan_in/fan_out come from
+  // the shape as OneFlow computes them for (out, in, kh, kw) weights.
+  void fill(Tensor& t, uint64_t seed) const;
+  std::string str() const;
+};
+Initializer constant_initializer(double value);
+Initializer zeros_initializer();
+Initializer ones_initializer();
+Initializer random_normal_initializer(double mean = 0.0, double stddev = 1.0);
+Initializer truncated_normal(double stddev = 1.0, double mean = 0.0);  // OneFlow: flow.truncated_normal(stddev)
+inline Initializer truncated_normal_initializer(double stddev = 1.0, double mean = 0.0) { return truncated_normal(stddev, mean); }
+Initializer random_uniform_initializer(double minval = 0.0, double maxval = 1.0);
+Initializer xavier_uniform_initializer();
+Initializer xavier_normal_initializer();
+Initializer kaiming_uniform_initializer();
+Initializer kaiming_normal_initializer();
+
+// flow.get_variable: creates (or reuses, by name) a variable of the session.
+// A second job using the same name shares the variable (shape must match).
+Blob get_variable(const std::string& name, const Shape& shape, DType dtype = Float,
+                  const Initializer& initializer = zeros_initializer(), bool trainable = true);
+
+// ---- Arithmetic (numpy broadcasting) ----
+Blob add(Blob a, Blob b);
+Blob sub(Blob a, Blob b);
+Blob mul(Blob a, Blob b);
+Blob div(Blob a, Blob b);
+Blob add_scalar(Blob a, double s);
+Blob mul_scalar(Blob a, double s);
+Blob neg(Blob a);
+Blob exp(Blob a);
+Blob log(Blob a);
+Blob sqrt(Blob a);
+Blob rsqrt(Blob a);
+Blob square(Blob a);
+inline Blob operator+(Blob a, Blob b) { return add(a, b); }
+inline Blob operator-(Blob a, Blob b) { return sub(a, b); }
+inline Blob operator*(Blob a, Blob b) { return mul(a, b); }
+inline Blob operator/(Blob a, Blob b) { return div(a, b); }
+inline Blob operator+(Blob a, double s) { return add_scalar(a, s); }
+inline Blob operator-(Blob a, double s) { return add_scalar(a, -s); }
+inline Blob operator*(Blob a, double s) { return mul_scalar(a, s); }
+inline Blob operator*(double s, Blob a) { return mul_scalar(a, s); }
+inline Blob operator/(Blob a, double s) { return mul_scalar(a, 1.0 / s); }
+inline Blob operator-(Blob a) { return neg(a); }
+
+// a (.., M, K) x b (.., K, N); 2-D, or batched with equal leading dims.
+Blob matmul(Blob a, Blob b, bool transpose_a = false, bool transpose_b = false, const std::string& name = "");
+
+// ---- Shape ops ----
+Blob reshape(Blob x, const Shape& shape, const std::string& name = "");  // one -1 allowed
+Blob flatten(Blob x, int start_dim = 1, int end_dim = -1);
+Blob transpose(Blob x, const std::vector<int>& perm, const std::string& name = "");
+Blob concat(const std::vector<Blob>& xs, int axis = 0, const std::string& name = "");
+Blob cast(Blob x, DType dtype, const std::string& name = "");
+Blob identity(Blob x, const std::string& name = "");
+Blob broadcast_to(Blob x, const Shape& shape);
+// Sums a broadcast result back to `shape` (the gradient of broadcasting).
+Blob sum_to(Blob x, const Shape& shape);
+Blob zeros_like(Blob x);
+Blob ones_like(Blob x);
+// A constant tensor baked into the plan.
+Blob constant(const Tensor& value, const std::string& name = "");
+
+// ---- Reductions (axes empty = all; negative axes count from the end) ----
+Blob reduce_sum(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
+Blob reduce_mean(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
+Blob reduce_max(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
+Blob argmax(Blob x, int axis = -1, const std::string& name = "");  // int32
+
+using Activation = std::function<Blob(Blob)>;
+
+// Gradients of y w.r.t. each of xs, as new blobs of the graph (like
+// tf.gradients); dy is the cotangent of y (undefined = ones). A gradient
+// that does not depend on y is zeros. Usable inside any job body.
+std::vector<Blob> gradients(Blob y, const std::vector<Blob>& xs, Blob dy = Blob());
+
+namespace math {
+using jobflow::add;
+using jobflow::argmax;
+using jobflow::exp;
+using jobflow::log;
+using jobflow::reduce_mean;
+using jobflow::reduce_sum;
+using jobflow::square;
+using jobflow::sqrt;
+Blob sigmoid(Blob x);
+Blob tanh(Blob x);
+}  // namespace math
+
+namespace nn {
+// Callable objects so they can be passed as `activation=flow::nn::relu`.
+struct ReluFn { Blob operator()(Blob x, const std::string& name = "") const; };
+inline constexpr ReluFn relu{};
+struct SigmoidFn { Blob operator()(Blob x, const std::string& name = "") const; };
+inline constexpr SigmoidFn sigmoid{};
+struct TanhFn { Blob operator()(Blob x, const std::string& name = "") const; };
+inline constexpr TanhFn tanh{};
+
+Blob bias_add(Blob x, Blob bias, int axis = 1, const std::string& name = "");
+Blob softmax(Blob logits, int axis = -1, const std::string& name = "");
+Blob log_softmax(Blob logits, int axis = -1, const std::string& name = "");
+// labels int32/int64 (B,), logits (B, C) -> loss (B,)
+Blob sparse_softmax_cross_entropy_with_logits(Blob labels, Blob logits, const std::string& name = "");
+// Inverted dropout: scales kept values by 1/(1-rate) in train jobs; the
+// identity in predict jobs.
+Blob dropout(Blob x, double rate, const std::string& name = "");
+
+// Two spatial values (h, w); one number means both.
+struct Size2 {
+  int64_t h = 1, w = 1;
+  Size2(int64_t v) : h(v), w(v) {}
+  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+
+// "SAME" (OneFlow: SAME_LOWER, extra padding at the start), "SAME_UPPER",
+// "VALID", or explicit {top, left, bottom, right}.
+struct Padding {
+  std::string mode = "VALID";
+  std::vector<int64_t> pads;  // explicit: top, left, bottom, right
+  Padding(const char* m) : mode(m) {}
+  Padding(std::string m) : mode(std::move(m)) {}
+  Padding(std::vector<int64_t> p) : mode("EXPLICIT"), pads(std::move(p)) {}
+  // Resolves to {top, left, bottom, right} for an input of h x w.
+  std::vector<int64_t> resolve(const char* op, int64_t h, int64_t w, Size2 k, Size2 stride, Size2 dilation) const;
+};
+
+// NCHW input x (N, C, H, W), filters (K, C/groups, R, S).
+Blob conv2d(Blob x, Blob filters, Size2 strides = 1, Padding padding = "VALID", Size2 dilations = 1,
+            int64_t groups = 1, const std::string& name = "");
+Blob max_pool2d(Blob x, Size2 ksize, Size2 strides, Padding padding = "VALID",
+                const std::string& data_format = "NCHW", const std::string& name = "");
+Blob avg_pool2d(Blob x, Size2 ksize, Size2 strides, Padding padding = "VALID",
+                const std::string& data_format = "NCHW", const std::string& name = "");
+// y = (x - mean) / sqrt(variance + epsilon) * scale + offset, statistics of
+// shape (C,) broadcast along `axis`.
+Blob batch_normalization(Blob x, Blob mean, Blob variance, Blob offset, Blob scale, double epsilon, int axis = 1,
+                         const std::string& name = "");
+}  // namespace nn
+
+// Keyword arguments of the layers, as C++20 designated initializers:
+//   flow::layers::dense(x, 512, {.activation = flow::nn::relu,
+//                                .kernel_initializer = init, .name = "hidden"});
+namespace layers {
+struct DenseOptions {
+  Activation activation = nullptr;
+  bool use_bias = true;
+  std::optional<Initializer> kernel_initializer;  // OneFlow default when empty (see docs)
+  std::optional<Initializer> bias_initializer;    // zeros when empty
+  std::string name;
+  bool trainable = true;
+};
+// OneFlow's flow.layers.dense: weight "<name>-weight" of shape (units, in),
+// bias "<name>-bias" (units,). Inputs of rank > 2 are flattened from dim 1.
+Blob dense(Blob x, int64_t units, const DenseOptions& o = {});
+
+struct Conv2dOptions {
+  nn::Size2 strides = 1;
+  nn::Padding padding = "VALID";
+  std::string data_format = "NCHW";
+  nn::Size2 dilation_rate = 1;
+  int64_t groups = 1;
+  Activation activation = nullptr;
+  bool use_bias = true;
+  std::optional<Initializer> kernel_initializer;
+  std::optional<Initializer> bias_initializer;
+  std::string name;
+  bool trainable = true;
+};
+// OneFlow's flow.layers.conv2d: NCHW, weight "<name>-weight" (filters,
+// C/groups, kh, kw), bias "<name>-bias" (filters,).
+Blob conv2d(Blob x, int64_t filters, nn::Size2 kernel_size, const Conv2dOptions& o = {});
+
+struct BatchNormOptions {
+  int axis = 1;
+  double momentum = 0.99;
+  double epsilon = 0.001;
+  bool center = true;
+  bool scale = true;
+  std::string name;
+  bool trainable = true;
+};
+// Variables "<name>-gamma", "-beta", "-moving_mean", "-moving_variance". In
+// train jobs normalizes with the batch statistics and updates the moving
+// ones (moving = momentum * moving + (1 - momentum) * batch); in predict
+// jobs uses the moving ones.
+Blob batch_normalization(Blob x, const BatchNormOptions& o = {});
+}  // namespace layers
+
+}  // namespace jobflow

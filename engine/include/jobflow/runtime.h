@@ -1,0 +1,117 @@
+// jobflow/runtime.h — a compiled job function, type-erased.
+//
+// CompiledJob is what the typed Job<> (job.h) and the GStreamer plugin call:
+// flat lists of input and output tensors plus a Signature that says how they
+// nest. One worker thread runs calls in order on the job's Plan; a callback
+// thread delivers asynchronous results in call order. At most
+// `max_in_flight` calls are queued or running: run_async() blocks the caller
+// beyond that (backpressure). sync() waits for every call made so far and
+// rethrows the first error of an asynchronous call or callback.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobflow/graph.h"
+#include "jobflow/tensor.h"
+
+namespace jobflow {
+
+enum class JobType { Train, Predict };
+inline constexpr JobType Train = JobType::Train;
+inline constexpr JobType Predict = JobType::Predict;
+const char* job_type_name(JobType t);
+
+// The nesting of placeholders and returns: a tree whose leaves index the
+// flat tensor lists.
+struct Structure {
+  enum class Kind { Leaf, Tuple, List, Dict, None };
+  // Leaf flavours mirror oneflow.typing: Numpy (one tensor), ListNumpy (one
+  // tensor per device), ListListNumpy (per device, a list of tensors split
+  // from dim 0 of the blob).
+  enum class Leaf { Numpy, ListNumpy, ListListNumpy };
+  Kind kind = Kind::None;
+  Leaf leaf = Leaf::Numpy;
+  int index = -1;                      // Leaf: flat position
+  std::vector<Structure> children;     // Tuple/List/Dict
+  std::vector<std::string> keys;       // Dict keys (ints are written as decimal text)
+  std::string str() const;             // "(Numpy, [Numpy, Numpy], {x: Numpy})"
+};
+
+struct Signature {
+  std::string job_name;
+  JobType type = JobType::Predict;
+  std::vector<std::string> input_names;   // placeholder names, flat
+  std::vector<TensorSpec> inputs;         // flat
+  Structure input_structure;              // Tuple of the arguments
+  std::vector<TensorSpec> outputs;        // flat
+  Structure output_structure;
+  bool callback = false;                  // declared Callback<T>
+  std::string str() const;
+};
+
+class Plan;   // compiler.h
+struct CallState;
+
+class CompiledJob {
+ public:
+  using Result = std::vector<Tensor>;
+  using Done = std::function<void(Result)>;
+
+  CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight);
+  ~CompiledJob();  // delivers every pending result first
+  CompiledJob(const CompiledJob&) = delete;
+  CompiledJob& operator=(const CompiledJob&) = delete;
+
+  const Signature& signature() const { return sig_; }
+  const Plan& plan() const { return *plan_; }
+
+  // Checks count, shapes and dtypes; the error names the placeholder.
+  void check_inputs(const std::vector<Tensor>& inputs) const;
+  // Blocking call: runs after every earlier call, returns host tensors.
+  Result run(std::vector<Tensor> inputs);
+  // Returns at once (or when a slot frees); `done` runs on the callback
+  // thread, in call order. Inputs are held by reference until the step runs.
+  void run_async(std::vector<Tensor> inputs, Done done);
+  // Lower level: the result is delivered when `attach` is given a callback
+  // or abandoned; used by Callback<T> where the callback comes after the call.
+  std::shared_ptr<CallState> launch(std::vector<Tensor> inputs);
+  static void attach(const std::shared_ptr<CallState>& c, Done done);
+  static void abandon(const std::shared_ptr<CallState>& c);
+  void sync();
+  size_t max_in_flight() const { return max_in_flight_; }
+  // Calls queued, running or awaiting their callback.
+  size_t in_flight() const;
+  // Callers blocked in run()/run_async() because max_in_flight was reached.
+  size_t blocked_callers() const;
+  int64_t steps_run() const;
+
+ private:
+  void worker_loop();
+  void callback_loop();
+  void rethrow_pending();
+
+  std::shared_ptr<Plan> plan_;
+  Signature sig_;
+  size_t max_in_flight_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
+  std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
+  std::deque<std::shared_ptr<CallState>> delivery_;   // ran, waiting for callback
+  size_t in_flight_ = 0;
+  size_t blocked_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  int64_t steps_ = 0;
+  std::thread worker_, callbacker_;
+};
+
+}  // namespace jobflow

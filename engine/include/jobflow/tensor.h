@@ -1,0 +1,121 @@
+// jobflow/tensor.h — host tensors and dtypes.
+//
+// A Tensor is a shape, a dtype and a reference-counted buffer (64-byte
+// aligned). Copying a Tensor copies the reference, never the data; use
+// clone() for a deep copy. This is the type job functions take and return
+// (the seeds' numpy.ndarray).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace jobflow {
+
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, Int8, UInt8 };
+
+// OneFlow spellings (flow.float, flow.int32, ...).
+inline constexpr DType Float = DType::Float32;
+inline constexpr DType Float32 = DType::Float32;
+inline constexpr DType Double = DType::Float64;
+inline constexpr DType Float64 = DType::Float64;
+inline constexpr DType Int32 = DType::Int32;
+inline constexpr DType Int64 = DType::Int64;
+inline constexpr DType Int8 = DType::Int8;
+inline constexpr DType UInt8 = DType::UInt8;
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);            // "float32", "int32", ...
+DType dtype_from_name(const std::string& s);  // inverse of dtype_name; throws
+bool is_floating(DType t);
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"
+
+// Base error of the library: every message starts with "[where] ".
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates a zero-filled tensor.
+  Tensor(Shape shape, DType dtype);
+  // Wraps memory owned by `owner` (no copy). `data` must stay valid while
+  // any copy of the Tensor lives.
+  static Tensor wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner);
+  template <class T>
+  static Tensor from(Shape shape, const std::vector<T>& values) {
+    Tensor t(std::move(shape), dtype_of<T>());
+    if (static_cast<int64_t>(values.size()) != t.numel())
+      throw Error("[Tensor::from] " + std::to_string(values.size()) + " values for shape " +
+                  shape_str(t.shape()));
+    std::copy(values.begin(), values.end(), t.data<T>());
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T v) { return from<T>({}, {v}); }
+
+  bool defined() const { return static_cast<bool>(storage_); }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i < 0 ? i + shape_.size() : i); }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  DType dtype() const { return dtype_; }
+  int64_t numel() const { return jobflow::numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+
+  void* raw() const { return data_; }
+  template <class T> T* data() const {
+    check_dtype(dtype_of<T>(), "data");
+    return static_cast<T*>(data_);
+  }
+  template <class T> std::vector<T> to_vector() const {
+    const T* p = data<T>();
+    return std::vector<T>(p, p + numel());
+  }
+  template <class T> T item() const {
+    if (numel() != 1) throw Error("[Tensor::item] tensor has " + std::to_string(numel()) + " elements");
+    return data<T>()[0];
+  }
+
+  Tensor clone() const;
+  // Same buffer, new shape with the same element count.
+  Tensor reshape(Shape s) const;
+  // Converts any numeric dtype (like numpy astype).
+  Tensor astype(DType t) const;
+  // Mean of all elements as double (the seeds' `loss.mean()`).
+  double mean() const;
+  // Element i (flat index) converted to double; for tests and printing.
+  double at(int64_t i) const;
+  // Bitwise equality of shape, dtype and bytes.
+  bool equal(const Tensor& o) const;
+  std::string str(int max_items = 8) const;
+  // The shared owner of the buffer (for zero-copy hand-over).
+  const std::shared_ptr<void>& storage() const { return storage_; }
+
+ private:
+  void check_dtype(DType want, const char* where) const;
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::Float32;
+};
+
+// 64-byte aligned allocation, owned by the returned pointer.
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes);
+
+}  // namespace jobflow

@@ -1,0 +1,413 @@
+// jobflow/data.cpp — IDX reader and the (Fashion-)MNIST loader.
+//
+// Reading strategy (it must be fast: 60k images in well under a second):
+//  * plain files: read the header, validate it against the file size, then
+//    read() the payload straight into the tensor's buffer and byte-swap in
+//    place;
+//  * gzip files: read the compressed bytes into memory, inflate the header,
+//    validate it, compare the expected size with the gzip trailer (ISIZE),
+//    then inflate straight into the tensor's buffer. When the trailer does
+//    not match (truncated or multi-member file) a counting pass that
+//    allocates nothing finds the real uncompressed size first, so bogus dims
+//    never cause a big allocation.
+#include "jobflow/data.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <limits>
+
+namespace jobflow::data {
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw Error("[read_idx] " + path + ": " + what);
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+std::string hex(uint32_t v, int width) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%0*X", width, v);
+  return buf;
+}
+
+// RAII file descriptor.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads up to n bytes (fewer only at end of file).
+size_t read_full(int fd, void* dst, size_t n, const std::string& path) {
+  auto* p = static_cast<unsigned char*>(dst);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "read failed: " + errno_text(errno));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+// What the IDX header says.
+struct Header {
+  uint8_t type = 0;        // IDX type code
+  size_t elem = 0;         // bytes per element in the file
+  DType dtype = DType::UInt8;  // dtype of the returned tensor
+  Shape shape;
+  uint64_t header_bytes = 0;   // 4 + 4 * rank
+  uint64_t payload_bytes = 0;  // numel * elem
+  uint64_t total() const { return header_bytes + payload_bytes; }
+};
+
+// Validates the 4 magic bytes; returns the rank.
+int check_magic(const unsigned char m[4], Header& h, const std::string& path) {
+  const uint32_t magic = be32(m);
+  if (m[0] != 0 || m[1] != 0)
+    fail(path, "bad magic " + hex(magic, 8) +
+                   " (an IDX file starts with two zero bytes, a type code and the rank, e.g. 0x00000803)");
+  h.type = m[2];
+  switch (h.type) {
+    case 0x08: h.elem = 1; h.dtype = DType::UInt8; break;
+    case 0x09: h.elem = 1; h.dtype = DType::Int8; break;
+    case 0x0B: h.elem = 2; h.dtype = DType::Int32; break;  // int16, widened
+    case 0x0C: h.elem = 4; h.dtype = DType::Int32; break;
+    case 0x0D: h.elem = 4; h.dtype = DType::Float32; break;
+    case 0x0E: h.elem = 8; h.dtype = DType::Float64; break;
+    default:
+      fail(path, "bad magic " + hex(magic, 8) + ": unknown element type code " + hex(h.type, 2) +
+                     " (expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)");
+  }
+  const int rank = m[3];
+  if (rank < 1 || rank > 8)
+    fail(path, "bad magic " + hex(magic, 8) + ": rank " + std::to_string(rank) + " is out of range 1..8");
+  h.header_bytes = 4 + 4 * static_cast<uint64_t>(rank);
+  return rank;
+}
+
+// Parses the dims and computes the payload size, rejecting overflow.
+void parse_dims(const unsigned char* d, int rank, Header& h, const std::string& path) {
+  h.shape.resize(rank);
+  unsigned __int128 n = 1;
+  const unsigned __int128 limit = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < rank; ++i) {
+    h.shape[i] = be32(d + 4 * i);
+    n *= static_cast<uint64_t>(h.shape[i]);
+    if (n * h.elem > limit) fail(path, "dims " + shape_str(h.shape) + " are too large");
+  }
+  h.payload_bytes = static_cast<uint64_t>(n) * h.elem;
+}
+
+// Converts the big-endian payload in `raw` (already in the tensor's buffer
+// for every type except int16) to host order.
+void to_host_order(const Header& h, Tensor& t, const unsigned char* int16_src) {
+  const int64_t n = t.numel();
+  if (h.type == 0x0B) {
+    int32_t* dst = t.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<int16_t>((uint16_t(int16_src[2 * i]) << 8) | int16_src[2 * i + 1]);
+    return;
+  }
+  if (h.elem == 4) {
+    auto* p = static_cast<uint32_t*>(t.raw());
+    for (int64_t i = 0; i < n; ++i) p[i] = __builtin_bswap32(p[i]);
+  } else if (h.elem == 8) {
+    auto* p = static_cast<uint64_t*>(t.raw());
+    for (int64_t i = 0; i < n; ++i) p[i] = __builtin_bswap64(p[i]);
+  }
+}
+
+// Where the payload bytes go: the tensor itself, or a scratch buffer for
+// int16 (widened afterwards).
+struct Dest {
+  Tensor t;
+  std::vector<unsigned char> int16_buf;
+  unsigned char* ptr = nullptr;
+};
+
+Dest make_dest(const Header& h) {
+  Dest d;
+  d.t = Tensor(h.shape, h.dtype);
+  if (h.type == 0x0B) {
+    d.int16_buf.resize(h.payload_bytes);
+    d.ptr = d.int16_buf.data();
+  } else {
+    d.ptr = static_cast<unsigned char*>(d.t.raw());
+  }
+  return d;
+}
+
+// ------------------------------------------------------------------ plain
+
+Tensor read_plain(int fd, uint64_t file_size, const std::string& path) {
+  Header h;
+  unsigned char m[4];
+  if (read_full(fd, m, 4, path) < 4)
+    fail(path, "truncated file: expected at least 4 bytes (the magic), got " + std::to_string(file_size));
+  const int rank = check_magic(m, h, path);
+  unsigned char dims[32];
+  if (file_size < h.header_bytes || read_full(fd, dims, 4 * rank, path) < size_t(4 * rank))
+    fail(path, "truncated file: expected " + std::to_string(h.header_bytes) + " header bytes, got " +
+                   std::to_string(file_size));
+  parse_dims(dims, rank, h, path);
+  if (file_size < h.total())
+    fail(path, "truncated file: expected " + std::to_string(h.total()) + " bytes for dims " +
+                   shape_str(h.shape) + ", got " + std::to_string(file_size));
+  if (file_size > h.total())
+    fail(path, "file has " + std::to_string(file_size) + " bytes, expected " + std::to_string(h.total()) +
+                   " for dims " + shape_str(h.shape) + " (trailing data)");
+  Dest d = make_dest(h);
+  const size_t got = read_full(fd, d.ptr, h.payload_bytes, path);
+  if (got != h.payload_bytes)  // the file shrank under us
+    fail(path, "truncated file: expected " + std::to_string(h.total()) + " bytes, got " +
+                   std::to_string(h.header_bytes + got));
+  to_host_order(h, d.t, d.ptr);
+  return d.t;
+}
+
+// ------------------------------------------------------------------- gzip
+
+// Inflates a gzip buffer on demand (handles concatenated members).
+class Inflater {
+ public:
+  Inflater(const unsigned char* data, size_t size, const std::string& path) : path_(path) {
+    std::memset(&z_, 0, sizeof z_);
+    if (inflateInit2(&z_, 15 + 16) != Z_OK) fail(path, "zlib inflateInit2 failed");
+    z_.next_in = const_cast<unsigned char*>(data);
+    z_.avail_in = 0;
+    rest_ = size;
+    refill();
+  }
+  ~Inflater() { inflateEnd(&z_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  // Fills up to n bytes; returns how many (fewer only at the end of the
+  // data). `expected` is the total uncompressed size, for error messages.
+  size_t read(unsigned char* dst, size_t n, uint64_t expected) {
+    size_t got = 0;
+    while (got < n && !eof_) {
+      const size_t chunk = std::min<size_t>(n - got, 1u << 30);
+      z_.next_out = dst + got;
+      z_.avail_out = static_cast<uInt>(chunk);
+      refill();
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      const size_t made = chunk - z_.avail_out;
+      got += made;
+      produced_ += made;
+      if (rc == Z_STREAM_END) {
+        // Another gzip member may follow (concatenated .gz files).
+        refill();
+        if (z_.avail_in >= 2 && z_.next_in[0] == 0x1f && z_.next_in[1] == 0x8b) {
+          inflateReset(&z_);
+        } else {
+          eof_ = true;
+        }
+      } else if (rc == Z_BUF_ERROR && z_.avail_in == 0 && rest_ == 0) {
+        // Input exhausted before the stream ended.
+        fail(path_, "truncated file: expected " + std::to_string(expected) + " bytes, got " +
+                        std::to_string(produced_) + " (uncompressed; the gzip stream is cut short)");
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        fail(path_, std::string("corrupt gzip data (") + (z_.msg ? z_.msg : zError(rc)) + ") after " +
+                        std::to_string(produced_) + " uncompressed bytes");
+      }
+    }
+    return got;
+  }
+  uint64_t produced() const { return produced_; }
+  bool eof() const { return eof_; }
+
+ private:
+  // zlib's avail_in is 32-bit: feed big buffers in slices.
+  void refill() {
+    if (z_.avail_in == 0 && rest_ > 0) {
+      const size_t take = std::min<size_t>(rest_, 1u << 30);
+      z_.avail_in = static_cast<uInt>(take);
+      rest_ -= take;
+    }
+  }
+  z_stream z_;
+  size_t rest_ = 0;  // input bytes not yet handed to zlib
+  uint64_t produced_ = 0;
+  bool eof_ = false;
+  std::string path_;
+};
+
+Tensor read_gzip(int fd, uint64_t file_size, const std::string& path) {
+  std::vector<unsigned char> comp(file_size);
+  if (read_full(fd, comp.data(), file_size, path) != file_size) fail(path, "file shrank while reading");
+
+  Header h;
+  Inflater z(comp.data(), comp.size(), path);
+  unsigned char m[4];
+  if (z.read(m, 4, 4) < 4)
+    fail(path, "truncated file: expected at least 4 bytes (the magic), got " + std::to_string(z.produced()) +
+                   " (uncompressed)");
+  const int rank = check_magic(m, h, path);
+  unsigned char dims[32];
+  if (z.read(dims, 4 * rank, h.header_bytes) < size_t(4 * rank))
+    fail(path, "truncated file: expected " + std::to_string(h.header_bytes) + " header bytes, got " +
+                   std::to_string(z.produced()) + " (uncompressed)");
+  parse_dims(dims, rank, h, path);
+
+  // The gzip trailer's ISIZE is the uncompressed size mod 2^32 (of the last
+  // member). When it disagrees, count the real size without allocating.
+  const uint32_t isize = comp.size() >= 18 ? (uint32_t(comp[comp.size() - 4]) | uint32_t(comp[comp.size() - 3]) << 8 |
+                                              uint32_t(comp[comp.size() - 2]) << 16 |
+                                              uint32_t(comp[comp.size() - 1]) << 24)
+                                           : 0;
+  if (isize != static_cast<uint32_t>(h.total())) {
+    Inflater c(comp.data(), comp.size(), path);
+    std::vector<unsigned char> scratch(1 << 16);
+    while (!c.eof() && c.produced() <= h.total()) c.read(scratch.data(), scratch.size(), h.total());
+    if (c.produced() < h.total())
+      fail(path, "truncated file: expected " + std::to_string(h.total()) + " bytes for dims " +
+                     shape_str(h.shape) + ", got " + std::to_string(c.produced()) + " (uncompressed)");
+    if (c.produced() > h.total())
+      fail(path, "file has more than " + std::to_string(h.total()) + " bytes (uncompressed), expected " +
+                     std::to_string(h.total()) + " for dims " + shape_str(h.shape) + " (trailing data)");
+  }
+
+  Dest d = make_dest(h);
+  const size_t got = z.read(d.ptr, h.payload_bytes, h.total());
+  if (got != h.payload_bytes)
+    fail(path, "truncated file: expected " + std::to_string(h.total()) + " bytes for dims " +
+                   shape_str(h.shape) + ", got " + std::to_string(z.produced()) + " (uncompressed)");
+  unsigned char extra;
+  if (z.read(&extra, 1, h.total()) != 0)
+    fail(path, "file has more than " + std::to_string(h.total()) + " bytes (uncompressed), expected " +
+                   std::to_string(h.total()) + " for dims " + shape_str(h.shape) + " (trailing data)");
+  to_host_order(h, d.t, d.ptr);
+  return d.t;
+}
+
+// ------------------------------------------------------------------ mnist
+
+const char* kInstallHint = "install it with: apt-get install dataset-fashion-mnist";
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string find_file(const std::string& dir, const std::string& base) {
+  const std::string plain = dir + "/" + base;
+  if (is_file(plain)) return plain;
+  if (is_file(plain + ".gz")) return plain + ".gz";
+  throw Error("[load_mnist] " + plain + "[.gz] not found; " + kInstallHint);
+}
+
+// Cuts (N, H, W) uint8 images and (N,) uint8 labels into full batches.
+Dataset make_batches(const Tensor& images, const Tensor& labels, int64_t batch, const char* split,
+                     const std::string& ipath, const std::string& lpath) {
+  if (images.dtype() != DType::UInt8 || images.ndim() != 3)
+    throw Error("[load_mnist] " + ipath + ": expected (N, H, W) unsigned bytes, got " +
+                shape_str(images.shape()) + " " + dtype_name(images.dtype()));
+  if (labels.dtype() != DType::UInt8 || labels.ndim() != 1)
+    throw Error("[load_mnist] " + lpath + ": expected (N,) unsigned bytes, got " + shape_str(labels.shape()) +
+                " " + dtype_name(labels.dtype()));
+  const int64_t n = images.dim(0), h = images.dim(1), w = images.dim(2);
+  if (labels.dim(0) != n)
+    throw Error("[load_mnist] " + ipath + " has " + std::to_string(n) + " images but " + lpath + " has " +
+                std::to_string(labels.dim(0)) + " labels");
+  if (batch > n)
+    throw Error(std::string("[load_mnist] ") + split + " batch size " + std::to_string(batch) +
+                " is larger than the " + std::to_string(n) + " " + split + " samples");
+  const int64_t nb = n / batch, per = h * w;
+  Dataset ds;
+  ds.images.reserve(nb);
+  ds.labels.reserve(nb);
+  const uint8_t* px = images.data<uint8_t>();
+  const uint8_t* lb = labels.data<uint8_t>();
+  for (int64_t b = 0; b < nb; ++b) {
+    Tensor img({batch, 1, h, w}, DType::Float32);
+    float* dst = img.data<float>();
+    const uint8_t* src = px + b * batch * per;
+    // x.astype(float32) / 255.0 — a float32 division, as numpy does it.
+    for (int64_t i = 0; i < batch * per; ++i) dst[i] = static_cast<float>(src[i]) / 255.0f;
+    Tensor lab({batch}, DType::Int32);
+    int32_t* ld = lab.data<int32_t>();
+    for (int64_t i = 0; i < batch; ++i) ld[i] = lb[b * batch + i];
+    ds.images.push_back(std::move(img));
+    ds.labels.push_back(std::move(lab));
+  }
+  return ds;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ public
+
+Tensor read_idx(const std::string& path) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) fail(path, "cannot open: " + errno_text(errno));
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  unsigned char m[2] = {0, 0};
+  const size_t got = read_full(f.fd, m, 2, path);
+  if (::lseek(f.fd, 0, SEEK_SET) != 0) fail(path, "cannot seek: " + errno_text(errno));
+  if (got == 2 && m[0] == 0x1f && m[1] == 0x8b) return read_gzip(f.fd, size, path);
+  return read_plain(f.fd, size, path);
+}
+
+std::string default_mnist_dir() {
+  const char* env = std::getenv("JOBFLOW_DATA");
+  if (env && *env) return env;
+  return "/usr/share/datasets/fashion-mnist";
+}
+
+Mnist load_mnist(int64_t train_batch, int64_t test_batch, const std::string& dir_in) {
+  if (test_batch == 0) test_batch = train_batch;
+  if (train_batch <= 0 || test_batch < 0)
+    throw Error("[load_mnist] batch sizes must be positive, got train_batch=" + std::to_string(train_batch) +
+                " test_batch=" + std::to_string(test_batch));
+  const std::string dir = dir_in.empty() ? default_mnist_dir() : dir_in;
+  if (!is_dir(dir)) throw Error("[load_mnist] " + dir + " does not exist; " + kInstallHint);
+  const std::string paths[4] = {find_file(dir, "train-images-idx3-ubyte"),
+                                find_file(dir, "train-labels-idx1-ubyte"),
+                                find_file(dir, "t10k-images-idx3-ubyte"),
+                                find_file(dir, "t10k-labels-idx1-ubyte")};
+  // Decode the two image files in parallel (they are >99% of the work), and
+  // batch each split as soon as its files are read.
+  auto split = [&](int k, int64_t batch, const char* name) {
+    Tensor labels = read_idx(paths[k + 1]);
+    Tensor images = read_idx(paths[k]);
+    return make_batches(images, labels, batch, name, paths[k], paths[k + 1]);
+  };
+  auto test = std::async(std::launch::async, split, 2, test_batch, "test");
+  Mnist out;
+  out.train = split(0, train_batch, "train");
+  out.test = test.get();
+  return out;
+}
+
+}  // namespace jobflow::data

@@ -1,0 +1,155 @@
+#include "jobflow/graph.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "jobflow/primitive.h"
+#include "kernel_util.h"
+
+namespace jobflow {
+
+std::string spec_str(const TensorSpec& s) { return shape_str(s.shape) + " " + dtype_name(s.dtype); }
+
+Shape Blob::shape() const { return spec().shape; }
+DType Blob::dtype() const { return spec().dtype; }
+int Blob::ndim() const { return static_cast<int>(spec().shape.size()); }
+TensorSpec Blob::spec() const {
+  if (!g_) throw Error("[Blob] use of an undefined blob");
+  return g_->blobs.at(id_).spec;
+}
+std::string Blob::name() const {
+  if (!g_) throw Error("[Blob] use of an undefined blob");
+  return g_->blobs.at(id_).name;
+}
+
+std::string Graph::unique_name(const std::string& prefix) {
+  for (auto& [p, n] : name_counts_)
+    if (p == prefix) return prefix + "_" + std::to_string(n++);
+  name_counts_.emplace_back(prefix, 1);
+  return prefix + "_0";
+}
+
+std::vector<Blob> Graph::add(std::shared_ptr<Primitive> op, const std::vector<Blob>& inputs, std::string name) {
+  std::vector<TensorSpec> in;
+  in.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Blob& b = inputs[i];
+    if (!b.defined()) op_error(op->name(), "input " + std::to_string(i) + " is an undefined blob");
+    if (b.graph() != this)
+      op_error(op->name(), "input " + std::to_string(i) + " ('" + b.name() +
+                               "') belongs to another job function; blobs cannot cross job functions");
+    in.push_back(b.spec());
+  }
+  std::vector<TensorSpec> out = op->infer(in);
+  if (name.empty()) name = unique_name(op->name());
+  Node n;
+  n.name = name;
+  n.op = std::move(op);
+  for (const Blob& b : inputs) n.inputs.push_back(b.id());
+  n.placement = detail::current_placement();
+  const int node_id = static_cast<int>(nodes.size());
+  std::vector<Blob> result;
+  for (size_t i = 0; i < out.size(); ++i) {
+    BlobDesc d;
+    d.spec = out[i];
+    d.producer = node_id;
+    d.out_index = static_cast<int>(i);
+    d.name = out.size() == 1 ? name : name + "/out" + std::to_string(i);
+    blobs.push_back(d);
+    n.outputs.push_back(static_cast<int>(blobs.size()) - 1);
+    result.emplace_back(this, static_cast<int>(blobs.size()) - 1);
+  }
+  nodes.push_back(std::move(n));
+  return result;
+}
+
+std::vector<std::vector<int>> Graph::consumers() const {
+  std::vector<std::vector<int>> c(blobs.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int b : nodes[i].inputs) c[b].push_back(static_cast<int>(i));
+  return c;
+}
+
+namespace {
+thread_local Graph* t_graph = nullptr;
+thread_local std::vector<Placement> t_placements;
+const Placement kDefaultPlacement{};
+}  // namespace
+
+Graph* current_graph() { return t_graph; }
+Graph& require_graph(const char* op) {
+  if (!t_graph)
+    op_error(op, "called outside a job function body; ops build the graph of a job defined with global_function");
+  return *t_graph;
+}
+
+namespace detail {
+GraphScope::GraphScope(Graph* g) : prev(t_graph) { t_graph = g; }
+GraphScope::~GraphScope() { t_graph = prev; }
+const Placement& current_placement() { return t_placements.empty() ? kDefaultPlacement : t_placements.back(); }
+void push_placement(Placement p) { t_placements.push_back(std::move(p)); }
+void pop_placement() {
+  if (!t_placements.empty()) t_placements.pop_back();
+}
+}  // namespace detail
+
+namespace scope {
+static Placement check_placement(std::string device, std::string ids) {
+  if (device != "cpu" && device != "gpu" && device != "cuda")
+    throw Error("[scope::placement] device must be \"cpu\" or \"gpu\", got \"" + device + "\"");
+  if (device == "cuda") device = "gpu";
+  return Placement{std::move(device), std::move(ids)};
+}
+placement::placement(std::string device, std::string ids) {
+  detail::push_placement(check_placement(std::move(device), std::move(ids)));
+  active_ = true;
+}
+placement::placement(std::string device, std::string ids, const std::function<void()>& body) {
+  detail::push_placement(check_placement(std::move(device), std::move(ids)));
+  try {
+    body();
+  } catch (...) {
+    detail::pop_placement();
+    throw;
+  }
+  detail::pop_placement();
+}
+placement::~placement() {
+  if (active_) detail::pop_placement();
+}
+}  // namespace scope
+
+// ---- Primitive defaults and infer() helpers ----
+void Primitive::eval_gpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const {
+  op_error(name(), "has no GPU kernel");
+}
+std::vector<Blob> Primitive::vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                                 const std::vector<int>&) const {
+  op_error(name(), "has no gradient");
+}
+
+void op_error(const char* op, const std::string& what) { throw Error(std::string("[") + op + "] " + what); }
+
+void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n) {
+  if (in.size() != n)
+    op_error(op, "expects " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
+}
+void expect_float(const char* op, const TensorSpec& s, const char* arg) {
+  if (!is_floating(s.dtype))
+    op_error(op, std::string(arg) + " must be float32 or float64, got " + spec_str(s));
+}
+void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b) {
+  if (a.dtype != b.dtype)
+    op_error(op, std::string("dtypes differ: ") + spec_str(a) + " vs " + spec_str(b));
+}
+
+namespace kern {
+int norm_axis(const char* op, int axis, int rank) {
+  int a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max(rank, 1))
+    op_error(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return a;
+}
+}  // namespace kern
+
+}  // namespace jobflow

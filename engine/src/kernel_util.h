@@ -1,0 +1,40 @@
+// Internal helpers for CPU kernels (not installed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jobflow/primitive.h"
+#include "jobflow/tensor.h"
+
+namespace jobflow::kern {
+
+// Calls f(T{}) with T the C++ type of a floating dtype; throws otherwise.
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); return;
+    case DType::Float64: f(double{}); return;
+    default: op_error(op, std::string("unsupported dtype ") + dtype_name(t));
+  }
+}
+// Any numeric dtype.
+template <class F>
+void dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); return;
+    case DType::Float64: f(double{}); return;
+    case DType::Int32: f(int32_t{}); return;
+    case DType::Int64: f(int64_t{}); return;
+    case DType::Int8: f(int8_t{}); return;
+    case DType::UInt8: f(uint8_t{}); return;
+  }
+}
+
+// Element counts above which loops are split across threads (OpenMP).
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+// Normalizes a possibly negative axis; throws naming the op.
+int norm_axis(const char* op, int axis, int rank);
+
+}  // namespace jobflow::kern

@@ -1,0 +1,558 @@
+// Elementwise ops: binary arithmetic with numpy broadcasting, unary math,
+// activations (relu/sigmoid/tanh) with their fused gradient kernels, cast and
+// add_n (the gradient accumulator of autodiff).
+//
+// Kernel layout. Binary ops pick the cheapest of three loops:
+//   * same shape (or both operands already the output's size): one flat loop;
+//   * one operand has a single element: flat loop against a register value;
+//   * anything else: the iteration space is collapsed first (size-1 output
+//     dims dropped, neighbouring dims merged where both operands stay
+//     contiguous), so (B, N) + (N,) becomes B rows of a contiguous N-vector
+//     loop and a general broadcast only pays one index decomposition per
+//     row, never per element.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "jobflow/ops.h"
+#include "kernel_util.h"
+#include "ops_internal.h"
+
+namespace jobflow {
+namespace internal {
+// (a == b) as 1/0 of the operands' dtype, with broadcasting; no gradient.
+// Used by reduce_max's gradient (reduce.cpp declares it too).
+Blob equal_mask(Blob a, Blob b);
+}  // namespace internal
+
+namespace {
+
+// Kernels index collapsed shapes with fixed arrays so that eval_cpu never
+// allocates; infer() rejects anything of higher rank.
+constexpr int kMaxRank = 16;
+// Work items of the broadcast loop: long rows are cut into pieces of this
+// many elements so that a single huge row still spreads over the threads.
+constexpr int64_t kRowChunk = 1 << 14;
+
+void check_rank(const char* op, const Shape& s) {
+  if (s.size() > static_cast<size_t>(kMaxRank))
+    op_error(op, "rank " + std::to_string(s.size()) + " of " + shape_str(s) + " exceeds the supported maximum of " +
+                     std::to_string(kMaxRank));
+}
+
+// numpy broadcasting: align from the right; each pair of dims must be equal
+// or one of them 1.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da == db || db == 1) out[i] = da;
+    else if (da == 1) out[i] = db;
+    else op_error(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot broadcast");
+  }
+  return out;
+}
+
+// The collapsed iteration space of out = f(a, b): element strides of each
+// operand per output dim, 0 where that operand is broadcast.
+struct Bcast {
+  int nd = 0;
+  int64_t dim[kMaxRank];
+  int64_t sa[kMaxRank];
+  int64_t sb[kMaxRank];
+};
+
+// Contiguous strides of `s` aligned to the last `r` dims of the output,
+// 0 for dims that `s` lacks or has as 1.
+void aligned_strides(const Shape& s, int r, int64_t* st) {
+  int64_t acc = 1;
+  const int off = r - static_cast<int>(s.size());
+  for (int i = r - 1; i >= 0; --i) {
+    const int64_t d = i >= off ? s[i - off] : 1;
+    st[i] = d == 1 ? 0 : acc;
+    acc *= d;
+  }
+}
+
+Bcast make_bcast(const Shape& o, const Shape& a, const Shape& b) {
+  const int r = static_cast<int>(o.size());
+  int64_t ta[kMaxRank], tb[kMaxRank];
+  aligned_strides(a, r, ta);
+  aligned_strides(b, r, tb);
+  Bcast p;
+  for (int i = 0; i < r; ++i) {
+    if (o[i] == 1) continue;  // contributes no index
+    if (p.nd > 0 && p.sa[p.nd - 1] == ta[i] * o[i] && p.sb[p.nd - 1] == tb[i] * o[i]) {
+      // Dim i continues dim nd-1 in memory for both operands: merge.
+      p.dim[p.nd - 1] *= o[i];
+      p.sa[p.nd - 1] = ta[i];
+      p.sb[p.nd - 1] = tb[i];
+    } else {
+      p.dim[p.nd] = o[i];
+      p.sa[p.nd] = ta[i];
+      p.sb[p.nd] = tb[i];
+      ++p.nd;
+    }
+  }
+  if (p.nd == 0) {  // every dim is 1: a single element
+    p.nd = 1;
+    p.dim[0] = 1;
+    p.sa[0] = p.sb[0] = 0;
+  }
+  return p;
+}
+
+// One output row. Inner strides of contiguous inputs are 0 or 1, so the
+// first three branches are the ones that run; each is a plain vectorizable
+// loop.
+template <class T, class F>
+inline void bin_row(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t n, F f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <class T, class F>
+void binary_kernel(const Tensor& A, const Tensor& B, const Tensor& O, F f) {
+  const int64_t n = O.numel();
+  if (n == 0) return;
+  const T* a = static_cast<const T*>(A.raw());
+  const T* b = static_cast<const T*>(B.raw());
+  T* o = static_cast<T*>(O.raw());
+  const int64_t na = A.numel(), nb = B.numel();
+  // An operand with as many elements as the output broadcasts to it only if
+  // the shapes agree up to leading 1s, i.e. the memory layout is the same.
+  if (na == n && nb == n) {
+#pragma omp parallel for if (n > kern::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+    return;
+  }
+  if (nb == 1 && na == n) {
+    const T bv = *b;
+#pragma omp parallel for if (n > kern::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+    return;
+  }
+  if (na == 1 && nb == n) {
+    const T av = *a;
+#pragma omp parallel for if (n > kern::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+    return;
+  }
+  const Bcast p = make_bcast(O.shape(), A.shape(), B.shape());
+  const int last = p.nd - 1;
+  const int64_t inner = p.dim[last];
+  const int64_t rows = n / inner;
+  const int64_t chunk = std::min(inner, kRowChunk);
+  const int64_t pieces = (inner + chunk - 1) / chunk;
+  const int64_t tasks = rows * pieces;
+#pragma omp parallel for if (n > kern::kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t row = t / pieces;
+    const int64_t j0 = (t % pieces) * chunk;
+    const int64_t out_off = row * inner + j0;
+    // Offsets of this row in each operand: one decomposition per work item.
+    int64_t oa = 0, ob = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      const int64_t idx = row % p.dim[d];
+      row /= p.dim[d];
+      oa += idx * p.sa[d];
+      ob += idx * p.sb[d];
+    }
+    bin_row(a + oa + j0 * p.sa[last], p.sa[last], b + ob + j0 * p.sb[last], p.sb[last], o + out_off,
+            std::min(chunk, inner - j0), f);
+  }
+}
+
+template <class T, class F>
+void unary_kernel(const Tensor& X, const Tensor& Y, F f) {
+  const int64_t n = Y.numel();
+  const T* x = static_cast<const T*>(X.raw());
+  T* y = static_cast<T*>(Y.raw());
+#pragma omp parallel for if (n > kern::kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// ---------------------------------------------------------------------------
+enum class BinOp { Add, Sub, Mul, Div, EqMask };
+
+class Binary final : public Primitive {
+ public:
+  explicit Binary(BinOp op) : op_(op) {}
+  const char* name() const override {
+    switch (op_) {
+      case BinOp::Add: return "add";
+      case BinOp::Sub: return "sub";
+      case BinOp::Mul: return "mul";
+      case BinOp::Div: return "div";
+      case BinOp::EqMask: return "equal_mask";
+    }
+    return "?";
+  }
+
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs(name(), in, 2);
+    expect_same_dtype(name(), in[0], in[1]);
+    check_rank(name(), in[0].shape);
+    check_rank(name(), in[1].shape);
+    return {{broadcast_shapes(name(), in[0].shape, in[1].shape), in[0].dtype}};
+  }
+
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      switch (op_) {
+        case BinOp::Add: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a + b); }); break;
+        case BinOp::Sub: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a - b); }); break;
+        case BinOp::Mul: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a * b); }); break;
+        case BinOp::Div:
+          if constexpr (std::is_floating_point_v<T>)
+            binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return a / b; });
+          else  // integer division by zero would trap: define it as 0
+            binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return b == 0 ? T(0) : T(a / b); });
+          break;
+        case BinOp::EqMask:
+          binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return a == b ? T(1) : T(0); });
+          break;
+      }
+    });
+  }
+
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override {
+    const Blob& g = cot[0];
+    const Blob &a = in[0], &b = in[1];
+    std::vector<Blob> r;
+    if (op_ == BinOp::EqMask) return std::vector<Blob>(argnums.size());  // piecewise constant
+    // Div: both gradients use g / b.
+    Blob q;
+    if (op_ == BinOp::Div) q = div(g, b);
+    for (int arg : argnums) {
+      const Shape& target = arg == 0 ? a.shape() : b.shape();
+      Blob full;  // gradient in the broadcast (output) shape
+      switch (op_) {
+        case BinOp::Add: full = g; break;
+        case BinOp::Sub: full = arg == 0 ? g : neg(g); break;
+        case BinOp::Mul: full = mul(g, arg == 0 ? b : a); break;
+        case BinOp::Div: full = arg == 0 ? q : neg(mul(q, outs[0])); break;  // d(a/b)/db = -(a/b)/b
+        case BinOp::EqMask: break;
+      }
+      r.push_back(sum_to(full, target));
+    }
+    return r;
+  }
+
+ private:
+  BinOp op_;
+};
+
+// ---------------------------------------------------------------------------
+enum class UnOp { Neg, Exp, Log, Sqrt, Rsqrt, Square, Sigmoid, Tanh, Relu, AddScalar, MulScalar };
+
+bool float_only(UnOp op) {
+  return op == UnOp::Exp || op == UnOp::Log || op == UnOp::Sqrt || op == UnOp::Rsqrt || op == UnOp::Sigmoid ||
+         op == UnOp::Tanh;
+}
+
+// Activation gradients from the activation's output y (fused, one pass):
+//   relu_grad(dy, y)    = dy * (y > 0)
+//   sigmoid_grad(dy, y) = dy * y * (1 - y)
+//   tanh_grad(dy, y)    = dy * (1 - y^2)
+class ActGrad final : public Primitive {
+ public:
+  explicit ActGrad(UnOp act) : act_(act) {}
+  const char* name() const override {
+    return act_ == UnOp::Relu ? "relu_grad" : act_ == UnOp::Sigmoid ? "sigmoid_grad" : "tanh_grad";
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs(name(), in, 2);
+    expect_float(name(), in[0], "dy");
+    if (in[0] != in[1]) op_error(name(), "dy " + spec_str(in[0]) + " and y " + spec_str(in[1]) + " must match");
+    return {in[0]};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    kern::dispatch_float(in[0].dtype(), name(), [&](auto z) {
+      using T = decltype(z);
+      switch (act_) {
+        case UnOp::Relu:
+          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return y > T(0) ? g : T(0); });
+          break;
+        case UnOp::Sigmoid:
+          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return g * y * (T(1) - y); });
+          break;
+        default:
+          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return g * (T(1) - y * y); });
+          break;
+      }
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override {
+    const Blob &g = cot[0], &dy = in[0], &y = in[1];
+    std::vector<Blob> r;
+    for (int arg : argnums) {
+      if (arg == 0) {  // linear in dy
+        r.push_back(internal::add_node(std::make_shared<ActGrad>(act_), {g, y})[0]);
+      } else if (act_ == UnOp::Relu) {
+        r.push_back(Blob());  // piecewise constant in y
+      } else if (act_ == UnOp::Sigmoid) {
+        r.push_back(mul(mul(g, dy), add_scalar(mul_scalar(y, -2.0), 1.0)));  // d/dy y(1-y) = 1 - 2y
+      } else {
+        r.push_back(mul(mul(g, dy), mul_scalar(y, -2.0)));  // d/dy (1-y^2) = -2y
+      }
+    }
+    return r;
+  }
+
+ private:
+  UnOp act_;
+};
+
+class Unary final : public Primitive {
+ public:
+  explicit Unary(UnOp op, double s = 0.0) : op_(op), s_(s) {}
+  // The compiler's fusion pass recognizes relu by this exact name.
+  const char* name() const override {
+    switch (op_) {
+      case UnOp::Neg: return "neg";
+      case UnOp::Exp: return "exp";
+      case UnOp::Log: return "log";
+      case UnOp::Sqrt: return "sqrt";
+      case UnOp::Rsqrt: return "rsqrt";
+      case UnOp::Square: return "square";
+      case UnOp::Sigmoid: return "sigmoid";
+      case UnOp::Tanh: return "tanh";
+      case UnOp::Relu: return "relu";
+      case UnOp::AddScalar: return "add_scalar";
+      case UnOp::MulScalar: return "mul_scalar";
+    }
+    return "?";
+  }
+  std::string attrs() const override {
+    return op_ == UnOp::AddScalar || op_ == UnOp::MulScalar ? "scalar=" + std::to_string(s_) : "";
+  }
+
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs(name(), in, 1);
+    if (float_only(op_)) expect_float(name(), in[0], "x");
+    return {in[0]};
+  }
+
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const Tensor &x = in[0], &y = out[0];
+      switch (op_) {
+        case UnOp::Neg: unary_kernel<T>(x, y, [](T v) { return T(-v); }); return;
+        case UnOp::Square: unary_kernel<T>(x, y, [](T v) { return T(v * v); }); return;
+        // max(v, 0) keeps NaN (v < 0 is false), like PyTorch.
+        case UnOp::Relu: unary_kernel<T>(x, y, [](T v) { return v < T(0) ? T(0) : v; }); return;
+        case UnOp::AddScalar:
+          if constexpr (std::is_floating_point_v<T>) {
+            const T s = static_cast<T>(s_);
+            unary_kernel<T>(x, y, [s](T v) { return v + s; });
+          } else {
+            const double s = s_;
+            unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<double>(v) + s); });
+          }
+          return;
+        case UnOp::MulScalar:
+          if constexpr (std::is_floating_point_v<T>) {
+            const T s = static_cast<T>(s_);
+            unary_kernel<T>(x, y, [s](T v) { return v * s; });
+          } else {
+            const double s = s_;
+            unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<double>(v) * s); });
+          }
+          return;
+        default: break;
+      }
+      if constexpr (std::is_floating_point_v<T>) {  // infer() keeps ints away from these
+        switch (op_) {
+          case UnOp::Exp: unary_kernel<T>(x, y, [](T v) { return std::exp(v); }); return;
+          case UnOp::Log: unary_kernel<T>(x, y, [](T v) { return std::log(v); }); return;
+          case UnOp::Sqrt: unary_kernel<T>(x, y, [](T v) { return std::sqrt(v); }); return;
+          case UnOp::Rsqrt: unary_kernel<T>(x, y, [](T v) { return T(1) / std::sqrt(v); }); return;
+          // exp(-v) overflows to inf for very negative v, giving exactly 0.
+          case UnOp::Sigmoid: unary_kernel<T>(x, y, [](T v) { return T(1) / (T(1) + std::exp(-v)); }); return;
+          case UnOp::Tanh: unary_kernel<T>(x, y, [](T v) { return std::tanh(v); }); return;
+          default: break;
+        }
+      }
+      op_error(name(), std::string("unsupported dtype ") + dtype_name(x.dtype()));
+    });
+  }
+
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    const Blob &g = cot[0], &x = in[0], &y = outs[0];
+    switch (op_) {
+      case UnOp::Neg: return {neg(g)};
+      case UnOp::Exp: return {mul(g, y)};
+      case UnOp::Log: return {div(g, x)};
+      case UnOp::Sqrt: return {mul_scalar(div(g, y), 0.5)};                       // 1 / (2 sqrt x)
+      case UnOp::Rsqrt: return {mul_scalar(mul(g, mul(y, square(y))), -0.5)};    // -x^(-3/2) / 2
+      case UnOp::Square: return {mul(g, mul_scalar(x, 2.0))};
+      case UnOp::Sigmoid: return {internal::add_node(std::make_shared<ActGrad>(UnOp::Sigmoid), {g, y})[0]};
+      case UnOp::Tanh: return {internal::add_node(std::make_shared<ActGrad>(UnOp::Tanh), {g, y})[0]};
+      case UnOp::Relu: return {internal::relu_grad(g, y)};
+      case UnOp::AddScalar: return {g};
+      case UnOp::MulScalar: return {mul_scalar(g, s_)};
+    }
+    return {Blob()};
+  }
+
+ private:
+  UnOp op_;
+  double s_;
+};
+
+// ---------------------------------------------------------------------------
+// Converts between any two numeric dtypes. float -> int rounds toward zero;
+// narrow integer targets go through int64 so that out-of-range values wrap
+// (numpy's astype behaviour) instead of being undefined.
+class Cast final : public Primitive {
+ public:
+  explicit Cast(DType to) : to_(to) {}
+  const char* name() const override { return "cast"; }
+  std::string attrs() const override { return std::string("dtype=") + dtype_name(to_); }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("cast", in, 1);
+    return {{in[0].shape, to_}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const int64_t n = in[0].numel();
+    if (in[0].dtype() == to_) {
+      std::memcpy(out[0].raw(), in[0].raw(), in[0].nbytes());
+      return;
+    }
+    kern::dispatch_all(in[0].dtype(), [&](auto zi) {
+      using I = decltype(zi);
+      kern::dispatch_all(to_, [&](auto zo) {
+        using O = decltype(zo);
+        const I* x = static_cast<const I*>(in[0].raw());
+        O* y = static_cast<O*>(out[0].raw());
+        if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> && sizeof(O) < 8) {
+#pragma omp parallel for if (n > kern::kParallelGrain)
+          for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(static_cast<int64_t>(x[i]));
+        } else {
+#pragma omp parallel for if (n > kern::kParallelGrain)
+          for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(x[i]);
+        }
+      });
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    // Only float -> float carries a gradient (back in the input's dtype).
+    if (!is_floating(to_) || !is_floating(in[0].dtype())) return {Blob()};
+    return {cast(cot[0], in[0].dtype())};
+  }
+
+ private:
+  DType to_;
+};
+
+// ---------------------------------------------------------------------------
+// Sum of N same-spec inputs in one pass over memory: the output is produced
+// block by block, each block summing every input while it is in cache.
+class AddN final : public Primitive {
+ public:
+  const char* name() const override { return "add_n"; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    if (in.empty()) op_error("add_n", "needs at least one input");
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i] != in[0])
+        op_error("add_n", "input " + std::to_string(i) + " is " + spec_str(in[i]) + " but input 0 is " +
+                              spec_str(in[0]) + "; all inputs must have the same shape and dtype");
+    return {in[0]};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      constexpr int64_t kBlock = 2048;
+      const int64_t n = out[0].numel();
+      const int64_t blocks = (n + kBlock - 1) / kBlock;
+      const size_t k = in.size();
+      T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (n > kern::kParallelGrain)
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t b0 = blk * kBlock, len = std::min(kBlock, n - b0);
+        T* o = y + b0;
+        const T* p0 = static_cast<const T*>(in[0].raw()) + b0;
+        if (k == 1) {
+          std::memcpy(o, p0, sizeof(T) * len);
+          continue;
+        }
+        const T* p1 = static_cast<const T*>(in[1].raw()) + b0;
+        for (int64_t i = 0; i < len; ++i) o[i] = T(p0[i] + p1[i]);
+        for (size_t j = 2; j < k; ++j) {
+          const T* pj = static_cast<const T*>(in[j].raw()) + b0;
+          for (int64_t i = 0; i < len; ++i) o[i] = T(o[i] + pj[i]);
+        }
+      }
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size(), cot[0]);
+  }
+};
+
+Blob unary(UnOp op, Blob x, const std::string& name = "", double s = 0.0) {
+  return internal::add_node(std::make_shared<Unary>(op, s), {x}, name)[0];
+}
+Blob binary(BinOp op, Blob a, Blob b) { return internal::add_node(std::make_shared<Binary>(op), {a, b})[0]; }
+
+}  // namespace
+
+Blob add(Blob a, Blob b) { return binary(BinOp::Add, a, b); }
+Blob sub(Blob a, Blob b) { return binary(BinOp::Sub, a, b); }
+Blob mul(Blob a, Blob b) { return binary(BinOp::Mul, a, b); }
+Blob div(Blob a, Blob b) { return binary(BinOp::Div, a, b); }
+Blob add_scalar(Blob a, double s) { return unary(UnOp::AddScalar, a, "", s); }
+Blob mul_scalar(Blob a, double s) { return unary(UnOp::MulScalar, a, "", s); }
+Blob neg(Blob a) { return unary(UnOp::Neg, a); }
+Blob exp(Blob a) { return unary(UnOp::Exp, a); }
+Blob log(Blob a) { return unary(UnOp::Log, a); }
+Blob sqrt(Blob a) { return unary(UnOp::Sqrt, a); }
+Blob rsqrt(Blob a) { return unary(UnOp::Rsqrt, a); }
+Blob square(Blob a) { return unary(UnOp::Square, a); }
+
+Blob cast(Blob x, DType dtype, const std::string& name) {
+  return internal::add_node(std::make_shared<Cast>(dtype), {x}, name)[0];
+}
+
+namespace math {
+Blob sigmoid(Blob x) { return unary(UnOp::Sigmoid, x); }
+Blob tanh(Blob x) { return unary(UnOp::Tanh, x); }
+}  // namespace math
+
+namespace nn {
+Blob ReluFn::operator()(Blob x, const std::string& name) const { return unary(UnOp::Relu, x, name); }
+Blob SigmoidFn::operator()(Blob x, const std::string& name) const { return unary(UnOp::Sigmoid, x, name); }
+Blob TanhFn::operator()(Blob x, const std::string& name) const { return unary(UnOp::Tanh, x, name); }
+}  // namespace nn
+
+namespace internal {
+Blob relu_grad(Blob dy, Blob y) { return add_node(std::make_shared<ActGrad>(UnOp::Relu), {dy, y})[0]; }
+Blob add_n(const std::vector<Blob>& xs) {
+  if (xs.empty()) throw Error("[add_n] needs at least one input");
+  if (xs.size() == 1) return xs[0];
+  return add_node(std::make_shared<AddN>(), xs)[0];
+}
+Blob equal_mask(Blob a, Blob b) { return binary(BinOp::EqMask, a, b); }
+}  // namespace internal
+
+}  // namespace jobflow

@@ -1,0 +1,481 @@
+// Shape ops: reshape/flatten (views), transpose, concat (+ the slice used by
+// its gradient), identity and constant.
+#include <algorithm>
+#include <cstring>
+
+#include "jobflow/ops.h"
+#include "kernel_util.h"
+#include "ops_internal.h"
+
+namespace jobflow {
+namespace {
+
+constexpr int kMaxRank = 16;   // fixed index arrays: eval_cpu does not allocate
+constexpr int64_t kTile = 32;  // transpose tile edge (elements)
+
+std::string ints_str(const std::vector<int>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+// Copies bytes unless the memory plan already made the output the input.
+void copy_bytes(const Tensor& in, const Tensor& out) {
+  if (out.raw() != in.raw() && in.nbytes() > 0) std::memcpy(out.raw(), in.raw(), in.nbytes());
+}
+
+// Calls f(U{}) with an unsigned type of the dtype's size: data movement ops
+// do not care about the element type, only its width.
+template <class F>
+void dispatch_width(DType t, F&& f) {
+  switch (dtype_size(t)) {
+    case 1: f(uint8_t{}); return;
+    case 4: f(uint32_t{}); return;
+    default: f(uint64_t{}); return;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Same bytes, new shape. The memory plan makes the output alias the input
+// (aliases_input), in which case eval has nothing to do.
+class Reshape final : public Primitive {
+ public:
+  explicit Reshape(Shape shape) : shape_(std::move(shape)) {}
+  const char* name() const override { return "reshape"; }
+  std::string attrs() const override { return "shape=" + shape_str(shape_); }
+  int aliases_input(int) const override { return 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("reshape", in, 1);
+    if (numel(in[0].shape) != numel(shape_))
+      op_error("reshape", "cannot reshape " + shape_str(in[0].shape) + " (" + std::to_string(numel(in[0].shape)) +
+                              " elements) to " + shape_str(shape_) + " (" + std::to_string(numel(shape_)) +
+                              " elements)");
+    return {{shape_, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    copy_bytes(in[0], out[0]);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {reshape(cot[0], in[0].shape())};
+  }
+
+ private:
+  Shape shape_;
+};
+
+// ---------------------------------------------------------------------------
+// y = x.transpose(perm): y.shape[i] = x.shape[perm[i]].
+// The permutation is first collapsed (size-1 dims dropped, dims that stay
+// adjacent in both layouts merged). If the output's innermost dim is also
+// contiguous in x, rows are memcpy'd; otherwise the two dims that are
+// contiguous in x and in y are walked in kTile x kTile tiles so both reads
+// and writes stay in cache.
+class Transpose final : public Primitive {
+ public:
+  explicit Transpose(std::vector<int> perm) : perm_(std::move(perm)) {}
+  const char* name() const override { return "transpose"; }
+  std::string attrs() const override { return "perm=" + ints_str(perm_); }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("transpose", in, 1);
+    const Shape& s = in[0].shape;
+    const int r = static_cast<int>(s.size());
+    if (r > kMaxRank)
+      op_error("transpose", "rank " + std::to_string(r) + " of " + shape_str(s) + " exceeds the supported maximum of " +
+                                std::to_string(kMaxRank));
+    bool seen[kMaxRank] = {};
+    bool ok = static_cast<int>(perm_.size()) == r;
+    for (size_t i = 0; ok && i < perm_.size(); ++i) {
+      const int p = perm_[i] < 0 ? perm_[i] + r : perm_[i];
+      ok = p >= 0 && p < r && !seen[p];
+      if (ok) seen[p] = true;
+    }
+    if (!ok)
+      op_error("transpose", "perm " + ints_str(perm_) + " is not a permutation of the " + std::to_string(r) +
+                                " dims of input " + shape_str(s));
+    Shape out(r);
+    for (int i = 0; i < r; ++i) out[i] = s[perm_[i] < 0 ? perm_[i] + r : perm_[i]];
+    return {{out, in[0].dtype}};
+  }
+
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& xs = in[0].shape();
+    const int r = static_cast<int>(xs.size());
+    const int64_t n = in[0].numel();
+    if (n == 0) return;
+    int64_t xstr[kMaxRank];
+    for (int i = r - 1; i >= 0; --i) xstr[i] = i == r - 1 ? 1 : xstr[i + 1] * xs[i + 1];
+    // Output dims with their stride in x, collapsed.
+    int64_t dim[kMaxRank], str[kMaxRank];
+    int nd = 0;
+    for (int i = 0; i < r; ++i) {
+      const int p = perm_[i] < 0 ? perm_[i] + r : perm_[i];
+      const int64_t d = xs[p], s = xstr[p];
+      if (d == 1) continue;
+      if (nd > 0 && str[nd - 1] == s * d) {
+        dim[nd - 1] *= d;
+        str[nd - 1] = s;
+      } else {
+        dim[nd] = d;
+        str[nd++] = s;
+      }
+    }
+    if (nd == 0 || str[nd - 1] == 1) {
+      rows_copy(in[0], out[0], dim, str, nd);
+      return;
+    }
+    dispatch_width(in[0].dtype(), [&](auto z) {
+      using U = decltype(z);
+      tiled<U>(static_cast<const U*>(in[0].raw()), static_cast<U*>(out[0].raw()), dim, str, nd, n);
+    });
+  }
+
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    const int r = in[0].ndim();
+    std::vector<int> inv(r);
+    for (int i = 0; i < r; ++i) inv[perm_[i] < 0 ? perm_[i] + r : perm_[i]] = i;
+    return {transpose(cot[0], inv)};
+  }
+
+ private:
+  // Innermost output dim contiguous in x: copy rows.
+  static void rows_copy(const Tensor& in, const Tensor& out, const int64_t* dim, const int64_t* str, int nd) {
+    const size_t es = dtype_size(in.dtype());
+    if (nd <= 1) {  // identity permutation after collapsing
+      std::memcpy(out.raw(), in.raw(), in.nbytes());
+      return;
+    }
+    const int64_t inner = dim[nd - 1], rows = in.numel() / inner;
+    const auto* x = static_cast<const char*>(in.raw());
+    auto* y = static_cast<char*>(out.raw());
+#pragma omp parallel for if (in.numel() > kern::kParallelGrain)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t src = 0, q = row;
+      for (int d = nd - 2; d >= 0; --d) {
+        src += (q % dim[d]) * str[d];
+        q /= dim[d];
+      }
+      std::memcpy(y + row * inner * es, x + src * es, inner * es);
+    }
+  }
+
+  // General case: j = the output dim that is contiguous in x, l = nd - 1 the
+  // output's contiguous dim. Tasks are (index over the other dims, tile).
+  template <class U>
+  static void tiled(const U* x, U* y, const int64_t* dim, const int64_t* str, int nd, int64_t n) {
+    int j = 0;
+    while (str[j] != 1) ++j;  // exists: x's innermost non-1 dim has stride 1
+    const int l = nd - 1;
+    int64_t ystr[kMaxRank];
+    ystr[l] = 1;
+    for (int d = l - 1; d >= 0; --d) ystr[d] = ystr[d + 1] * dim[d + 1];
+    int64_t odim[kMaxRank], oxs[kMaxRank], oys[kMaxRank];
+    int no = 0;
+    for (int d = 0; d < l; ++d)
+      if (d != j) {
+        odim[no] = dim[d];
+        oxs[no] = str[d];
+        oys[no++] = ystr[d];
+      }
+    int64_t others = 1;
+    for (int d = 0; d < no; ++d) others *= odim[d];
+    const int64_t tj = (dim[j] + kTile - 1) / kTile, tl = (dim[l] + kTile - 1) / kTile;
+    const int64_t xs_l = str[l], ys_j = ystr[j];
+#pragma omp parallel for if (n > kern::kParallelGrain)
+    for (int64_t t = 0; t < others * tj * tl; ++t) {
+      int64_t q = t / (tj * tl);
+      const int64_t a0 = ((t / tl) % tj) * kTile, b0 = (t % tl) * kTile;
+      int64_t xo = 0, yo = 0;
+      for (int d = no - 1; d >= 0; --d) {
+        const int64_t i = q % odim[d];
+        q /= odim[d];
+        xo += i * oxs[d];
+        yo += i * oys[d];
+      }
+      const int64_t a1 = std::min(dim[j], a0 + kTile), b1 = std::min(dim[l], b0 + kTile);
+      for (int64_t a = a0; a < a1; ++a) {
+        const U* src = x + xo + a;
+        U* dst = y + yo + a * ys_j;
+        for (int64_t b = b0; b < b1; ++b) dst[b] = src[b * xs_l];
+      }
+    }
+  }
+
+  std::vector<int> perm_;
+};
+
+// ---------------------------------------------------------------------------
+// Shared outer/inner view of an op that works along one axis.
+struct AxisView {
+  int64_t outer = 1, inner = 1;
+};
+AxisView axis_view(const Shape& s, int ax) {
+  AxisView v;
+  for (int i = 0; i < ax; ++i) v.outer *= s[i];
+  for (size_t i = ax + 1; i < s.size(); ++i) v.inner *= s[i];
+  return v;
+}
+
+class Concat final : public Primitive {
+ public:
+  explicit Concat(int axis) : axis_(axis) {}
+  const char* name() const override { return "concat"; }
+  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    if (in.empty()) op_error("concat", "needs at least one input");
+    const Shape& s0 = in[0].shape;
+    const int r = static_cast<int>(s0.size());
+    if (r == 0) op_error("concat", "cannot concatenate scalars (input 0 is " + spec_str(in[0]) + ")");
+    if (axis_ < -r || axis_ >= r)
+      op_error("concat", "axis " + std::to_string(axis_) + " is out of range for input " + shape_str(s0));
+    const int ax = axis_ < 0 ? axis_ + r : axis_;
+    Shape out = s0;
+    out[ax] = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      const Shape& s = in[k].shape;
+      if (in[k].dtype != in[0].dtype)
+        op_error("concat", "input " + std::to_string(k) + " is " + spec_str(in[k]) + " but input 0 is " +
+                               spec_str(in[0]) + "; dtypes must match");
+      bool ok = static_cast<int>(s.size()) == r;
+      for (int i = 0; ok && i < r; ++i) ok = i == ax || s[i] == s0[i];
+      if (!ok)
+        op_error("concat", "input " + std::to_string(k) + " has shape " + shape_str(s) + " but input 0 has " +
+                               shape_str(s0) + "; all dims but axis " + std::to_string(axis_) + " must match");
+      out[ax] += s[ax];
+    }
+    return {{out, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& os = out[0].shape();
+    const int ax = axis_ < 0 ? axis_ + static_cast<int>(os.size()) : axis_;
+    const AxisView v = axis_view(os, ax);
+    const size_t es = dtype_size(out[0].dtype());
+    const int64_t row = os[ax] * v.inner * es;  // bytes of one output slab
+    auto* y = static_cast<char*>(out[0].raw());
+    // Each (outer, input) pair is one contiguous memcpy.
+#pragma omp parallel for if (out[0].numel() > kern::kParallelGrain && v.outer > 1)
+    for (int64_t o = 0; o < v.outer; ++o) {
+      int64_t at = 0;
+      for (const Tensor& t : in) {
+        const int64_t chunk = t.shape()[ax] * v.inner * es;
+        std::memcpy(y + o * row + at, static_cast<const char*>(t.raw()) + o * chunk, chunk);
+        at += chunk;
+      }
+    }
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override;
+
+ private:
+  int axis_;
+};
+
+// x[..., start:start+len, ...] along one axis (the gradient of concat).
+class Slice final : public Primitive {
+ public:
+  Slice(int axis, int64_t start, int64_t len) : axis_(axis), start_(start), len_(len) {}
+  const char* name() const override { return "slice"; }
+  std::string attrs() const override {
+    return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " len=" + std::to_string(len_);
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("slice", in, 1);
+    const Shape& s = in[0].shape;
+    const int r = static_cast<int>(s.size());
+    if (axis_ < 0 || axis_ >= r)
+      op_error("slice", "axis " + std::to_string(axis_) + " is out of range for input " + shape_str(s));
+    if (start_ < 0 || len_ < 0 || start_ + len_ > s[axis_])
+      op_error("slice", "[" + std::to_string(start_) + ", " + std::to_string(start_ + len_) +
+                            ") is outside axis " + std::to_string(axis_) + " of " + shape_str(s));
+    Shape out = s;
+    out[axis_] = len_;
+    return {{out, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const AxisView v = axis_view(in[0].shape(), axis_);
+    const size_t es = dtype_size(in[0].dtype());
+    const int64_t full = in[0].shape()[axis_] * v.inner * es, part = len_ * v.inner * es, skip = start_ * v.inner * es;
+    const auto* x = static_cast<const char*>(in[0].raw());
+    auto* y = static_cast<char*>(out[0].raw());
+#pragma omp parallel for if (out[0].numel() > kern::kParallelGrain && v.outer > 1)
+    for (int64_t o = 0; o < v.outer; ++o) std::memcpy(y + o * part, x + o * full + skip, part);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override;
+
+ private:
+  int axis_;
+  int64_t start_, len_;
+};
+
+// The gradient of Slice: dy placed at [start, start+len) of a zero tensor of
+// axis length `full`.
+class SliceGrad final : public Primitive {
+ public:
+  SliceGrad(int axis, int64_t start, int64_t full) : axis_(axis), start_(start), full_(full) {}
+  const char* name() const override { return "slice_grad"; }
+  std::string attrs() const override {
+    return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " full=" + std::to_string(full_);
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("slice_grad", in, 1);
+    const Shape& s = in[0].shape;
+    if (axis_ < 0 || axis_ >= static_cast<int>(s.size()) || start_ < 0 || start_ + s[axis_] > full_)
+      op_error("slice_grad", "cannot place " + shape_str(s) + " at " + std::to_string(start_) + " of axis " +
+                                 std::to_string(axis_) + " with length " + std::to_string(full_));
+    Shape out = s;
+    out[axis_] = full_;
+    return {{out, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const AxisView v = axis_view(in[0].shape(), axis_);
+    const size_t es = dtype_size(in[0].dtype());
+    const int64_t len = in[0].shape()[axis_];
+    const int64_t full = full_ * v.inner * es, part = len * v.inner * es, before = start_ * v.inner * es;
+    const auto* x = static_cast<const char*>(in[0].raw());
+    auto* y = static_cast<char*>(out[0].raw());
+#pragma omp parallel for if (out[0].numel() > kern::kParallelGrain && v.outer > 1)
+    for (int64_t o = 0; o < v.outer; ++o) {
+      char* dst = y + o * full;
+      std::memset(dst, 0, before);
+      std::memcpy(dst + before, x + o * part, part);
+      std::memset(dst + before + part, 0, full - before - part);
+    }
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {internal::add_node(std::make_shared<Slice>(axis_, start_, in[0].shape()[axis_]), {cot[0]})[0]};
+  }
+
+ private:
+  int axis_;
+  int64_t start_, full_;
+};
+
+Blob slice(Blob x, int axis, int64_t start, int64_t len) {
+  return internal::add_node(std::make_shared<Slice>(axis, start, len), {x})[0];
+}
+
+std::vector<Blob> Slice::vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                             const std::vector<int>&) const {
+  return {internal::add_node(std::make_shared<SliceGrad>(axis_, start_, in[0].shape()[axis_]), {cot[0]})[0]};
+}
+
+std::vector<Blob> Concat::vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                              const std::vector<int>& argnums) const {
+  const int ax = axis_ < 0 ? axis_ + in[0].ndim() : axis_;
+  std::vector<Blob> g;
+  for (int arg : argnums) {
+    int64_t start = 0;
+    for (int k = 0; k < arg; ++k) start += in[k].shape()[ax];
+    g.push_back(slice(cot[0], ax, start, in[arg].shape()[ax]));
+  }
+  return g;
+}
+
+// ---------------------------------------------------------------------------
+class Identity final : public Primitive {
+ public:
+  const char* name() const override { return "identity"; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("identity", in, 1);
+    return {in[0]};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    copy_bytes(in[0], out[0]);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {cot[0]};
+  }
+};
+
+// A tensor baked into the plan (deep-copied at definition so later writes
+// to the caller's tensor do not change the job).
+class Constant final : public Primitive {
+ public:
+  explicit Constant(Tensor value) : value_(std::move(value)) {}
+  const char* name() const override { return "constant"; }
+  std::string attrs() const override { return spec_str({value_.shape(), value_.dtype()}); }
+  const Tensor& value() const { return value_; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("constant", in, 0);
+    return {{value_.shape(), value_.dtype()}};
+  }
+  void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>& out, ExecContext&) const override {
+    if (value_.nbytes() > 0) std::memcpy(out[0].raw(), value_.raw(), value_.nbytes());
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+
+ private:
+  Tensor value_;
+};
+
+}  // namespace
+
+Blob reshape(Blob x, const Shape& shape, const std::string& name) {
+  const Shape& xs = x.shape();  // throws "[Blob] use of an undefined blob"
+  Shape s = shape;
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer_at >= 0)
+        throw Error("[reshape] only one -1 is allowed in shape " + shape_str(shape) + " (input " + shape_str(xs) + ")");
+      infer_at = static_cast<int>(i);
+    } else if (s[i] < 0) {
+      throw Error("[reshape] negative dimension in shape " + shape_str(shape) + " (input " + shape_str(xs) + ")");
+    } else {
+      known *= s[i];
+    }
+  }
+  const int64_t total = numel(xs);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0)
+      throw Error("[reshape] cannot reshape " + shape_str(xs) + " (" + std::to_string(total) + " elements) to " +
+                  shape_str(shape));
+    s[infer_at] = total / known;
+  }
+  if (s == xs && name.empty()) return x;  // already that shape: no node
+  return internal::add_node(std::make_shared<Reshape>(s), {x}, name)[0];
+}
+
+Blob flatten(Blob x, int start_dim, int end_dim) {
+  const Shape& xs = x.shape();
+  const int r = static_cast<int>(xs.size());
+  if (r == 0) return reshape(x, {1});
+  const int s = start_dim < 0 ? start_dim + r : start_dim, e = end_dim < 0 ? end_dim + r : end_dim;
+  if (s < 0 || s >= r || e < 0 || e >= r || s > e)
+    throw Error("[flatten] dims " + std::to_string(start_dim) + ".." + std::to_string(end_dim) +
+                " are invalid for input " + shape_str(xs));
+  Shape out(xs.begin(), xs.begin() + s);
+  int64_t m = 1;
+  for (int i = s; i <= e; ++i) m *= xs[i];
+  out.push_back(m);
+  out.insert(out.end(), xs.begin() + e + 1, xs.end());
+  return reshape(x, out);
+}
+
+Blob transpose(Blob x, const std::vector<int>& perm, const std::string& name) {
+  return internal::add_node(std::make_shared<Transpose>(perm), {x}, name)[0];
+}
+
+Blob concat(const std::vector<Blob>& xs, int axis, const std::string& name) {
+  if (xs.empty()) throw Error("[concat] needs at least one input");
+  return internal::add_node(std::make_shared<Concat>(axis), xs, name)[0];
+}
+
+Blob identity(Blob x, const std::string& name) {
+  return internal::add_node(std::make_shared<Identity>(), {x}, name)[0];
+}
+
+Blob constant(const Tensor& value, const std::string& name) {
+  if (!value.defined()) throw Error("[constant] the tensor is undefined");
+  return internal::add_node(std::make_shared<Constant>(value.clone()), {}, name)[0];
+}
+
+}  // namespace jobflow

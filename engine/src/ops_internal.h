@@ -1,0 +1,20 @@
+// Internal ops used by gradients and the compiler (not public API).
+#pragma once
+
+#include "jobflow/ops.h"
+#include "jobflow/primitive.h"
+
+namespace jobflow::internal {
+
+// dy * (y > 0), the gradient of relu given its output y.
+Blob relu_grad(Blob dy, Blob y);
+// Gradient of a bias added along `axis`: sum of dy over every other axis.
+Blob bias_grad(Blob dy, int axis);
+// Builders of the graph-level helpers used by autodiff.
+Blob add_n(const std::vector<Blob>& xs);
+
+// Adds a node to the graph of `like` (used where no body is running, e.g.
+// autodiff after the body returned).
+std::vector<Blob> add_node(std::shared_ptr<Primitive> op, const std::vector<Blob>& inputs, const std::string& name = "");
+
+}  // namespace jobflow::internal

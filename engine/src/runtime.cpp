@@ -1,0 +1,254 @@
+// The executor of a compiled job: one worker thread runs calls in order;
+// one callback thread delivers asynchronous results in call order. No user
+// code (callbacks) runs while the job's lock is held.
+#include "jobflow/runtime.h"
+
+#include <sstream>
+
+#include "jobflow/compiler.h"
+#include "session_internal.h"
+
+namespace jobflow {
+
+const char* job_type_name(JobType t) { return t == JobType::Train ? "train" : "predict"; }
+
+std::string Structure::str() const {
+  std::ostringstream o;
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Leaf:
+      return leaf == Leaf::Numpy ? "Numpy" : leaf == Leaf::ListNumpy ? "ListNumpy" : "ListListNumpy";
+    case Kind::Tuple:
+      o << "(";
+      for (size_t i = 0; i < children.size(); ++i) o << (i ? ", " : "") << children[i].str();
+      if (children.size() == 1) o << ",";
+      o << ")";
+      return o.str();
+    case Kind::List:
+      o << "[";
+      for (size_t i = 0; i < children.size(); ++i) o << (i ? ", " : "") << children[i].str();
+      o << "]";
+      return o.str();
+    case Kind::Dict:
+      o << "{";
+      for (size_t i = 0; i < children.size(); ++i) o << (i ? ", " : "") << keys[i] << ": " << children[i].str();
+      o << "}";
+      return o.str();
+  }
+  return "?";
+}
+
+std::string Signature::str() const {
+  std::ostringstream o;
+  o << job_name << "(";
+  for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << input_names[i] << ": " << spec_str(inputs[i]);
+  o << ") -> " << (callback ? "Callback[" : "") << output_structure.str() << (callback ? "]" : "") << " ["
+    << job_type_name(type) << "]";
+  return o.str();
+}
+
+struct CallState {
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> result;
+  std::exception_ptr error;
+  bool sync = false;       // a blocking run(): the caller waits on `finished`
+  bool ran = false;
+  bool finished = false;
+  bool abandoned = false;  // async: the Callbacker died without a callback
+  CompiledJob::Done done;  // async: set by attach()
+  CompiledJob* job = nullptr;
+  std::condition_variable cv;  // sync waiters
+};
+
+CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight)
+    : plan_(std::move(plan)), sig_(std::move(sig)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {
+  worker_ = std::thread([this] { worker_loop(); });
+  callbacker_ = std::thread([this] { callback_loop(); });
+}
+
+CompiledJob::~CompiledJob() {
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_idle_.wait(lk, [&] { return in_flight_ == 0; });
+    stopping_ = true;
+  }
+  cv_work_.notify_all();
+  cv_deliver_.notify_all();
+  worker_.join();
+  callbacker_.join();
+}
+
+void CompiledJob::check_inputs(const std::vector<Tensor>& in) const {
+  if (in.size() != sig_.inputs.size())
+    throw Error("[" + sig_.job_name + "] expects " + std::to_string(sig_.inputs.size()) + " input tensors, got " +
+                std::to_string(in.size()));
+  for (size_t i = 0; i < in.size(); ++i) {
+    const TensorSpec& want = sig_.inputs[i];
+    if (!in[i].defined())
+      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "' is an empty tensor; expected " +
+                  spec_str(want));
+    if (in[i].shape() != want.shape || in[i].dtype() != want.dtype)
+      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': expected " + spec_str(want) +
+                  ", got " + spec_str({in[i].shape(), in[i].dtype()}));
+  }
+}
+
+void CompiledJob::rethrow_pending() {
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) {
+  check_inputs(inputs);
+  auto c = std::make_shared<CallState>();
+  c->inputs = std::move(inputs);
+  c->job = this;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    rethrow_pending();
+    ++blocked_;
+    cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
+    --blocked_;
+    ++in_flight_;
+    queue_.push_back(c);
+  }
+  cv_work_.notify_one();
+  return c;
+}
+
+CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
+  check_inputs(inputs);
+  auto c = std::make_shared<CallState>();
+  c->inputs = std::move(inputs);
+  c->sync = true;
+  c->job = this;
+  std::unique_lock<std::mutex> lk(mu_);
+  rethrow_pending();
+  ++blocked_;
+  cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
+  --blocked_;
+  ++in_flight_;
+  queue_.push_back(c);
+  cv_work_.notify_one();
+  c->cv.wait(lk, [&] { return c->finished; });
+  if (c->error) std::rethrow_exception(c->error);
+  return std::move(c->result);
+}
+
+void CompiledJob::run_async(std::vector<Tensor> inputs, Done done) { attach(launch(std::move(inputs)), std::move(done)); }
+
+void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
+  CompiledJob* j = c->job;
+  {
+    std::lock_guard<std::mutex> lk(j->mu_);
+    c->done = std::move(done);
+  }
+  j->cv_deliver_.notify_all();
+}
+
+void CompiledJob::abandon(const std::shared_ptr<CallState>& c) {
+  CompiledJob* j = c->job;
+  {
+    std::lock_guard<std::mutex> lk(j->mu_);
+    c->abandoned = true;
+  }
+  j->cv_deliver_.notify_all();
+}
+
+void CompiledJob::sync() {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] sync() (or CheckPoint.save/load) called from the job's own callback "
+                "would wait for itself; call it after the calls, outside the callback");
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_idle_.wait(lk, [&] { return in_flight_ == 0; });
+  rethrow_pending();
+}
+
+int64_t CompiledJob::steps_run() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return steps_;
+}
+size_t CompiledJob::in_flight() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return in_flight_;
+}
+size_t CompiledJob::blocked_callers() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return blocked_ > 0 && in_flight_ >= max_in_flight_ ? blocked_ : 0;
+}
+
+void CompiledJob::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    std::shared_ptr<CallState> c = queue_.front();
+    queue_.pop_front();
+    lk.unlock();
+    std::vector<Tensor> result;
+    std::exception_ptr err;
+    try {
+      result = plan_->run(c->inputs);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lk.lock();
+    c->inputs.clear();
+    c->result = std::move(result);
+    c->error = err;
+    c->ran = true;
+    ++steps_;
+    if (c->sync) {
+      c->finished = true;
+      --in_flight_;
+      c->cv.notify_all();
+      cv_space_.notify_one();
+      if (in_flight_ == 0) cv_idle_.notify_all();
+    } else {
+      delivery_.push_back(c);
+      cv_deliver_.notify_all();
+    }
+  }
+}
+
+void CompiledJob::callback_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    // Deliver strictly in call order: wait until the oldest async call has
+    // run and has a callback (or was abandoned).
+    cv_deliver_.wait(lk, [&] {
+      if (!delivery_.empty()) {
+        auto& c = delivery_.front();
+        if (c->done || c->abandoned || c->error) return true;
+      }
+      return stopping_ && delivery_.empty();
+    });
+    if (delivery_.empty()) return;
+    std::shared_ptr<CallState> c = delivery_.front();
+    delivery_.pop_front();
+    Done done = std::move(c->done);
+    std::exception_ptr err = c->error;
+    std::vector<Tensor> result = std::move(c->result);
+    lk.unlock();
+    std::exception_ptr cb_err;
+    if (!err && done && !c->abandoned) {
+      try {
+        done(std::move(result));
+      } catch (...) {
+        cb_err = std::current_exception();
+      }
+    }
+    lk.lock();
+    if (err && !error_) error_ = err;
+    if (cb_err && !error_) error_ = cb_err;
+    c->finished = true;
+    --in_flight_;
+    cv_space_.notify_one();
+    if (in_flight_ == 0) cv_idle_.notify_all();
+  }
+}
+
+}  // namespace jobflow

@@ -1,0 +1,194 @@
+// The variable store shared by all jobs, and CheckPoint.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "jobflow/checkpoint_io.h"
+#include "jobflow/session.h"
+#include "session_internal.h"
+
+namespace jobflow {
+namespace internal {
+
+VariableStore& VariableStore::get() {
+  static VariableStore s;
+  return s;
+}
+
+std::shared_ptr<VariableEntry> VariableStore::define(const std::string& name, const TensorSpec& spec,
+                                                     const Initializer& init, bool trainable) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = vars_.find(name);
+  if (it != vars_.end()) {
+    if (it->second->spec != spec)
+      throw Error("[get_variable] variable '" + name + "' already exists as " + spec_str(it->second->spec) +
+                  ", asked for " + spec_str(spec));
+    return it->second;
+  }
+  auto e = std::make_shared<VariableEntry>();
+  e->name = name;
+  e->spec = spec;
+  e->init = init;
+  e->trainable = trainable;
+  e->value = Tensor(spec.shape, spec.dtype);
+  auto p = pending_.find(name);
+  if (p != pending_.end()) {
+    if (p->second.shape() != spec.shape || p->second.dtype() != spec.dtype)
+      throw Error("[CheckPoint.load] variable '" + name + "' in the checkpoint is " +
+                  spec_str({p->second.shape(), p->second.dtype()}) + " but the job defines it as " + spec_str(spec));
+    std::memcpy(e->value.raw(), p->second.raw(), e->value.nbytes());
+    e->initialized = true;
+    pending_.erase(p);
+  }
+  vars_[name] = e;
+  return e;
+}
+
+std::shared_ptr<VariableEntry> VariableStore::find(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = vars_.find(name);
+  return it == vars_.end() ? nullptr : it->second;
+}
+
+static uint64_t name_seed(const std::string& name, uint64_t seed) {
+  return std::hash<std::string>{}(name) ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
+void VariableStore::ensure_initialized(VariableEntry& e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (e.initialized) return;
+  e.init.fill(e.value, name_seed(e.name, seed_));
+  e.initialized = true;
+}
+
+void VariableStore::init_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [n, e] : vars_) {
+    e->init.fill(e->value, name_seed(n, seed_));
+    e->initialized = true;
+  }
+  pending_.clear();
+}
+
+std::map<std::string, Tensor> VariableStore::snapshot() {
+  std::vector<std::shared_ptr<VariableEntry>> all;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [n, e] : vars_) all.push_back(e);
+  }
+  std::map<std::string, Tensor> out;
+  for (auto& e : all) {
+    ensure_initialized(*e);
+    out[e->name] = e->value;
+  }
+  return out;
+}
+
+void VariableStore::load(std::map<std::string, Tensor> values, const std::string& from) {
+  std::lock_guard<std::mutex> lk(mu_);
+  // Validate everything first so a bad checkpoint changes nothing.
+  std::vector<std::string> missing;
+  for (auto& [n, e] : vars_) {
+    auto it = values.find(n);
+    if (it == values.end()) {
+      if (e->trainable) missing.push_back(n);
+      continue;
+    }
+    if (it->second.shape() != e->spec.shape || it->second.dtype() != e->spec.dtype)
+      throw Error("[CheckPoint.load] variable '" + n + "' in " + from + " is " +
+                  spec_str({it->second.shape(), it->second.dtype()}) + " but the job defines it as " +
+                  spec_str(e->spec));
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    throw Error("[CheckPoint.load] " + from + " has no value for variable(s): " + list);
+  }
+  for (auto& [n, v] : values) {
+    auto it = vars_.find(n);
+    if (it == vars_.end()) {
+      pending_[n] = v;
+      continue;
+    }
+    std::memcpy(it->second->value.raw(), v.raw(), v.nbytes());
+    it->second->initialized = true;
+  }
+}
+
+std::vector<std::string> VariableStore::names() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::string> r;
+  for (auto& [n, e] : vars_) r.push_back(n);
+  return r;
+}
+
+void VariableStore::reset() {
+  std::lock_guard<std::mutex> lk(mu_);
+  vars_.clear();
+  pending_.clear();
+}
+
+int VariableStore::add_syncer(std::function<void()> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  syncers_[next_syncer_] = std::move(f);
+  return next_syncer_++;
+}
+void VariableStore::remove_syncer(int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  syncers_.erase(id);
+}
+void VariableStore::sync_all() {
+  std::vector<std::function<void()>> fs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [i, f] : syncers_) fs.push_back(f);
+  }
+  for (auto& f : fs) f();  // never call out while holding the lock
+}
+
+}  // namespace internal
+
+using internal::VariableStore;
+
+void CheckPoint::init() {
+  VariableStore::get().sync_all();
+  VariableStore::get().init_all();
+}
+
+void CheckPoint::save(const std::string& dir) {
+  VariableStore::get().sync_all();
+  checkpoint_io::save(dir, VariableStore::get().snapshot());
+}
+
+void CheckPoint::load(const std::string& dir) {
+  VariableStore::get().sync_all();
+  VariableStore::get().load(checkpoint_io::load(dir), dir);
+}
+
+namespace session {
+std::vector<std::string> variable_names() { return VariableStore::get().names(); }
+bool has_variable(const std::string& name) { return VariableStore::get().find(name) != nullptr; }
+Tensor variable(const std::string& name) {
+  auto e = VariableStore::get().find(name);
+  if (!e) throw Error("[session::variable] no variable named '" + name + "'");
+  VariableStore::get().ensure_initialized(*e);
+  return e->value;
+}
+void assign(const std::string& name, const Tensor& value) {
+  auto e = VariableStore::get().find(name);
+  if (!e) throw Error("[session::assign] no variable named '" + name + "'");
+  if (value.shape() != e->spec.shape || value.dtype() != e->spec.dtype)
+    throw Error("[session::assign] variable '" + name + "' is " + spec_str(e->spec) + ", value is " +
+                spec_str({value.shape(), value.dtype()}));
+  VariableStore::get().sync_all();
+  std::memcpy(e->value.raw(), value.raw(), value.nbytes());
+  e->initialized = true;
+}
+void sync_all() { VariableStore::get().sync_all(); }
+void reset() {
+  VariableStore::get().sync_all();
+  VariableStore::get().reset();
+}
+}  // namespace session
+
+}  // namespace jobflow

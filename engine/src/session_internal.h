@@ -1,0 +1,56 @@
+// The variable store behind session.h (internal).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jobflow/ops.h"
+#include "jobflow/tensor.h"
+
+namespace jobflow::internal {
+
+struct VariableEntry {
+  std::string name;
+  TensorSpec spec;
+  Initializer init;
+  bool trainable = true;
+  std::atomic<bool> initialized{false};
+  Tensor value;  // stable storage for the lifetime of the entry
+};
+
+class VariableStore {
+ public:
+  static VariableStore& get();
+  // Creates or finds variable `name`; errors if it exists with another spec.
+  std::shared_ptr<VariableEntry> define(const std::string& name, const TensorSpec& spec, const Initializer& init,
+                                        bool trainable);
+  std::shared_ptr<VariableEntry> find(const std::string& name);
+  // Initializes the entry from its initializer if nothing set it yet.
+  void ensure_initialized(VariableEntry& e);
+  void init_all();
+  std::map<std::string, Tensor> snapshot();  // all initialized variables
+  void load(std::map<std::string, Tensor> values, const std::string& from);
+  std::vector<std::string> names();
+  void reset();
+  // Jobs register a way to wait for their calls in flight.
+  int add_syncer(std::function<void()> f);
+  void remove_syncer(int id);
+  void sync_all();
+  uint64_t seed() const { return seed_; }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<VariableEntry>> vars_;
+  std::map<std::string, Tensor> pending_;  // loaded before the job defined them
+  std::map<int, std::function<void()>> syncers_;
+  int next_syncer_ = 0;
+  bool init_requested_ = false;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace jobflow::internal

@@ -1,0 +1,168 @@
+#include "jobflow/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace jobflow {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
+    case DType::Int8: return 1;
+    case DType::UInt8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+  }
+  return "?";
+}
+
+DType dtype_from_name(const std::string& s) {
+  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8})
+    if (s == dtype_name(t)) return t;
+  if (s == "float") return DType::Float32;
+  if (s == "double") return DType::Float64;
+  throw Error("[dtype] unknown dtype '" + s + "'");
+}
+
+bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream o;
+  o << "(";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  if (s.size() == 1) o << ",";
+  o << ")";
+  return o.str();
+}
+
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw Error("[alloc] out of memory allocating " + std::to_string(bytes) + " bytes");
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
+  for (int64_t d : shape_)
+    if (d < 0) throw Error("[Tensor] negative dimension in shape " + shape_str(shape_));
+  storage_ = aligned_alloc_shared(nbytes());
+  data_ = storage_.get();
+  std::memset(data_, 0, nbytes());
+}
+
+Tensor Tensor::wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.data_ = data;
+  t.storage_ = owner ? std::move(owner) : std::shared_ptr<void>(data, [](void*) {});
+  return t;
+}
+
+void Tensor::check_dtype(DType want, const char* where) const {
+  if (!storage_) throw Error(std::string("[Tensor::") + where + "] tensor is empty");
+  if (want != dtype_)
+    throw Error(std::string("[Tensor::") + where + "] tensor is " + dtype_name(dtype_) + ", asked for " +
+                dtype_name(want));
+}
+
+Tensor Tensor::clone() const {
+  if (!storage_) return Tensor();
+  Tensor t(shape_, dtype_);
+  std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+Tensor Tensor::reshape(Shape s) const {
+  if (jobflow::numel(s) != numel())
+    throw Error("[Tensor::reshape] cannot reshape " + shape_str(shape_) + " to " + shape_str(s));
+  Tensor t = *this;
+  t.shape_ = std::move(s);
+  return t;
+}
+
+namespace {
+template <class F>
+void dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); break;
+    case DType::Float64: f(double{}); break;
+    case DType::Int32: f(int32_t{}); break;
+    case DType::Int64: f(int64_t{}); break;
+    case DType::Int8: f(int8_t{}); break;
+    case DType::UInt8: f(uint8_t{}); break;
+  }
+}
+}  // namespace
+
+double Tensor::at(int64_t i) const {
+  if (i < 0 || i >= numel()) throw Error("[Tensor::at] index " + std::to_string(i) + " out of range");
+  double v = 0;
+  dispatch(dtype_, [&](auto z) { v = static_cast<double>(static_cast<const decltype(z)*>(data_)[i]); });
+  return v;
+}
+
+Tensor Tensor::astype(DType to) const {
+  Tensor out(shape_, to);
+  const int64_t n = numel();
+  dispatch(dtype_, [&](auto zi) {
+    using I = decltype(zi);
+    const I* src = static_cast<const I*>(data_);
+    dispatch(to, [&](auto zo) {
+      using O = decltype(zo);
+      O* dst = static_cast<O*>(out.data_);
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<O>(src[i]);
+    });
+  });
+  return out;
+}
+
+double Tensor::mean() const {
+  const int64_t n = numel();
+  if (n == 0) return 0.0;
+  double s = 0;
+  dispatch(dtype_, [&](auto z) {
+    const auto* p = static_cast<const decltype(z)*>(data_);
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]);
+  });
+  return s / static_cast<double>(n);
+}
+
+bool Tensor::equal(const Tensor& o) const {
+  if (shape_ != o.shape_ || dtype_ != o.dtype_) return false;
+  if (nbytes() == 0) return true;
+  return std::memcmp(data_, o.data_, nbytes()) == 0;
+}
+
+std::string Tensor::str(int max_items) const {
+  std::ostringstream o;
+  o << "Tensor" << shape_str(shape_) << " " << dtype_name(dtype_) << " [";
+  const int64_t n = numel();
+  for (int64_t i = 0; i < n && i < max_items; ++i) o << (i ? ", " : "") << at(i);
+  if (n > max_items) o << ", ...";
+  o << "]";
+  return o.str();
+}
+
+}  // namespace jobflow

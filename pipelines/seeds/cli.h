@@ -1,0 +1,53 @@
+// Tiny option parsing shared by the seed example programs.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace seeds {
+
+struct Options {
+  int epochs;
+  std::string data;       // "" = default Fashion-MNIST folder
+  std::string model_dir;
+};
+
+inline Options parse(int argc, char** argv, int default_epochs, const char* default_model_dir, const char* usage) {
+  Options o{default_epochs, "", default_model_dir};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      std::string prefix = std::string(name) + "=";
+      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+      if (a == name && i + 1 < argc) return argv[++i];
+      std::fprintf(stderr, "%s: option %s needs a value\n", argv[0], name);
+      std::exit(2);
+    };
+    if (a.rfind("--epochs", 0) == 0) {
+      o.epochs = std::atoi(value("--epochs").c_str());
+      if (o.epochs < 0) {
+        std::fprintf(stderr, "%s: --epochs must be >= 0\n", argv[0]);
+        std::exit(2);
+      }
+    } else if (a.rfind("--data", 0) == 0) {
+      o.data = value("--data");
+    } else if (a.rfind("--model-dir", 0) == 0) {
+      o.model_dir = value("--model-dir");
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR]\n%s\n", argv[0], usage);
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace seeds

@@ -1,0 +1,403 @@
+// Tests for cpu/dnnl_kernels: every kernel against a naive double-precision
+// reference, over small shapes that cover stride 2, asymmetric padding,
+// dilation, groups and N=2, under each convolution layout policy, plus the
+// exact LeNet shapes at N=4.
+#include "cpu/dnnl_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Readable parameter names in gtest output (found by ADL, so it lives in the
+// enum's namespace).
+namespace jobflow::cpu {
+void PrintTo(ConvLayout l, std::ostream* os) {
+  *os << (l == ConvLayout::Plain ? "Plain" : l == ConvLayout::Blocked ? "Blocked" : "Auto");
+}
+}  // namespace jobflow::cpu
+
+namespace {
+
+using namespace jobflow::cpu;
+
+// 64-byte aligned float buffer, as the engine's callers provide.
+struct Buf {
+  float* p = nullptr;
+  size_t n = 0;
+  explicit Buf(size_t count) : n(count) {
+    p = static_cast<float*>(std::aligned_alloc(64, ((count * sizeof(float) + 63) / 64) * 64));
+    std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());  // outputs must really be overwritten
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() { std::free(p); }
+  float& operator[](size_t i) { return p[i]; }
+  float operator[](size_t i) const { return p[i]; }
+};
+
+void fill_random(Buf& b, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (size_t i = 0; i < b.n; ++i) b[i] = d(gen);
+}
+
+// |got - want| <= 1e-4 * (|want| + max|want|): relative to the element, with
+// the tensor's scale as floor so near-zero sums of many terms are not judged
+// against their own (tiny) magnitude.
+void expect_close(const Buf& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.n, want.size()) << what;
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  int reported = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = 1e-4 * (std::abs(want[i]) + scale) + 1e-7;
+    if (!(std::abs(got[i] - want[i]) <= tol)) {  // also catches NaN
+      ADD_FAILURE() << what << ": index " << i << " got " << got[i] << " want " << want[i];
+      if (++reported == 5) return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Naive references (double accumulation)
+
+Conv2dParams conv(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S, int64_t sh,
+                  int64_t sw, int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t dh = 1, int64_t dw = 1,
+                  int64_t g = 1) {
+  Conv2dParams p{};
+  p.N = N, p.C = C, p.H = H, p.W = W, p.K = K, p.R = R, p.S = S;
+  p.stride_h = sh, p.stride_w = sw, p.pad_top = pt, p.pad_left = pl, p.pad_bottom = pb, p.pad_right = pr;
+  p.dil_h = dh, p.dil_w = dw, p.groups = g;
+  p.OH = (H + pt + pb - ((R - 1) * dh + 1)) / sh + 1;
+  p.OW = (W + pl + pr - ((S - 1) * dw + 1)) / sw + 1;
+  return p;
+}
+
+size_t x_size(const Conv2dParams& p) { return p.N * p.C * p.H * p.W; }
+size_t w_size(const Conv2dParams& p) { return p.K * (p.C / p.groups) * p.R * p.S; }
+size_t y_size(const Conv2dParams& p) { return p.N * p.K * p.OH * p.OW; }
+
+// Calls f(x_index, w_index, y_index) for every (output, tap) pair
+// that touches a real (non-padding) input element; all three passes are sums
+// over exactly these pairs.
+template <class F>
+void for_each_tap(const Conv2dParams& p, F&& f) {
+  const int64_t Cg = p.C / p.groups, Kg = p.K / p.groups;
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t k = 0; k < p.K; ++k)
+      for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow)
+          for (int64_t cg = 0; cg < Cg; ++cg) {
+            const int64_t c = (k / Kg) * Cg + cg;
+            for (int64_t r = 0; r < p.R; ++r) {
+              const int64_t ih = oh * p.stride_h - p.pad_top + r * p.dil_h;
+              if (ih < 0 || ih >= p.H) continue;
+              for (int64_t s = 0; s < p.S; ++s) {
+                const int64_t iw = ow * p.stride_w - p.pad_left + s * p.dil_w;
+                if (iw < 0 || iw >= p.W) continue;
+                f(((n * p.C + c) * p.H + ih) * p.W + iw, ((k * Cg + cg) * p.R + r) * p.S + s,
+                  ((n * p.K + k) * p.OH + oh) * p.OW + ow);
+              }
+            }
+          }
+}
+
+std::vector<double> ref_conv_fwd(const Conv2dParams& p, const Buf& x, const Buf& w, const Buf* b, bool relu) {
+  std::vector<double> y(y_size(p), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { y[yi] += double(x[xi]) * w[wi]; });
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (b) y[i] += (*b)[(i / (p.OH * p.OW)) % p.K];
+    if (relu) y[i] = std::max(0.0, y[i]);
+  }
+  return y;
+}
+
+std::vector<double> ref_conv_bwd_data(const Conv2dParams& p, const Buf& w, const Buf& dy) {
+  std::vector<double> dx(x_size(p), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { dx[xi] += double(w[wi]) * dy[yi]; });
+  return dx;
+}
+
+std::vector<double> ref_conv_bwd_weights(const Conv2dParams& p, const Buf& x, const Buf& dy) {
+  std::vector<double> dw(w_size(p), 0.0);
+  for_each_tap(p, [&](size_t xi, size_t wi, size_t yi) { dw[wi] += double(x[xi]) * dy[yi]; });
+  return dw;
+}
+
+std::vector<double> ref_conv_bwd_bias(const Conv2dParams& p, const Buf& dy) {
+  std::vector<double> db(p.K, 0.0);
+  for (size_t i = 0; i < dy.n; ++i) db[(i / (p.OH * p.OW)) % p.K] += dy[i];
+  return db;
+}
+
+Pool2dParams pool(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                  int64_t pt, int64_t pl, int64_t pb, int64_t pr, PoolKind kind) {
+  Pool2dParams p{};
+  p.N = N, p.C = C, p.H = H, p.W = W, p.kh = kh, p.kw = kw, p.sh = sh, p.sw = sw;
+  p.pad_top = pt, p.pad_left = pl, p.pad_bottom = pb, p.pad_right = pr, p.kind = kind;
+  p.OH = (H + pt + pb - kh) / sh + 1;
+  p.OW = (W + pl + pr - kw) / sw + 1;
+  return p;
+}
+
+// Forward and backward reference together: for max pooling the gradient goes
+// to the (first) argmax of each window, for average pooling it is spread over
+// the real elements with the same divisor as the forward.
+void ref_pool(const Pool2dParams& p, const Buf& x, const Buf& dy, std::vector<double>& y, std::vector<double>& dx) {
+  y.assign(p.N * p.C * p.OH * p.OW, 0.0);
+  dx.assign(p.N * p.C * p.H * p.W, 0.0);
+  for (int64_t nc = 0; nc < p.N * p.C; ++nc)
+    for (int64_t oh = 0; oh < p.OH; ++oh)
+      for (int64_t ow = 0; ow < p.OW; ++ow) {
+        const size_t yi = (nc * p.OH + oh) * p.OW + ow;
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        size_t best_i = 0, count = 0;
+        std::vector<size_t> taps;
+        for (int64_t i = 0; i < p.kh; ++i)
+          for (int64_t j = 0; j < p.kw; ++j) {
+            const int64_t ih = oh * p.sh - p.pad_top + i, iw = ow * p.sw - p.pad_left + j;
+            if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+            const size_t xi = (nc * p.H + ih) * p.W + iw;
+            taps.push_back(xi);
+            sum += x[xi];
+            ++count;
+            if (x[xi] > best) best = x[xi], best_i = xi;
+          }
+        if (p.kind == PoolKind::Max) {
+          y[yi] = best;
+          dx[best_i] += dy[yi];
+        } else {
+          const double div = p.kind == PoolKind::AvgIncludePad ? double(p.kh * p.kw) : double(count);
+          y[yi] = sum / div;
+          for (size_t xi : taps) dx[xi] += dy[yi] / div;
+        }
+      }
+}
+
+// ---------------------------------------------------------------------------
+// Convolution tests
+
+// Runs all three passes (with and without bias / relu) against the reference.
+void check_conv(const Conv2dParams& p, const std::string& name) {
+  Buf x(x_size(p)), w(w_size(p)), b(p.K), y(y_size(p)), dy(y_size(p)), dx(x_size(p)), dw(w_size(p)),
+      db(p.K);
+  fill_random(x, 1), fill_random(w, 2), fill_random(b, 3), fill_random(dy, 4);
+
+  conv2d_forward(p, x.p, w.p, nullptr, y.p);
+  expect_close(y, ref_conv_fwd(p, x, w, nullptr, false), name + " fwd");
+  conv2d_forward(p, x.p, w.p, b.p, y.p);
+  expect_close(y, ref_conv_fwd(p, x, w, &b, false), name + " fwd+bias");
+  conv2d_forward(p, x.p, w.p, b.p, y.p, /*fuse_relu=*/true);
+  expect_close(y, ref_conv_fwd(p, x, w, &b, true), name + " fwd+bias+relu");
+  conv2d_forward(p, x.p, w.p, nullptr, y.p, /*fuse_relu=*/true);
+  expect_close(y, ref_conv_fwd(p, x, w, nullptr, true), name + " fwd+relu");
+
+  conv2d_backward_data(p, w.p, dy.p, dx.p);
+  expect_close(dx, ref_conv_bwd_data(p, w, dy), name + " bwd_data");
+
+  conv2d_backward_weights(p, x.p, dy.p, dw.p, db.p);
+  expect_close(dw, ref_conv_bwd_weights(p, x, dy), name + " bwd_weights");
+  expect_close(db, ref_conv_bwd_bias(p, dy), name + " bwd_bias");
+  std::fill(dw.p, dw.p + dw.n, std::numeric_limits<float>::quiet_NaN());
+  conv2d_backward_weights(p, x.p, dy.p, dw.p, nullptr);
+  expect_close(dw, ref_conv_bwd_weights(p, x, dy), name + " bwd_weights(no bias)");
+}
+
+struct ConvCase {
+  const char* name;
+  Conv2dParams p;
+};
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"basic_3x3_pad1", conv(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1)},
+      {"no_pad_1x1", conv(2, 5, 5, 4, 3, 1, 1, 1, 1, 0, 0, 0, 0)},
+      {"stride2_asym_pad", conv(2, 4, 9, 8, 5, 3, 2, 2, 2, 2, 1, 0, 1)},
+      {"same_lower_even_kernel", conv(2, 3, 8, 8, 4, 4, 4, 1, 1, 2, 2, 1, 1)},  // even kernel: top/left get the extra
+      {"stride2_same_lower", conv(2, 3, 7, 7, 4, 3, 3, 2, 2, 1, 1, 0, 0)},
+      {"dilation2", conv(2, 3, 10, 9, 4, 3, 3, 1, 1, 2, 1, 1, 2, 2, 2)},
+      {"dilation_mixed_stride2", conv(2, 2, 11, 10, 3, 3, 2, 2, 1, 1, 0, 2, 1, 2, 3)},
+      {"groups2", conv(2, 4, 8, 8, 6, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2)},
+      {"groups2_dilation_asym", conv(2, 6, 9, 9, 4, 3, 3, 1, 2, 2, 0, 1, 2, 2, 1, 2)},
+      {"depthwise", conv(2, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4)},
+      {"single_in_channel", conv(2, 1, 9, 9, 5, 5, 5, 1, 1, 2, 2, 2, 2)},
+      {"wide_channels", conv(2, 20, 6, 6, 24, 3, 3, 1, 1, 1, 1, 1, 1)},  // not multiples of 16
+      {"wide_groups2_stride2", conv(2, 32, 7, 7, 34, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, 2)},
+  };
+}
+
+class ConvLayoutTest : public ::testing::TestWithParam<ConvLayout> {
+ protected:
+  void SetUp() override { set_all(GetParam()); }
+  void TearDown() override { set_all(ConvLayout::Auto); }
+  static void set_all(ConvLayout l) {
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardWeights})
+      set_conv_layout(pass, l);
+  }
+};
+
+TEST_P(ConvLayoutTest, MatchesReference) {
+  for (const auto& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    check_conv(c.p, c.name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ConvLayoutTest,
+                         ::testing::Values(ConvLayout::Auto, ConvLayout::Plain, ConvLayout::Blocked),
+                         [](const ::testing::TestParamInfo<ConvLayout>& info) {
+                           switch (info.param) {
+                             case ConvLayout::Plain: return std::string("Plain");
+                             case ConvLayout::Blocked: return std::string("Blocked");
+                             default: return std::string("Auto");
+                           }
+                         });
+
+// The cache keeps dnnl::memory objects across calls; make sure each call
+// really uses the buffers it is given, not the previous call's.
+TEST(Conv2d, CachedEntryRebindsBuffers) {
+  const Conv2dParams p = conv(2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1);
+  Buf x1(x_size(p)), x2(x_size(p)), w(w_size(p)), y1(y_size(p)), y2(y_size(p));
+  fill_random(x1, 11), fill_random(x2, 12), fill_random(w, 13);
+  conv2d_forward(p, x1.p, w.p, nullptr, y1.p);
+  conv2d_forward(p, x2.p, w.p, nullptr, y2.p);
+  expect_close(y1, ref_conv_fwd(p, x1, w, nullptr, false), "first");
+  expect_close(y2, ref_conv_fwd(p, x2, w, nullptr, false), "second");
+  fill_random(w, 14);  // weights change between steps: no stale reordered copy
+  conv2d_forward(p, x1.p, w.p, nullptr, y1.p);
+  expect_close(y1, ref_conv_fwd(p, x1, w, nullptr, false), "new weights");
+}
+
+TEST(Conv2d, ConcurrentCallsFromTwoThreads) {
+  const Conv2dParams pa = conv(2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1);
+  const Conv2dParams pb = conv(2, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, 0, 0);
+  auto work = [](const Conv2dParams& p, uint32_t seed, bool* ok) {
+    Buf x(x_size(p)), w(w_size(p)), y(y_size(p));
+    fill_random(x, seed), fill_random(w, seed + 1);
+    const auto want = ref_conv_fwd(p, x, w, nullptr, false);
+    *ok = true;
+    for (int it = 0; it < 20; ++it) {
+      conv2d_forward(p, x.p, w.p, nullptr, y.p);
+      for (size_t i = 0; i < y.n; ++i)
+        if (std::abs(y[i] - want[i]) > 1e-4 * (1 + std::abs(want[i]))) *ok = false;
+    }
+  };
+  bool ok_a = false, ok_b = false;
+  std::thread ta(work, std::cref(pa), 21u, &ok_a), tb(work, std::cref(pb), 31u, &ok_b);
+  ta.join(), tb.join();
+  EXPECT_TRUE(ok_a);
+  EXPECT_TRUE(ok_b);
+}
+
+TEST(Conv2d, ErrorsAreRuntimeErrorsNamingShapes) {
+  Conv2dParams p = conv(2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1);
+  p.OH += 1;  // inconsistent output size
+  Buf x(x_size(p)), w(w_size(p)), y(y_size(p));
+  try {
+    conv2d_forward(p, x.p, w.p, nullptr, y.p);
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("[conv2d]", 0), 0u) << msg;
+    EXPECT_NE(msg.find("x=[2,3,7,7]"), std::string::npos) << msg;
+  }
+  Conv2dParams g = conv(2, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2);  // C=3 not divisible by 2
+  EXPECT_THROW(conv2d_backward_data(g, w.p, y.p, x.p), std::runtime_error);
+}
+
+// ---------------------------------------------------------------------------
+// Pooling tests
+
+void check_pool(const Pool2dParams& p, const std::string& name) {
+  const size_t xn = p.N * p.C * p.H * p.W, yn = p.N * p.C * p.OH * p.OW;
+  Buf x(xn), y(yn), dy(yn), dx(xn);
+  fill_random(x, 5), fill_random(dy, 6);
+  std::vector<double> want_y, want_dx;
+  ref_pool(p, x, dy, want_y, want_dx);
+
+  const size_t ws_bytes = pool2d_workspace_bytes(p);
+  if (p.kind == PoolKind::Max) {
+    EXPECT_GT(ws_bytes, 0u) << name;
+  } else {
+    EXPECT_EQ(ws_bytes, 0u) << name;
+  }
+  std::vector<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+
+  pool2d_forward(p, x.p, y.p, nullptr);  // inference path
+  expect_close(y, want_y, name + " fwd(inference)");
+  std::fill(y.p, y.p + y.n, std::numeric_limits<float>::quiet_NaN());
+  pool2d_forward(p, x.p, y.p, ws_bytes ? ws.data() : nullptr);  // training path
+  expect_close(y, want_y, name + " fwd(training)");
+  pool2d_backward(p, dy.p, ws_bytes ? ws.data() : nullptr, dx.p);
+  expect_close(dx, want_dx, name + " bwd");
+}
+
+TEST(Pool2d, MatchesReference) {
+  struct Shape {
+    const char* name;
+    int64_t N, C, H, W, kh, kw, sh, sw, pt, pl, pb, pr;
+  };
+  const Shape shapes[] = {
+      {"2x2_s2", 2, 3, 8, 6, 2, 2, 2, 2, 0, 0, 0, 0},
+      {"3x3_s2_asym_pad", 2, 3, 9, 8, 3, 3, 2, 2, 1, 1, 0, 1},
+      {"same_lower_2x2_s1", 2, 2, 5, 5, 2, 2, 1, 1, 1, 1, 0, 0},
+      {"3x2_s1_pad", 2, 4, 6, 7, 3, 2, 1, 1, 1, 0, 1, 1},
+      {"ceil_mode_via_pad", 2, 3, 7, 7, 2, 2, 2, 2, 0, 0, 1, 1},
+      {"overlap_s1_3x3", 2, 17, 6, 6, 3, 3, 1, 1, 2, 2, 0, 0},
+      {"rect_stride", 2, 2, 9, 10, 3, 4, 2, 3, 1, 2, 1, 1},
+  };
+  for (PoolKind kind : {PoolKind::Max, PoolKind::AvgIncludePad, PoolKind::AvgExcludePad}) {
+    for (const auto& s : shapes) {
+      const std::string name = std::string(s.name) + (kind == PoolKind::Max             ? " max"
+                                                      : kind == PoolKind::AvgIncludePad ? " avg_incl"
+                                                                                        : " avg_excl");
+      SCOPED_TRACE(name);
+      check_pool(pool(s.N, s.C, s.H, s.W, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl, s.pb, s.pr, kind), name);
+    }
+  }
+}
+
+TEST(Pool2d, ErrorsAreRuntimeErrorsNamingShapes) {
+  Pool2dParams p = pool(2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max);
+  p.OW = 5;
+  Buf x(2 * 3 * 8 * 8), y(2 * 3 * 4 * 5);
+  try {
+    pool2d_forward(p, x.p, y.p, nullptr);
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("[pool2d]", 0), 0u) << msg;
+    EXPECT_NE(msg.find("x=[2,3,8,8]"), std::string::npos) << msg;
+  }
+  const Pool2dParams ok = pool(2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max);
+  EXPECT_THROW(pool2d_backward(ok, y.p, nullptr, x.p), std::runtime_error);  // max needs its workspace
+}
+
+// ---------------------------------------------------------------------------
+// LeNet shapes at N=4: conv1 1->32 5x5 SAME on 28x28, pool 2x2, conv2 32->64
+// 5x5 SAME on 14x14, pool 2x2; forward and backward, as the benchmark runs.
+
+TEST(LeNet, ExactShapesN4) {
+  const int64_t N = 4;
+  const Conv2dParams c1 = conv(N, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2, 2, 2);
+  const Conv2dParams c2 = conv(N, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2, 2, 2);
+  ASSERT_EQ(c1.OH, 28);
+  ASSERT_EQ(c2.OH, 14);
+  check_conv(c1, "conv1");
+  check_conv(c2, "conv2");
+  check_pool(pool(N, 32, 28, 28, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max), "pool1");
+  check_pool(pool(N, 64, 14, 14, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max), "pool2");
+  check_pool(pool(N, 64, 14, 14, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::AvgExcludePad), "pool2 avg");
+}
+
+}  // namespace

@@ -1,0 +1,402 @@
+// The rules of job functions: call-time checks, sync/async ordering and
+// backpressure, train vs predict, optimizers, checkpoints, compiler output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jobflow/checkpoint_io.h>
+#include <jobflow/compiler.h>
+#include <jobflow/jobflow.h>
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+namespace flow = jobflow;
+using flow::Blob;
+using flow::Tensor;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tmpdir(const std::string& name) {
+  const char* base = std::getenv("JOBFLOW_TEST_TMP");
+  fs::path p = fs::path(base ? base : fs::temp_directory_path().string()) / ("job_rules_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p.parent_path());
+  return p.string();
+}
+
+Tensor iota(flow::Shape s, float scale = 1.0f) {
+  Tensor t(s, flow::Float);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>(i % 17) - 3.0f;
+  return t;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class JobRules : public ::testing::Test {
+ protected:
+  void SetUp() override { flow::session::reset(); }
+};
+
+}  // namespace
+
+TEST_F(JobRules, WrongShapeNamesThePlaceholder) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("shape_job"),
+                                   {flow::Numpy::Placeholder({4, 3}, flow::Float, "images")},
+                                   [](Blob x) -> flow::Numpy { return x; });
+  std::string e = error_of([&] { job(Tensor({4, 2}, flow::Float)); });
+  EXPECT_NE(e.find("[shape_job]"), std::string::npos) << e;
+  EXPECT_NE(e.find("'images'"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected (4, 3) float32, got (4, 2) float32"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, WrongDtypeNamesThePlaceholder) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("dtype_job"),
+                                   {flow::Numpy::Placeholder({3}, flow::Float, "x"),
+                                    flow::Numpy::Placeholder({3}, flow::Int32, "labels")},
+                                   [](Blob x, Blob) -> flow::Numpy { return x; });
+  std::string e = error_of([&] { job(Tensor({3}, flow::Float), Tensor({3}, flow::Float)); });
+  EXPECT_NE(e.find("'labels': expected (3,) int32, got (3,) float32"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, WrongArityIsAnError) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("arity_job"),
+                                   {flow::Numpy::Placeholder({3}), flow::Numpy::Placeholder({3})},
+                                   [](Blob x, Blob) -> flow::Numpy { return x; });
+  std::string e = error_of([&] { job(Tensor({3}, flow::Float)); });
+  EXPECT_NE(e.find("[arity_job] takes 2 arguments, got 1"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, ListWhereTensorExpectedIsAnError) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("kind_job"),
+                                   {flow::Numpy::Placeholder({3}, flow::Float, "x")},
+                                   [](Blob x) -> flow::Numpy { return x; });
+  std::string e = error_of([&] { job(std::vector<Tensor>{Tensor({3}, flow::Float)}); });
+  EXPECT_NE(e.find("'x': a list of tensors was given but the placeholder is Numpy"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, DefinitionErrorsNameTheOpAndShapes) {
+  std::string e = error_of([] {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({4, 5})},
+                          [](Blob a, Blob b) -> flow::Numpy { return flow::matmul(a, b); });
+  });
+  EXPECT_NE(e.find("[matmul]"), std::string::npos) << e;
+  EXPECT_NE(e.find("(2, 3)"), std::string::npos) << e;
+  EXPECT_NE(e.find("(4, 5)"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, TrainJobWithoutMinimizeIsAnError) {
+  std::string e = error_of([] {
+    flow::global_function(flow::Train, flow::function_config().name("t"), {flow::Numpy::Placeholder({2, 3})},
+                          [](Blob a) -> flow::Numpy { return flow::layers::dense(a, 2, {.name = "d"}); });
+  });
+  EXPECT_NE(e.find("never called optimizer.minimize"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, MinimizeInPredictJobIsAnError) {
+  std::string e = error_of([] {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob a) -> flow::Numpy {
+      auto y = flow::layers::dense(a, 2, {.name = "d"});
+      flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0).minimize(flow::reduce_mean(y));
+      return y;
+    });
+  });
+  EXPECT_NE(e.find("predict job"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, CallbacksArriveInCallOrderBeforeSyncReturns) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().max_in_flight(3),
+                                   {flow::Numpy::Placeholder({64, 64})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> { return flow::matmul(x, x) + 1.0; });
+  std::vector<int> order;
+  std::mutex mu;
+  const int N = 50;
+  for (int i = 0; i < N; ++i) {
+    Tensor in({64, 64}, flow::Float);
+    in.data<float>()[0] = static_cast<float>(i);
+    job(in)([&, i](Tensor r) {
+      EXPECT_FLOAT_EQ(r.data<float>()[0], static_cast<float>(i) * i + 1.0f);
+      std::lock_guard<std::mutex> lk(mu);
+      order.push_back(i);
+    });
+  }
+  job.sync();
+  ASSERT_EQ(order.size(), static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST_F(JobRules, InFlightCallsAreBounded) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().max_in_flight(2),
+                                   {flow::Numpy::Placeholder({4})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> { return x * 2.0; });
+  auto& compiled = *job.compiled();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> delivered{0};
+  auto cb = [&](Tensor) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return open; });  // the first callback holds its slot
+    ++delivered;
+  };
+  job(iota({4}))(cb);
+  job(iota({4}))(cb);
+  EXPECT_LE(compiled.in_flight(), 2u);
+  std::atomic<bool> third_launched{false};
+  std::thread t([&] {
+    job(iota({4}))(cb);  // must block: two calls are in flight
+    third_launched = true;
+  });
+  // Either the third caller is seen blocked by the bound, or it got through
+  // while the gate was closed (a broken bound): no timing involved.
+  while (compiled.blocked_callers() == 0 && !third_launched) std::this_thread::yield();
+  EXPECT_FALSE(third_launched.load()) << "a third call was accepted with max_in_flight=2";
+  EXPECT_EQ(compiled.blocked_callers(), 1u);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    open = true;
+  }
+  cv.notify_all();
+  t.join();
+  job.sync();
+  EXPECT_EQ(delivered.load(), 3);
+  EXPECT_EQ(compiled.in_flight(), 0u);
+}
+
+TEST_F(JobRules, DestroyingAJobDeliversPendingResults) {
+  std::atomic<int> got{0};
+  const int N = 20;
+  {
+    auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({128, 128})},
+                                     [](Blob x) -> flow::Callback<flow::Numpy> { return flow::matmul(x, x); });
+    for (int i = 0; i < N; ++i) job(iota({128, 128}, 0.01f))([&](Tensor) { ++got; });
+  }  // ~Job: every callback has run
+  EXPECT_EQ(got.load(), N);
+}
+
+TEST_F(JobRules, AsyncErrorIsRethrownAtSync) {
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({4})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> { return x; });
+  job(iota({4}))([](Tensor) { throw std::runtime_error("callback failed on purpose"); });
+  std::string e = error_of([&] { job.sync(); });
+  EXPECT_NE(e.find("callback failed on purpose"), std::string::npos) << e;
+  // The job keeps working afterwards.
+  int ok = 0;
+  job(iota({4}))([&](Tensor) { ++ok; });
+  job.sync();
+  EXPECT_EQ(ok, 1);
+}
+
+namespace {
+auto make_linear_train(double momentum, const char* name) {
+  return flow::global_function(
+      flow::Train, flow::function_config().name(name), {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2, 2})},
+      [momentum](Blob x, Blob t) -> flow::Numpy {
+        auto y = flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "lin"});
+        auto loss = flow::reduce_sum(flow::square(y - t), {1});  // (2,): minimize() takes its mean
+        flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), momentum).minimize(loss);
+        return loss;
+      });
+}
+}  // namespace
+
+TEST_F(JobRules, TrainStepChangesVariablesAndPredictNeverDoes) {
+  auto train = make_linear_train(0.0, "train_lin");
+  auto predict = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "lin"});
+  });
+  flow::CheckPoint().init();
+  Tensor w0 = flow::session::variable("lin-weight").clone();
+  predict(iota({2, 3}));
+  predict(iota({2, 3}));
+  EXPECT_TRUE(flow::session::variable("lin-weight").equal(w0));
+  train(iota({2, 3}), Tensor({2, 2}, flow::Float));
+  EXPECT_FALSE(flow::session::variable("lin-weight").equal(w0));
+}
+
+TEST_F(JobRules, SgdStepMatchesHandComputation) {
+  auto train = make_linear_train(0.0, "sgd_hand");
+  flow::CheckPoint().init();
+  // x = [[1,2,3],[0,1,0]], W = 0.5, b = 0, t = 0: y_i = 0.5 * sum(x_i)
+  Tensor x = Tensor::from<float>({2, 3}, {1, 2, 3, 0, 1, 0});
+  Tensor t({2, 2}, flow::Float);
+  Tensor loss = train(x, t);
+  // y = [[3,3],[0.5,0.5]]; loss_i = sum_j y_ij^2 = [18, 0.5]
+  EXPECT_FLOAT_EQ(loss.data<float>()[0], 18.0f);
+  EXPECT_FLOAT_EQ(loss.data<float>()[1], 0.5f);
+  // L = mean_i loss_i; dL/dy = y (2/2); dW[j,k] = sum_i y_ij x_ik
+  // dW row = [3*1+0.5*0, 3*2+0.5*1, 3*3+0.5*0] = [3, 6.5, 9]; db = [3.5, 3.5]
+  Tensor w = flow::session::variable("lin-weight");
+  const float expect_w[3] = {0.5f - 0.1f * 3.0f, 0.5f - 0.1f * 6.5f, 0.5f - 0.1f * 9.0f};
+  for (int j = 0; j < 2; ++j)
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(w.data<float>()[j * 3 + k], expect_w[k], 1e-6) << j << "," << k;
+  Tensor b = flow::session::variable("lin-bias");
+  EXPECT_NEAR(b.data<float>()[0], -0.35f, 1e-6);
+}
+
+TEST_F(JobRules, MomentumStateIsAVariable) {
+  auto train = make_linear_train(0.9, "sgd_momentum");
+  flow::CheckPoint().init();
+  Tensor x = Tensor::from<float>({2, 3}, {1, 2, 3, 0, 1, 0});
+  train(x, Tensor({2, 2}, flow::Float));
+  ASSERT_TRUE(flow::session::has_variable("lin-weight-momentum"));
+  // v = -lr * g after one step
+  EXPECT_NEAR(flow::session::variable("lin-weight-momentum").data<float>()[0], -0.3f, 1e-6);
+}
+
+TEST_F(JobRules, AdamFirstStepMovesEachWeightByLr) {
+  auto train = flow::global_function(flow::Train, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    auto y = flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "adam_lin"});
+    auto loss = flow::reduce_mean(flow::square(y));
+    flow::optimizer::Adam(flow::optimizer::PiecewiseConstantScheduler({}, {0.01})).minimize(loss);
+    return loss;
+  });
+  flow::CheckPoint().init();
+  train(Tensor::from<float>({2, 3}, {1, 2, 3, 1, 1, 1}));
+  // First Adam step: m_hat/sqrt(v_hat) = sign(g) so w moves by lr.
+  Tensor w = flow::session::variable("adam_lin-weight");
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(w.data<float>()[i], 0.49f, 1e-5);
+}
+
+TEST(Schedulers, PiecewiseCosineWarmup) {
+  flow::optimizer::PiecewiseConstantScheduler p({10, 20}, {1.0, 0.1, 0.01});
+  EXPECT_DOUBLE_EQ(p.lr(0), 1.0);
+  EXPECT_DOUBLE_EQ(p.lr(9), 1.0);
+  EXPECT_DOUBLE_EQ(p.lr(10), 0.1);
+  EXPECT_DOUBLE_EQ(p.lr(25), 0.01);
+  flow::optimizer::CosineScheduler c(1.0, 100);
+  EXPECT_NEAR(c.lr(0), 1.0, 1e-12);
+  EXPECT_NEAR(c.lr(50), 0.5, 1e-12);
+  EXPECT_NEAR(c.lr(100), 0.0, 1e-12);
+  flow::optimizer::LinearWarmupScheduler w(p, 4);
+  EXPECT_DOUBLE_EQ(w.lr(0), 0.0);
+  EXPECT_DOUBLE_EQ(w.lr(2), 0.5);
+  EXPECT_DOUBLE_EQ(w.lr(4), 1.0);
+  std::string e = error_of([] { flow::optimizer::PiecewiseConstantScheduler({1}, {0.1}); });
+  EXPECT_NE(e.find("len(values) == len(boundaries) + 1"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, CheckpointRoundTripIsBitExact) {
+  auto train = make_linear_train(0.9, "ckpt_rt");
+  flow::CheckPoint ck;
+  ck.init();
+  train(iota({2, 3}), iota({2, 2}));
+  const std::string dir = tmpdir("roundtrip");
+  ck.save(dir);
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "snapshot_done"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "lin-weight" / "out"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "lin-weight" / "meta"));
+  EXPECT_EQ(fs::file_size(fs::path(dir) / "lin-weight" / "out"), 2u * 3u * 4u);
+  std::map<std::string, Tensor> saved;
+  for (auto& n : flow::session::variable_names()) saved[n] = flow::session::variable(n).clone();
+  train(iota({2, 3}), iota({2, 2}));  // changes everything
+  ck.load(dir);
+  for (auto& [n, t] : saved) EXPECT_TRUE(flow::session::variable(n).equal(t)) << n;
+  fs::remove_all(dir);
+}
+
+TEST_F(JobRules, LoadingAMismatchedCheckpointNamesTheVariable) {
+  auto train = make_linear_train(0.0, "ckpt_bad");
+  flow::CheckPoint ck;
+  ck.init();
+  const std::string dir = tmpdir("mismatch");
+  ck.save(dir);
+  flow::session::reset();
+  auto other = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 4})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 2, {.name = "lin"});
+  });
+  std::string e = error_of([&] { ck.load(dir); });
+  EXPECT_NE(e.find("'lin-weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("(2, 3) float32"), std::string::npos) << e;
+  EXPECT_NE(e.find("(2, 4) float32"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST_F(JobRules, KilledSaveNeverReplacesAGoodCheckpoint) {
+  auto train = make_linear_train(0.0, "ckpt_kill");
+  flow::CheckPoint ck;
+  ck.init();
+  const std::string dir = tmpdir("killed");
+  ck.save(dir);
+  const Tensor good = flow::session::variable("lin-weight").clone();
+  train(iota({2, 3}), iota({2, 2}));
+  for (int files = 0; files < 5; ++files) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // The child dies after `files` files of the new checkpoint were written.
+      ::setenv("JOBFLOW_CKPT_CRASH_AFTER_FILES", std::to_string(files).c_str(), 1);
+      try {
+        flow::checkpoint_io::save(dir, {{"lin-weight", flow::session::variable("lin-weight")},
+                                        {"lin-bias", flow::session::variable("lin-bias")}});
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 86) << "the child was expected to die during save (files=" << files << ")";
+    auto loaded = flow::checkpoint_io::load(dir);
+    EXPECT_TRUE(loaded.at("lin-weight").equal(good)) << "after a kill at file " << files;
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(JobRules, GpuPlacementRunsOnCpuWithoutCudaBackend) {
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({3})}, [](Blob x) -> flow::Numpy {
+    auto s = flow::scope::placement("gpu", "0:0");
+    return x * 3.0;
+  });
+  Tensor r = job(Tensor::from<float>({3}, {1, 2, 3}));
+  EXPECT_FLOAT_EQ(r.data<float>()[2], 9.0f);
+  EXPECT_EQ(job.compiled()->plan().graph().nodes.back().placement.device, "gpu");
+}
+
+TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({8, 16})}, [](Blob x) -> flow::Numpy {
+    auto h = flow::layers::dense(x, 32, {.activation = flow::nn::relu, .kernel_initializer = flow::truncated_normal(0.1), .name = "h1"});
+    auto h2 = flow::layers::dense(h, 32, {.activation = flow::nn::relu, .kernel_initializer = flow::truncated_normal(0.1), .name = "h2"});
+    return flow::layers::dense(h2, 4, {.kernel_initializer = flow::truncated_normal(0.1), .name = "out"});
+  });
+  auto ops = job.compiled()->plan().op_sequence();
+  ASSERT_EQ(ops.size(), 3u) << job.compiled()->plan().describe();
+  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 +bias +relu]");
+  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 +bias]");
+  // h1's buffer is dead once h2 is computed: the output may reuse it.
+  EXPECT_LT(job.compiled()->plan().arena_bytes(), job.compiled()->plan().unshared_bytes());
+  // Fused and unfused plans agree.
+  auto ref = flow::global_function(flow::Predict, flow::function_config().enable_fusion(false),
+                                   {flow::Numpy::Placeholder({8, 16})}, [](Blob x) -> flow::Numpy {
+    auto h = flow::layers::dense(x, 32, {.activation = flow::nn::relu, .name = "h1"});
+    auto h2 = flow::layers::dense(h, 32, {.activation = flow::nn::relu, .name = "h2"});
+    return flow::layers::dense(h2, 4, {.name = "out"});
+  });
+  EXPECT_GT(ref.compiled()->plan().op_sequence().size(), 3u);
+  Tensor in = iota({8, 16}, 0.1f);
+  EXPECT_TRUE(job(in).equal(ref(in)));
+}
+
+TEST_F(JobRules, RepeatedCallsGiveIdenticalResults) {
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({4, 8})}, [](Blob x) -> flow::Numpy {
+    auto h = flow::layers::dense(x, 16, {.activation = flow::nn::relu, .kernel_initializer = flow::truncated_normal(0.1), .name = "r1"});
+    return flow::nn::softmax(flow::layers::dense(h, 3, {.kernel_initializer = flow::truncated_normal(0.1), .name = "r2"}));
+  });
+  Tensor in = iota({4, 8}, 0.2f);
+  Tensor a = job(in);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(job(in).equal(a));
+  EXPECT_NEAR(a.data<float>()[0] + a.data<float>()[1] + a.data<float>()[2], 1.0f, 1e-6);
+}

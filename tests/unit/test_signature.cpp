@@ -1,0 +1,263 @@
+// OneFlow's own signature tests (test_global_function_signature.py, v0.4),
+// ported: each job returns its input through one return form, and the test
+// checks the value arrives intact through that form, synchronously and
+// through Callback<T>. (flow.watch has no counterpart here.)
+#include <gtest/gtest.h>
+
+#include <jobflow/jobflow.h>
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace flow = jobflow;
+using flow::Blob;
+using flow::Tensor;
+
+namespace {
+
+Tensor data10() {
+  Tensor t({10}, flow::Float);
+  for (int i = 0; i < 10; ++i) t.data<float>()[i] = 1.0f + 0.5f * i;  // not all ones: catches mix-ups
+  return t;
+}
+
+void expect_same(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  EXPECT_TRUE(got.equal(want)) << got.str() << " vs " << want.str();
+}
+
+// Runs a Callback job and returns what the callback received (after sync).
+template <class Job, class... A>
+auto callback_result(Job& job, const A&... args) {
+  using H = typename Job::Host;
+  H got{};
+  int calls = 0;
+  job(args...)([&](H r) {
+    got = std::move(r);
+    ++calls;
+  });
+  job.sync();
+  EXPECT_EQ(calls, 1);
+  return got;
+}
+
+}  // namespace
+
+TEST(Signature, ReturnNone) {
+  int ran = 0;
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [&](Blob) { ++ran; });
+  static_assert(std::is_void_v<decltype(foo(data10()))>);
+  foo(data10());
+  EXPECT_EQ(ran, 1);  // the body runs once, at definition
+}
+
+TEST(Signature, Numpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [](Blob x) -> flow::Numpy { return x; });
+  expect_same(foo(data10()), data10());
+}
+
+TEST(Signature, ListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListNumpy::Placeholder({10})},
+                                   [](Blob x) -> flow::ListNumpy { return x; });
+  std::vector<Tensor> r = foo(std::vector<Tensor>{data10()});
+  ASSERT_EQ(r.size(), 1u);
+  expect_same(r[0], data10());
+}
+
+TEST(Signature, ListListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListListNumpy::Placeholder({10})},
+                                   [](Blob x) -> flow::ListListNumpy { return x; });
+  auto r = foo(std::vector<std::vector<Tensor>>{{data10()}});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_EQ(r[0].size(), 1u);
+  expect_same(r[0][0], data10());
+}
+
+TEST(Signature, ListListNumpyOfSeveralItems) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListListNumpy::Placeholder({10}, flow::Float, "x", 3)},
+                                   [](Blob x) -> flow::ListListNumpy {
+                                     EXPECT_EQ(x.shape(), (flow::Shape{3, 10}));
+                                     return x;
+                                   });
+  Tensor a = data10(), b = flow::Tensor({10}, flow::Float), c = data10().clone();
+  c.data<float>()[3] = -7;
+  auto r = foo(std::vector<std::vector<Tensor>>{{a, b, c}});
+  ASSERT_EQ(r[0].size(), 3u);
+  expect_same(r[0][0], a);
+  expect_same(r[0][1], b);
+  expect_same(r[0][2], c);
+}
+
+TEST(Signature, DictNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> std::map<std::string, flow::Numpy> { return {{"x", x}}; });
+  expect_same(foo(data10())["x"], data10());
+}
+
+TEST(Signature, DictListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListNumpy::Placeholder({10})},
+                                   [](Blob x) -> std::map<std::string, flow::ListNumpy> { return {{"x", x}}; });
+  expect_same(foo(std::vector<Tensor>{data10()})["x"][0], data10());
+}
+
+TEST(Signature, DictListListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListListNumpy::Placeholder({10})},
+                                   [](Blob x) -> std::map<std::string, flow::ListListNumpy> { return {{"x", x}}; });
+  expect_same(foo(std::vector<std::vector<Tensor>>{{data10()}})["x"][0][0], data10());
+}
+
+TEST(Signature, DictNestingNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::Numpy::Placeholder({10})},
+      [](Blob x) -> std::map<std::string, std::map<std::string, flow::Numpy>> { return {{"x", {{"x", x}}}}; });
+  expect_same(foo(data10())["x"]["x"], data10());
+}
+
+TEST(Signature, DictNestingListNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::ListNumpy::Placeholder({10})},
+      [](Blob x) -> std::map<std::string, std::map<std::string, flow::ListNumpy>> { return {{"x", {{"x", x}}}}; });
+  expect_same(foo(std::vector<Tensor>{data10()})["x"]["x"][0], data10());
+}
+
+TEST(Signature, DictNestingListListNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::ListListNumpy::Placeholder({10})},
+      [](Blob x) -> std::map<std::string, std::map<std::string, flow::ListListNumpy>> { return {{"x", {{"x", x}}}}; });
+  expect_same(foo(std::vector<std::vector<Tensor>>{{data10()}})["x"]["x"][0][0], data10());
+}
+
+TEST(Signature, TupleNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::TuplePlaceholder({flow::Numpy::Placeholder({10})})},
+                                   [](std::tuple<Blob> x) -> std::tuple<flow::Numpy> { return {std::get<0>(x)}; });
+  auto r = foo(std::tuple<Tensor>{data10()});
+  expect_same(std::get<0>(r), data10());
+}
+
+TEST(Signature, TupleListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::TuplePlaceholder({flow::ListNumpy::Placeholder({10})})},
+                                   [](std::tuple<Blob> x) -> std::tuple<flow::ListNumpy> { return {std::get<0>(x)}; });
+  auto r = foo(std::tuple<std::vector<Tensor>>{{data10()}});
+  expect_same(std::get<0>(r)[0], data10());
+}
+
+TEST(Signature, TupleListListNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::TuplePlaceholder({flow::ListListNumpy::Placeholder({10})})},
+      [](std::tuple<Blob> x) -> std::tuple<flow::ListListNumpy> { return {std::get<0>(x)}; });
+  auto r = foo(std::tuple<std::vector<std::vector<Tensor>>>{{{data10()}}});
+  expect_same(std::get<0>(r)[0][0], data10());
+}
+
+TEST(Signature, TupleOfTwoInputsAsVector) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::TuplePlaceholder({flow::Numpy::Placeholder({10}), flow::Numpy::Placeholder({2}, flow::Int32)})},
+      [](std::vector<Blob> x) -> std::tuple<flow::Numpy, flow::Numpy> { return {x[1], x[0]}; });
+  Tensor i = Tensor::from<int32_t>({2}, {4, -5});
+  auto [a, b] = foo(std::vector<Tensor>{data10(), i});
+  expect_same(a, i);
+  expect_same(b, data10());
+}
+
+TEST(Signature, CallbackNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> { return x; });
+  expect_same(callback_result(foo, data10()), data10());
+}
+
+TEST(Signature, CallbackListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListNumpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<flow::ListNumpy> { return x; });
+  expect_same(callback_result(foo, std::vector<Tensor>{data10()})[0], data10());
+}
+
+TEST(Signature, CallbackListListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListListNumpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<flow::ListListNumpy> { return x; });
+  expect_same(callback_result(foo, std::vector<std::vector<Tensor>>{{data10()}})[0][0], data10());
+}
+
+TEST(Signature, CallbackTupleNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<std::tuple<flow::Numpy>> { return std::tuple<flow::Numpy>{x}; });
+  expect_same(std::get<0>(callback_result(foo, data10())), data10());
+}
+
+TEST(Signature, CallbackTupleListNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::ListNumpy::Placeholder({10})},
+      [](Blob x) -> flow::Callback<std::tuple<flow::ListNumpy>> { return std::tuple<flow::ListNumpy>{x}; });
+  expect_same(std::get<0>(callback_result(foo, std::vector<Tensor>{data10()}))[0], data10());
+}
+
+TEST(Signature, CallbackTupleListListNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::ListListNumpy::Placeholder({10})},
+      [](Blob x) -> flow::Callback<std::tuple<flow::ListListNumpy>> { return std::tuple<flow::ListListNumpy>{x}; });
+  expect_same(std::get<0>(callback_result(foo, std::vector<std::vector<Tensor>>{{data10()}}))[0][0], data10());
+}
+
+TEST(Signature, CallbackDictNumpy) {
+  auto foo = flow::global_function(
+      flow::Predict, {flow::Numpy::Placeholder({10})},
+      [](Blob x) -> flow::Callback<std::map<std::string, flow::Numpy>> { return std::map<std::string, flow::Numpy>{{"x", x}}; });
+  expect_same(callback_result(foo, data10())["x"], data10());
+}
+
+// Bundle: any nesting of lists, tuples and dicts (with int keys too).
+TEST(Signature, BundleListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> std::vector<flow::Numpy> { return {x}; });
+  expect_same(foo(data10())[0], data10());
+}
+
+using Mix = std::tuple<flow::Numpy, std::tuple<flow::Numpy>, std::vector<flow::Numpy>,
+                       std::map<std::string, std::map<int, flow::Numpy>>>;
+
+TEST(Signature, BundleMixNestingNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [](Blob x) -> Mix {
+    return Mix{x, std::tuple<flow::Numpy>{x}, {x, x, x}, {{"x", {{256, x}}}}};
+  });
+  auto r = foo(data10());
+  expect_same(std::get<0>(r), data10());
+  expect_same(std::get<0>(std::get<1>(r)), data10());
+  ASSERT_EQ(std::get<2>(r).size(), 3u);
+  for (auto& t : std::get<2>(r)) expect_same(t, data10());
+  expect_same(std::get<3>(r).at("x").at(256), data10());
+  EXPECT_EQ(foo.signature().output_structure.str(), "(Numpy, (Numpy,), [Numpy, Numpy, Numpy], {x: {256: Numpy}})");
+}
+
+using MixL = std::tuple<flow::ListNumpy, std::tuple<flow::ListNumpy>, std::vector<flow::ListNumpy>,
+                        std::map<std::string, std::map<int, flow::ListNumpy>>>;
+
+TEST(Signature, BundleMixNestingListNumpy) {
+  auto foo = flow::global_function(flow::Predict, {flow::ListNumpy::Placeholder({10})}, [](Blob x) -> MixL {
+    return MixL{x, std::tuple<flow::ListNumpy>{x}, {x, x, x}, {{"x", {{256, x}}}}};
+  });
+  auto r = foo(std::vector<Tensor>{data10()});
+  expect_same(std::get<0>(r)[0], data10());
+  expect_same(std::get<0>(std::get<1>(r))[0], data10());
+  for (auto& t : std::get<2>(r)) expect_same(t[0], data10());
+  expect_same(std::get<3>(r).at("x").at(256)[0], data10());
+}
+
+TEST(Signature, CallbackBundleMix) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [](Blob x) -> flow::Callback<Mix> {
+    return Mix{x, std::tuple<flow::Numpy>{x}, {x, x, x}, {{"x", {{256, x}}}}};
+  });
+  auto r = callback_result(foo, data10());
+  expect_same(std::get<3>(r).at("x").at(256), data10());
+  expect_same(std::get<2>(r).at(2), data10());
+}
+
+TEST(Signature, AsyncOfASyncJob) {
+  // Any job can also be called asynchronously.
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [](Blob x) -> flow::Numpy { return x * 2.0; });
+  Tensor got;
+  foo.async(data10())([&](Tensor t) { got = t; });
+  foo.sync();
+  ASSERT_TRUE(got.defined());
+  EXPECT_FLOAT_EQ(got.data<float>()[3], 2 * (1.0f + 1.5f));
+}
