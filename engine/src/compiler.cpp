@@ -1,6 +1,9 @@
 #include "jobflow/compiler.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -255,6 +258,9 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
                                   G.blobs[b].spec.shape});
     }
   }
+  const char* prof = std::getenv("JOBFLOW_PROFILE");
+  plan->profile_ = prof && *prof && std::string(prof) != "0";
+  plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
   return plan;
 }
 
@@ -272,7 +278,15 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   ctx.seed = opts_.seed;
   ctx.training = opts_.type == JobType::Train;
   ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step_) : 0.0;
-  for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
+  if (!profile_) {
+    for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
+  } else {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      steps_[i].backend->eval(*steps_[i].op, steps_[i].in, steps_[i].out, ctx);
+      prof_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
   // Drop the references to the caller's tensors.
   for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();
   ++step_;
@@ -281,6 +295,29 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < out_views_.size(); ++i)
     out.push_back(out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].clone() : out_views_[i].clone());
   return out;
+}
+
+Plan::~Plan() {
+  if (profile_ && step_ > 0) std::cerr << profile_report();
+}
+
+std::string Plan::profile_report() const {
+  std::ostringstream o;
+  double total = 0;
+  for (double t : prof_seconds_) total += t;
+  o << "profile of job '" << opts_.job_name << "': " << step_ << " calls, " << (total / std::max<int64_t>(step_, 1)) * 1e3
+    << " ms per call in nodes\n";
+  std::vector<size_t> idx(steps_.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return prof_seconds_[a] > prof_seconds_[b]; });
+  for (size_t i : idx) {
+    const Node& n = g_->nodes[steps_[i].node];
+    char line[256];
+    std::snprintf(line, sizeof line, "  %8.3f ms %5.1f%%  %s (%s)\n", prof_seconds_[i] / std::max<int64_t>(step_, 1) * 1e3,
+                  total > 0 ? 100.0 * prof_seconds_[i] / total : 0.0, n.name.c_str(), steps_[i].op->name());
+    o << line;
+  }
+  return o.str();
 }
 
 std::vector<std::string> Plan::op_sequence() const {

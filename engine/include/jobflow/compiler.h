@@ -57,6 +57,10 @@ class Plan {
   // Ops executed, in order (for tests: fusion results).
   std::vector<std::string> op_sequence() const;
   const PlanOptions& options() const { return opts_; }
+  // With JOBFLOW_PROFILE=1 in the environment, time spent per node is
+  // accumulated and printed to stderr when the plan is destroyed.
+  ~Plan();
+  std::string profile_report() const;
 
  private:
   struct Step {
@@ -84,6 +88,8 @@ class Plan {
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
   int64_t step_ = 0;
+  bool profile_ = false;
+  std::vector<double> prof_seconds_;  // per step
 };
 
 }  // namespace jobflow

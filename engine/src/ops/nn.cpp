@@ -62,8 +62,10 @@ inline void softmax_lane(const T* x, T* y, int64_t C, int64_t st) {
   T s = 0;
   if constexpr (Log) {
     for (int64_t c = 0; c < C; ++c) s += std::exp(x[c * st] - m);
-    const T shift = m + std::log(s);
-    for (int64_t c = 0; c < C; ++c) y[c * st] = x[c * st] - shift;
+    // (x - m) - log(s), not x - (m + log(s)): the latter loses the small
+    // log(s) against a large m.
+    const T ls = std::log(s);
+    for (int64_t c = 0; c < C; ++c) y[c * st] = (x[c * st] - m) - ls;
   } else {
     for (int64_t c = 0; c < C; ++c) {
       const T e = std::exp(x[c * st] - m);
