@@ -231,6 +231,7 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
     plan->steps_.push_back(std::move(st));
   }
   for (int b : outputs) {
+    plan->out_shapes_.push_back(G.blobs[b].spec.shape);
     if (bind[b].kind == Binding::Placeholder) {
       plan->out_views_.emplace_back();
       plan->out_from_input_.push_back(placeholder_index.at(bind[b].root));
@@ -293,7 +294,8 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> out;
   out.reserve(out_views_.size());
   for (size_t i = 0; i < out_views_.size(); ++i)
-    out.push_back(out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].clone() : out_views_[i].clone());
+    out.push_back(out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].reshape(out_shapes_[i]).clone()
+                                          : out_views_[i].clone());
   return out;
 }
 

@@ -10,6 +10,9 @@ namespace jobflow::internal {
 Blob relu_grad(Blob dy, Blob y);
 // Gradient of a bias added along `axis`: sum of dy over every other axis.
 Blob bias_grad(Blob dy, int axis);
+// 1 where a == b (b broadcast to a's shape), else 0; a's dtype. Used by the
+// gradient of reduce_max.
+Blob equal_mask(Blob a, Blob b);
 // Builders of the graph-level helpers used by autodiff.
 Blob add_n(const std::vector<Blob>& xs);
 

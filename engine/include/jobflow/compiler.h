@@ -84,6 +84,7 @@ class Plan {
   std::vector<Patch> patches_;
   std::vector<Tensor> out_views_;       // per output; undefined = from an input
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
+  std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;

@@ -25,11 +25,6 @@
 #endif
 
 namespace jobflow {
-namespace internal {
-// Defined in elementwise.cpp: (a == b) as 1/0 with broadcasting.
-Blob equal_mask(Blob a, Blob b);
-}  // namespace internal
-
 namespace {
 
 constexpr int kMaxRank = 16;  // fixed index arrays: eval_cpu does not allocate
