@@ -36,6 +36,41 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
     if (!alive[i]) continue;
     Node& n = g.nodes[i];
     const std::string op = n.op->name();
+    if (op == "bias_grad") {
+      // A weight-gradient op reading the same dy computes the bias gradient
+      // in the same pass: merge into it, at the later of the two positions.
+      const int dy = n.inputs[0];
+      const int rank = static_cast<int>(g.blobs[dy].spec.shape.size());
+      const std::string attrs = n.op->attrs();
+      if (!(attrs == "axis=1" || (rank == 2 && attrs == "axis=-1"))) continue;
+      for (int c : consumers[dy]) {
+        if (c == static_cast<int>(i) || !alive[c] || g.nodes[c].outputs.size() != 1) continue;
+        if (g.nodes[c].inputs.size() < 2 || g.nodes[c].inputs[1] != dy) continue;
+        if (g.nodes[c].placement.device != n.placement.device) continue;
+        auto fused = g.nodes[c].op->with_bias_grad();
+        if (!fused) continue;
+        // The earlier node moves to the later position: none of its outputs
+        // may be read in between.
+        const int lo = std::min(c, static_cast<int>(i)), hi = std::max(c, static_cast<int>(i));
+        bool read_between = false;
+        for (int b : g.nodes[lo].outputs)
+          for (int r : consumers[b]) read_between |= alive[r] && r > lo && r <= hi;
+        if (read_between) continue;
+        Node merged = g.nodes[c];
+        merged.op = fused;
+        merged.outputs.push_back(n.outputs[0]);
+        const int at = std::max(c, static_cast<int>(i));
+        const int other = std::min(c, static_cast<int>(i));
+        for (size_t k = 0; k < merged.outputs.size(); ++k) {
+          g.blobs[merged.outputs[k]].producer = at;
+          g.blobs[merged.outputs[k]].out_index = static_cast<int>(k);
+        }
+        alive[other] = 0;
+        g.nodes[at] = std::move(merged);
+        break;
+      }
+      continue;
+    }
     if (op != "bias_add" && op != "relu") continue;
     const int src = n.inputs[0];
     const int p = g.blobs[src].producer;
@@ -58,7 +93,10 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
     if (op == "bias_add") merged.inputs.push_back(n.inputs[1]);
     merged.outputs = n.outputs;
     merged.name = g.nodes[p].name;
-    for (int b : merged.outputs) g.blobs[b].producer = static_cast<int>(i);
+    for (size_t k = 0; k < merged.outputs.size(); ++k) {
+      g.blobs[merged.outputs[k]].producer = static_cast<int>(i);
+      g.blobs[merged.outputs[k]].out_index = static_cast<int>(k);
+    }
     alive[p] = 0;
     g.nodes[i] = std::move(merged);
   }

@@ -58,6 +58,10 @@ class Primitive {
   // a relu of its first output. nullptr when not supported.
   virtual std::shared_ptr<Primitive> with_bias() const { return nullptr; }
   virtual std::shared_ptr<Primitive> with_relu() const { return nullptr; }
+  // For weight-gradient ops reading a dy: a variant that also outputs the
+  // bias gradient (dy summed over every axis but 1) as an extra last
+  // output, replacing a separate bias_grad pass over the same dy.
+  virtual std::shared_ptr<Primitive> with_bias_grad() const { return nullptr; }
   // Human-readable attributes for `jobflow inspect` and error messages.
   virtual std::string attrs() const { return ""; }
 };

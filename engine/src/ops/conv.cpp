@@ -240,6 +240,9 @@ class Conv2dBackwardWeights final : public Primitive {
     cpu::conv2d_backward_weights(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(),
                                  bias_ ? out[1].data<float>() : nullptr);
   }
+  std::shared_ptr<Primitive> with_bias_grad() const override {
+    return bias_ ? nullptr : std::make_shared<Conv2dBackwardWeights>(w_, g_, true);
+  }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
     // dw is bilinear in (x, dy); dbias is linear in dy alone.

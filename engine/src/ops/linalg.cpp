@@ -177,6 +177,7 @@ class BiasGrad final : public Primitive {
  public:
   explicit BiasGrad(int axis) : axis_(axis) {}
   const char* name() const override { return "bias_grad"; }
+  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("bias_grad", in, 1);
     const int ax = kern::norm_axis("bias_grad", axis_, static_cast<int>(in[0].shape.size()));
