@@ -125,6 +125,8 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   State& S = *st_;
   const std::string& job = S.config.name();
   std::vector<int> updates;
+  const size_t forward_nodes = S.graph->nodes.size();
+  std::vector<std::string> trainable_names;
   if (S.type == JobType::Train) {
     if (!S.loss.defined())
       throw Error("[global_function] train job '" + job +
@@ -147,6 +149,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
         }
       }
       if (vars.empty()) throw Error("[optimizer.minimize] train job '" + job + "' has no trainable variables");
+      trainable_names = names;
       std::vector<Blob> grads = gradients(loss, vars);
       const size_t before = S.graph->nodes.size();
       for (size_t i = 0; i < vars.size(); ++i) S.opt->add_update(*S.graph, vars[i], grads[i], names[i]);
@@ -188,6 +191,17 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   for (auto& b : outputs) out_ids.push_back(b.id());
   auto plan = Plan::compile(S.graph, in_ids, out_ids, updates, po);
   auto compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight());
+  JobDefinition def;
+  def.graph = S.graph;
+  def.forward_nodes = forward_nodes;
+  def.inputs = in_ids;
+  def.outputs = out_ids;
+  def.loss = S.loss.defined() ? S.loss.id() : -1;
+  def.optimizer = S.opt;
+  def.trainable = trainable_names;
+  def.seed = S.config.seed();
+  def.default_device = S.config.default_placement().device;
+  compiled->set_definition(std::move(def));
   std::weak_ptr<CompiledJob> weak = compiled;
   internal::VariableStore::get().add_syncer([weak] {
     if (auto j = weak.lock()) j->sync();

@@ -15,11 +15,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "jobflow/graph.h"
 
 namespace jobflow {
+
+// A primitive's attributes by name (for export to ONNX and inspection).
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>, Tensor>;
+using Attrs = std::vector<std::pair<std::string, AttrValue>>;
 
 // Per-step state handed to kernels.
 struct ExecContext {
@@ -62,6 +68,10 @@ class Primitive {
   // bias gradient (dy summed over every axis but 1) as an extra last
   // output, replacing a separate bias_grad pass over the same dy.
   virtual std::shared_ptr<Primitive> with_bias_grad() const { return nullptr; }
+  // Every parameter that defines the op (axis, strides, pads, flags,
+  // constant values...), so an exporter can write it and a loader can
+  // rebuild an identical op through its builder function.
+  virtual Attrs attributes() const { return {}; }
   // Human-readable attributes for `jobflow inspect` and error messages.
   virtual std::string attrs() const { return ""; }
 };

@@ -60,6 +60,21 @@ struct Signature {
 
 class Plan;   // compiler.h
 struct CallState;
+namespace optimizer { class Optimizer; }
+
+// What a job was defined as, kept for export (job files) and inspection:
+// the graph's first `forward_nodes` nodes are the body as written (before
+// gradients and updates), `inputs`/`outputs` are blob ids in flat order.
+struct JobDefinition {
+  std::shared_ptr<const Graph> graph;
+  size_t forward_nodes = 0;
+  std::vector<int> inputs, outputs;
+  int loss = -1;                                      // train jobs: the objective blob (before any mean)
+  std::shared_ptr<const optimizer::Optimizer> optimizer;
+  std::vector<std::string> trainable;                 // variables updated by the optimizer
+  uint64_t seed = 0;
+  std::string default_device = "cpu";
+};
 
 class CompiledJob {
  public:
@@ -72,6 +87,8 @@ class CompiledJob {
   CompiledJob& operator=(const CompiledJob&) = delete;
 
   const Signature& signature() const { return sig_; }
+  const JobDefinition& definition() const { return def_; }
+  void set_definition(JobDefinition d) { def_ = std::move(d); }
   const Plan& plan() const { return *plan_; }
 
   // Checks count, shapes and dtypes; the error names the placeholder.
@@ -101,6 +118,7 @@ class CompiledJob {
 
   std::shared_ptr<Plan> plan_;
   Signature sig_;
+  JobDefinition def_;
   size_t max_in_flight_;
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
