@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <random>
 #include <future>
 #include <limits>
 
@@ -407,6 +409,35 @@ Mnist load_mnist(int64_t train_batch, int64_t test_batch, const std::string& dir
   Mnist out;
   out.train = split(0, train_batch, "train");
   out.test = test.get();
+  return out;
+}
+
+Dataset shuffled(const Dataset& d, uint64_t seed) {
+  if (d.images.size() != d.labels.size())
+    throw Error("[data::shuffled] " + std::to_string(d.images.size()) + " image batches but " +
+                std::to_string(d.labels.size()) + " label batches");
+  if (d.images.empty()) return d;
+  const int64_t B = d.images[0].dim(0);
+  const size_t per_image = static_cast<size_t>(d.images[0].numel() / B) * sizeof(float);
+  const int64_t n = B * static_cast<int64_t>(d.images.size());
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+  std::shuffle(order.begin(), order.end(), rng);
+  Dataset out;
+  for (size_t b = 0; b < d.images.size(); ++b) {
+    Tensor img(d.images[b].shape(), d.images[b].dtype());
+    Tensor lab(d.labels[b].shape(), d.labels[b].dtype());
+    for (int64_t k = 0; k < B; ++k) {
+      const int64_t src = order[static_cast<int64_t>(b) * B + k];
+      const Tensor& si = d.images[src / B];
+      std::memcpy(static_cast<char*>(img.raw()) + k * per_image, static_cast<const char*>(si.raw()) + (src % B) * per_image,
+                  per_image);
+      lab.data<int32_t>()[k] = d.labels[src / B].data<int32_t>()[src % B];
+    }
+    out.images.push_back(std::move(img));
+    out.labels.push_back(std::move(lab));
+  }
   return out;
 }
 

@@ -39,6 +39,10 @@ class Piecewise final : public LrScheduler {
     o << "])";
     return o.str();
   }
+  std::string kind() const override { return "piecewise_constant"; }
+  std::vector<std::pair<std::string, std::vector<double>>> params() const override {
+    return {{"boundaries", std::vector<double>(b_.begin(), b_.end())}, {"values", v_}};
+  }
 
  private:
   std::vector<int64_t> b_;
@@ -57,6 +61,10 @@ class Cosine final : public LrScheduler {
   std::string str() const override {
     return "cosine(base_lr=" + std::to_string(base_) + ", decay_steps=" + std::to_string(steps_) +
            ", alpha=" + std::to_string(alpha_) + ")";
+  }
+  std::string kind() const override { return "cosine"; }
+  std::vector<std::pair<std::string, std::vector<double>>> params() const override {
+    return {{"base_lr", {base_}}, {"decay_steps", {static_cast<double>(steps_)}}, {"alpha", {alpha_}}};
   }
 
  private:
@@ -79,6 +87,11 @@ class Warmup final : public LrScheduler {
   std::string str() const override {
     return "linear_warmup(steps=" + std::to_string(steps_) + ", then " + after_.str() + ")";
   }
+  std::string kind() const override { return "linear_warmup"; }
+  std::vector<std::pair<std::string, std::vector<double>>> params() const override {
+    return {{"steps", {static_cast<double>(steps_)}}, {"start", {start_}}};
+  }
+  std::shared_ptr<const LrScheduler> inner() const override { return after_.impl(); }
 
  private:
   Scheduler after_;
@@ -91,6 +104,7 @@ class SgdUpdate final : public Primitive {
  public:
   explicit SgdUpdate(double momentum) : momentum_(momentum) {}
   const char* name() const override { return "sgd_update"; }
+  Attrs attributes() const override { return {{"momentum", momentum_}}; }
   bool has_side_effects() const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("sgd_update", in, momentum_ != 0 ? 3 : 2);
@@ -132,6 +146,7 @@ class AdamUpdate final : public Primitive {
  public:
   AdamUpdate(double b1, double b2, double eps) : b1_(b1), b2_(b2), eps_(eps) {}
   const char* name() const override { return "adam_update"; }
+  Attrs attributes() const override { return {{"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}}; }
   bool has_side_effects() const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("adam_update", in, 4);

@@ -12,10 +12,12 @@ struct Options {
   int epochs;
   std::string data;       // "" = default Fashion-MNIST folder
   std::string model_dir;
+  bool shuffle = false;   // reshuffle the training set every epoch
 };
 
-inline Options parse(int argc, char** argv, int default_epochs, const char* default_model_dir, const char* usage) {
-  Options o{default_epochs, "", default_model_dir};
+inline Options parse(int argc, char** argv, int default_epochs, const char* default_model_dir, const char* usage,
+                     bool default_shuffle = false) {
+  Options o{default_epochs, "", default_model_dir, default_shuffle};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {
@@ -35,8 +37,12 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
       o.data = value("--data");
     } else if (a.rfind("--model-dir", 0) == 0) {
       o.model_dir = value("--model-dir");
+    } else if (a == "--shuffle") {
+      o.shuffle = true;
+    } else if (a == "--no-shuffle") {
+      o.shuffle = false;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR]\n%s\n", argv[0], usage);
+      std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR] [--shuffle|--no-shuffle]\n%s\n", argv[0], usage);
       std::exit(0);
     } else {
       std::fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a.c_str());

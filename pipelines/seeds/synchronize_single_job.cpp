@@ -12,7 +12,9 @@ using seeds::BATCH_SIZE;
 
 int main(int argc, char** argv) try {
   auto opt = seeds::parse(argc, argv, 20, "./lenet_models_1",
-                          "Trains the seeds' LeNet on Fashion-MNIST (synchronous results) and saves a checkpoint.");
+                          "Trains the seeds' LeNet on Fashion-MNIST (synchronous results) and saves a checkpoint.\n"
+                          "The training set is reshuffled every epoch unless --no-shuffle is given.",
+                          /*default_shuffle=*/true);
 
   auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job"),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
@@ -33,11 +35,13 @@ int main(int argc, char** argv) try {
   check_point.init();
 
   auto mnist = flow::data::load_mnist(BATCH_SIZE, BATCH_SIZE, opt.data);
+  if (opt.shuffle) std::printf("shuffling the training set every epoch (--no-shuffle: the seeds' fixed order)\n");
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     const auto te = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < mnist.train.images.size(); ++i) {
-      flow::Tensor loss = train_job(mnist.train.images[i], mnist.train.labels[i]);
+    const flow::data::Dataset train = opt.shuffle ? flow::data::shuffled(mnist.train, epoch) : mnist.train;
+    for (size_t i = 0; i < train.images.size(); ++i) {
+      flow::Tensor loss = train_job(train.images[i], train.labels[i]);
       if (i % 20 == 0) std::printf("%g\n", loss.mean());
     }
     std::printf("epoch %d/%d done in %.1f s (%.0f images/s)\n", epoch + 1, opt.epochs, seeds::seconds_since(te),

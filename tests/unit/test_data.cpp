@@ -3,6 +3,7 @@
 // Debian Fashion-MNIST files when they are installed.
 #include "jobflow/data.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -318,4 +319,36 @@ TEST(LoadMnist, RealFashionMnist) {
   EXPECT_EQ(m2.train.images.size(), 8u);
   EXPECT_EQ(m2.test.images.size(), 3u);
   EXPECT_TRUE(m2.train.labels[0].to_vector<int32_t>()[0] == 9);
+}
+
+TEST(Shuffled, KeepsImageLabelPairsAndEverySample) {
+  using jobflow::Tensor;
+  jobflow::data::Dataset d;
+  for (int b = 0; b < 3; ++b) {
+    Tensor img({2, 1, 2, 2}, jobflow::Float);
+    Tensor lab({2}, jobflow::Int32);
+    for (int k = 0; k < 2; ++k) {
+      const int id = b * 2 + k;
+      lab.data<int32_t>()[k] = id;
+      for (int p = 0; p < 4; ++p) img.data<float>()[k * 4 + p] = static_cast<float>(id * 10 + p);
+    }
+    d.images.push_back(img);
+    d.labels.push_back(lab);
+  }
+  auto s0 = jobflow::data::shuffled(d, 0), s1 = jobflow::data::shuffled(d, 1);
+  std::vector<int> seen, order0, order1;
+  for (size_t b = 0; b < 3; ++b) {
+    ASSERT_EQ(s0.images[b].shape(), (jobflow::Shape{2, 1, 2, 2}));
+    for (int k = 0; k < 2; ++k) {
+      const int id = s0.labels[b].data<int32_t>()[k];
+      for (int p = 0; p < 4; ++p) EXPECT_EQ(s0.images[b].data<float>()[k * 4 + p], id * 10 + p) << "pair broken";
+      seen.push_back(id);
+      order0.push_back(id);
+      order1.push_back(s1.labels[b].data<int32_t>()[k]);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_NE(order0, order1);  // different epochs, different orders
+  EXPECT_EQ(d.labels[0].data<int32_t>()[0], 0);  // the input is untouched
 }

@@ -38,6 +38,11 @@ struct Dataset {
   std::vector<Tensor> labels;  // each (B,) int32
 };
 
+// The same samples in a new order (a permutation drawn from `seed`), cut
+// into batches of the same size: for reshuffling the training set every
+// epoch (seed = epoch). Images and labels stay paired.
+Dataset shuffled(const Dataset& d, uint64_t seed);
+
 struct Mnist {
   Dataset train, test;
 };

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jobflow/graph.h"
@@ -24,6 +25,12 @@ class LrScheduler {
   virtual ~LrScheduler() = default;
   virtual double lr(int64_t step) const = 0;
   virtual std::string str() const = 0;
+  // Introspection (job files): the schedule's kind ("piecewise_constant",
+  // "cosine", "linear_warmup"), its numeric parameters by name, in a fixed
+  // order, and for wrapping schedules the schedule wrapped.
+  virtual std::string kind() const { return ""; }
+  virtual std::vector<std::pair<std::string, std::vector<double>>> params() const { return {}; }
+  virtual std::shared_ptr<const LrScheduler> inner() const { return nullptr; }
 };
 
 // A schedule by value (shared implementation).
@@ -93,6 +100,9 @@ class Adam : public Optimizer {
   void add_update(Graph& g, Blob variable, Blob grad, const std::string& var_name) const override;
   std::string str() const override;
   std::shared_ptr<Optimizer> clone() const override { return std::make_shared<Adam>(*this); }
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  double epsilon() const { return epsilon_; }
 
  private:
   double beta1_, beta2_, epsilon_;

@@ -53,6 +53,14 @@ Structure structure_from_text(const std::string& text);  // throws Error on bad 
 std::string optimizer_to_text(const optimizer::Optimizer& o);
 std::string schedule_to_text(const optimizer::Scheduler& s);
 optimizer::Scheduler schedule_from_text(const std::string& text);
+//   Also accepts "lr=<x>" (a constant schedule, when `schedule` is empty) and
+//   "eps" for "epsilon" (LoadOptions.optimizer); missing parameters take
+//   OneFlow's defaults (SGD momentum 0.9; Adam 0.9, 0.999, 1e-8).
 std::shared_ptr<optimizer::Optimizer> optimizer_from_text(const std::string& text, optimizer::Scheduler schedule);
+
+// Shortest decimal text that parses back to the same double ("0.1", "1e-08",
+// "nan", "inf"), and its inverse (throws Error naming `what`).
+std::string number_to_text(double v);
+double number_from_text(const std::string& s, const std::string& what);
 
 }  // namespace jobflow::onnx_util

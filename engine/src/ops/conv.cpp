@@ -73,6 +73,13 @@ struct Geom {
     return "strides=(" + s(sh) + "," + s(sw) + ") pads=(" + s(pt) + "," + s(pl) + "," + s(pb) + "," + s(pr) +
            ") dilations=(" + s(dh) + "," + s(dw) + ")" + (groups != 1 ? " groups=" + s(groups) : "");
   }
+  // ONNX-style: strides (h, w), pads (top, left, bottom, right), dilations (h, w), group.
+  void add_to(Attrs& a) const {
+    a.push_back({"strides", std::vector<int64_t>{sh, sw}});
+    a.push_back({"pads", std::vector<int64_t>{pt, pl, pb, pr}});
+    a.push_back({"dilations", std::vector<int64_t>{dh, dw}});
+    a.push_back({"group", groups});
+  }
 };
 
 // Output length along one axis; 0 or less when the (dilated) kernel does not
@@ -138,6 +145,13 @@ class Conv2d final : public Primitive {
   Conv2d(Geom g, bool bias = false, bool relu = false) : g_(g), bias_(bias), relu_(relu) {}
   const char* name() const override { return "conv2d"; }
   std::string attrs() const override { return g_.str() + (bias_ ? " +bias" : "") + (relu_ ? " +relu" : ""); }
+  Attrs attributes() const override {
+    Attrs a;
+    g_.add_to(a);
+    a.push_back({"bias", int64_t{bias_}});
+    a.push_back({"relu", int64_t{relu_}});
+    return a;
+  }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d", in, bias_ ? 3 : 2);
@@ -189,6 +203,11 @@ class Conv2dBackwardData final : public Primitive {
   Conv2dBackwardData(Shape x_shape, Geom g) : x_(std::move(x_shape)), g_(g) {}
   const char* name() const override { return "conv2d_backward_data"; }
   std::string attrs() const override { return "x=" + shape_str(x_) + " " + g_.str(); }
+  Attrs attributes() const override {
+    Attrs a{{"x_shape", x_}};
+    g_.add_to(a);
+    return a;
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d_backward_data", in, 2);
     expect_float32("conv2d_backward_data", in[1], "dy");
@@ -224,6 +243,12 @@ class Conv2dBackwardWeights final : public Primitive {
   Conv2dBackwardWeights(Shape w_shape, Geom g, bool bias) : w_(std::move(w_shape)), g_(g), bias_(bias) {}
   const char* name() const override { return "conv2d_backward_weights"; }
   std::string attrs() const override { return "w=" + shape_str(w_) + " " + g_.str() + (bias_ ? " +dbias" : ""); }
+  Attrs attributes() const override {
+    Attrs a{{"w_shape", w_}};
+    g_.add_to(a);
+    a.push_back({"bias", int64_t{bias_}});
+    return a;
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d_backward_weights", in, 2);
     expect_float32("conv2d_backward_weights", in[1], "dy");
@@ -289,6 +314,12 @@ struct PoolGeom {
     return "ksize=(" + s(kh) + "," + s(kw) + ") strides=(" + s(sh) + "," + s(sw) + ") pads=(" + s(pt) + "," + s(pl) +
            "," + s(pb) + "," + s(pr) + ")";
   }
+  // ONNX-style: kernel_shape (h, w), strides (h, w), pads (top, left, bottom, right).
+  void add_to(Attrs& a) const {
+    a.push_back({"kernel_shape", std::vector<int64_t>{kh, kw}});
+    a.push_back({"strides", std::vector<int64_t>{sh, sw}});
+    a.push_back({"pads", std::vector<int64_t>{pt, pl, pb, pr}});
+  }
 };
 
 const char* pool_name(cpu::PoolKind k) { return k == cpu::PoolKind::Max ? "max_pool2d" : "avg_pool2d"; }
@@ -321,6 +352,13 @@ class Pool2d final : public Primitive {
   Pool2d(cpu::PoolKind kind, PoolGeom g, bool workspace) : kind_(kind), g_(g), ws_(workspace) {}
   const char* name() const override { return pool_name(kind_); }
   std::string attrs() const override { return g_.str() + (ws_ ? " +workspace" : ""); }
+  // Average pooling excludes the padding from the count (ONNX count_include_pad=0).
+  Attrs attributes() const override {
+    Attrs a;
+    g_.add_to(a);
+    a.push_back({"workspace", int64_t{ws_}});
+    return a;
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
     Shape y = pool_out_shape(name(), in[0], g_);
@@ -354,6 +392,12 @@ class Pool2dGrad final : public Primitive {
       : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input) {}
   const char* name() const override { return kind_ == cpu::PoolKind::Max ? "max_pool2d_grad" : "avg_pool2d_grad"; }
   std::string attrs() const override { return "x=" + shape_str(x_) + " " + g_.str() + (from_input_ ? " from_x" : ""); }
+  Attrs attributes() const override {
+    Attrs a{{"x_shape", x_}};
+    g_.add_to(a);
+    a.push_back({"from_input", int64_t{from_input_}});
+    return a;
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     const bool max = kind_ == cpu::PoolKind::Max;
     expect_inputs(name(), in, max ? (from_input_ ? 3 : 2) : 1);

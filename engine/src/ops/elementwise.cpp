@@ -342,6 +342,10 @@ class Unary final : public Primitive {
   std::string attrs() const override {
     return op_ == UnOp::AddScalar || op_ == UnOp::MulScalar ? "scalar=" + std::to_string(s_) : "";
   }
+  Attrs attributes() const override {
+    if (op_ == UnOp::AddScalar || op_ == UnOp::MulScalar) return {{"scalar", s_}};
+    return {};
+  }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
@@ -427,6 +431,7 @@ class Cast final : public Primitive {
   explicit Cast(DType to) : to_(to) {}
   const char* name() const override { return "cast"; }
   std::string attrs() const override { return std::string("dtype=") + dtype_name(to_); }
+  Attrs attributes() const override { return {{"dtype", std::string(dtype_name(to_))}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("cast", in, 1);
     return {{in[0].shape, to_}};

@@ -32,6 +32,10 @@ class MatMul final : public Primitive {
     return std::string("transpose_a=") + (ta_ ? "1" : "0") + " transpose_b=" + (tb_ ? "1" : "0") +
            (bias_ ? " +bias" : "") + (relu_ ? " +relu" : "");
   }
+  Attrs attributes() const override {
+    return {{"transpose_a", int64_t{ta_}}, {"transpose_b", int64_t{tb_}}, {"bias", int64_t{bias_}},
+            {"relu", int64_t{relu_}}};
+  }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("matmul", in, bias_ ? 3 : 2);
@@ -120,6 +124,7 @@ class BiasAdd final : public Primitive {
   BiasAdd(int axis, bool relu = false) : axis_(axis), relu_(relu) {}
   const char* name() const override { return "bias_add"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_) + (relu_ ? " +relu" : ""); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"relu", int64_t{relu_}}}; }
   int axis() const { return axis_; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("bias_add", in, 2);
@@ -178,6 +183,7 @@ class BiasGrad final : public Primitive {
   explicit BiasGrad(int axis) : axis_(axis) {}
   const char* name() const override { return "bias_grad"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("bias_grad", in, 1);
     const int ax = kern::norm_axis("bias_grad", axis_, static_cast<int>(in[0].shape.size()));

@@ -98,6 +98,7 @@ class Softmax final : public Primitive {
   Softmax(int axis, bool log) : axis_(axis), log_(log) {}
   const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
     expect_float(name(), in[0], "logits");
@@ -135,6 +136,7 @@ class SoftmaxGrad final : public Primitive {
   SoftmaxGrad(int axis, bool log) : axis_(axis), log_(log) {}
   const char* name() const override { return log_ ? "log_softmax_grad" : "softmax_grad"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     if (in[0] != in[1]) op_error(name(), "y and dy differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
@@ -308,6 +310,7 @@ class Dropout final : public Primitive {
   Dropout(double rate, uint64_t salt) : rate_(rate), salt_(salt) {}
   const char* name() const override { return "dropout"; }
   std::string attrs() const override { return "rate=" + std::to_string(rate_); }
+  Attrs attributes() const override { return {{"rate", rate_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("dropout", in, 1);
     expect_float("dropout", in[0], "x");
@@ -355,6 +358,7 @@ class DropoutGrad final : public Primitive {
   explicit DropoutGrad(double rate) : rate_(rate) {}
   const char* name() const override { return "dropout_grad"; }
   std::string attrs() const override { return "rate=" + std::to_string(rate_); }
+  Attrs attributes() const override { return {{"rate", rate_}}; }
   bool differentiable_input(int i) const override { return i == 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("dropout_grad", in, 2);
@@ -410,6 +414,10 @@ class BatchNorm final : public Primitive {
     return "axis=" + std::to_string(axis_) + " epsilon=" + std::to_string(eps_) + (offset_ ? "" : " no_offset") +
            (scale_ ? "" : " no_scale");
   }
+  // Inputs: x, mean, variance, then offset when `offset`, then scale when `scale`.
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"offset", int64_t{offset_}}, {"scale", int64_t{scale_}}};
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 3 + offset_ + scale_);
     expect_float(name(), in[0], "x");
@@ -459,6 +467,9 @@ class BatchNormGrad final : public Primitive {
  public:
   BatchNormGrad(int axis, double eps, bool scale) : axis_(axis), eps_(eps), scale_(scale) {}
   const char* name() const override { return "batch_normalization_grad"; }
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"scale", int64_t{scale_}}};
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 4 + scale_);
     if (in[0] != in[1]) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
@@ -539,6 +550,11 @@ class BatchNormTrain final : public Primitive {
     return "axis=" + std::to_string(axis_) + " epsilon=" + std::to_string(eps_) +
            " momentum=" + std::to_string(momentum_);
   }
+  // Inputs: x, moving_mean, moving_variance, then gamma when `gamma`, then beta when `beta`.
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"momentum", momentum_}, {"gamma", int64_t{gamma_}},
+            {"beta", int64_t{beta_}}};
+  }
   bool has_side_effects() const override { return true; }
   bool differentiable_input(int i) const override { return i != 1 && i != 2; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -612,6 +628,7 @@ class BatchNormTrainGrad final : public Primitive {
  public:
   BatchNormTrainGrad(int axis, bool gamma) : axis_(axis), gamma_(gamma) {}
   const char* name() const override { return "batch_norm_train_grad"; }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"gamma", int64_t{gamma_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 4 + gamma_);
     if (in[0] != in[1]) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));

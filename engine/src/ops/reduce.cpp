@@ -250,6 +250,11 @@ class Reduce final : public Primitive {
     if (op_ == RedOp::SumTo) return "shape=" + shape_str(target_);
     return "axes=" + axes_str(axes_) + " keepdims=" + (keepdims_ ? "1" : "0");
   }
+  // axes empty = all axes; sum_to: the target shape.
+  Attrs attributes() const override {
+    if (op_ == RedOp::SumTo) return {{"shape", target_}};
+    return {{"axes", std::vector<int64_t>(axes_.begin(), axes_.end())}, {"keepdims", int64_t{keepdims_}}};
+  }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
@@ -365,6 +370,7 @@ class ArgMax final : public Primitive {
   explicit ArgMax(int axis) : axis_(axis) {}
   const char* name() const override { return "argmax"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("argmax", in, 1);
     const Shape& s = in[0].shape;
@@ -439,6 +445,7 @@ class BroadcastTo final : public Primitive {
   explicit BroadcastTo(Shape shape) : shape_(std::move(shape)) {}
   const char* name() const override { return "broadcast_to"; }
   std::string attrs() const override { return "shape=" + shape_str(shape_); }
+  Attrs attributes() const override { return {{"shape", shape_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("broadcast_to", in, 1);
     check_rank("broadcast_to", shape_);
@@ -510,6 +517,7 @@ class FillLike final : public Primitive {
  public:
   explicit FillLike(double v) : v_(v) {}
   const char* name() const override { return v_ == 0.0 ? "zeros_like" : "ones_like"; }
+  Attrs attributes() const override { return {{"value", v_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
     return {in[0]};

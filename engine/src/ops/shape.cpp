@@ -43,6 +43,7 @@ class Reshape final : public Primitive {
   explicit Reshape(Shape shape) : shape_(std::move(shape)) {}
   const char* name() const override { return "reshape"; }
   std::string attrs() const override { return "shape=" + shape_str(shape_); }
+  Attrs attributes() const override { return {{"shape", shape_}}; }
   int aliases_input(int) const override { return 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("reshape", in, 1);
@@ -76,6 +77,7 @@ class Transpose final : public Primitive {
   explicit Transpose(std::vector<int> perm) : perm_(std::move(perm)) {}
   const char* name() const override { return "transpose"; }
   std::string attrs() const override { return "perm=" + ints_str(perm_); }
+  Attrs attributes() const override { return {{"perm", std::vector<int64_t>(perm_.begin(), perm_.end())}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("transpose", in, 1);
     const Shape& s = in[0].shape;
@@ -222,6 +224,7 @@ class Concat final : public Primitive {
   explicit Concat(int axis) : axis_(axis) {}
   const char* name() const override { return "concat"; }
   std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("concat", "needs at least one input");
     const Shape& s0 = in[0].shape;
@@ -279,6 +282,9 @@ class Slice final : public Primitive {
   std::string attrs() const override {
     return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " len=" + std::to_string(len_);
   }
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"start", start_}, {"len", len_}};
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("slice", in, 1);
     const Shape& s = in[0].shape;
@@ -317,6 +323,9 @@ class SliceGrad final : public Primitive {
   const char* name() const override { return "slice_grad"; }
   std::string attrs() const override {
     return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " full=" + std::to_string(full_);
+  }
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"start", start_}, {"full", full_}};
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("slice_grad", in, 1);
@@ -398,6 +407,7 @@ class Constant final : public Primitive {
   explicit Constant(Tensor value) : value_(std::move(value)) {}
   const char* name() const override { return "constant"; }
   std::string attrs() const override { return spec_str({value_.shape(), value_.dtype()}); }
+  Attrs attributes() const override { return {{"value", value_}}; }
   const Tensor& value() const { return value_; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("constant", in, 0);
