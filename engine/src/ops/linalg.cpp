@@ -1,6 +1,10 @@
-// matmul and bias_add: GEMM on OpenBLAS, bias and relu fused into it when the
-// compiler finds matmul -> bias_add -> relu.
+// matmul and bias_add: float32 GEMM on oneDNN's sgemm, float64 on OpenBLAS;
+// bias and relu fused into it when the compiler finds matmul -> bias_add ->
+// relu. (oneDNN's sgemm picks its AVX-512 kernels here, about 2x OpenBLAS
+// with the OPENBLAS_CORETYPE=Haswell these machines set: see
+// docs/performance.md. oneDNN has no double GEMM.)
 #include <cblas.h>
+#include <dnnl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -15,10 +19,12 @@ namespace {
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta) {
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda,
-                B, ldb, beta, C, N);
-  else
+  if constexpr (std::is_same_v<T, float>) {
+    const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+    if (st != dnnl_success)
+      op_error("matmul", "oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ") for M=" +
+                             std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  } else
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0, A, lda,
                 B, ldb, beta, C, N);
 }
