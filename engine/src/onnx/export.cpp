@@ -628,7 +628,10 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     out_names.insert(n);
     set_type(gp_->add_output(), n, g_->blobs[b].spec);
   }
-  // Shapes of the intermediate values.
+  // Shapes of the intermediate values the graph produces.
+  std::set<std::string> produced;
+  for (const auto& n : gp_->node())
+    for (const auto& o : n.output()) produced.insert(o);
   for (size_t i = 0; i < F; ++i) {
     if (!live_[i] || folded_[i]) continue;
     const Node& nd = g_->nodes[i];
@@ -636,7 +639,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
         dynamic_cast<const internal::VariableOp*>(nd.op.get()))
       continue;
     for (int b : nd.outputs)
-      if (!names_[b].empty() && !out_names.count(names_[b]) && !consumers_[b].empty())
+      if (produced.count(names_[b]) && !out_names.count(names_[b]))
         set_type(gp_->add_value_info(), names_[b], g_->blobs[b].spec);
   }
 

@@ -16,6 +16,11 @@
 
 #include <jobflow/jobflow.h>
 
+// The layer options are given as the seeds give them; the others keep
+// their defaults.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 namespace jobflow::models {
 namespace flow = jobflow;
 
@@ -90,3 +95,5 @@ inline std::shared_ptr<flow::CompiledJob> predict_job(Net n, const std::string& 
 }
 
 }  // namespace jobflow::models
+
+#pragma GCC diagnostic pop

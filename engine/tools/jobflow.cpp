@@ -1,0 +1,381 @@
+// The `jobflow` command-line tool: job files (ONNX) from the shell.
+//
+//   jobflow inspect FILE
+//   jobflow export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]
+//   jobflow run FILE [--data IDX_DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]
+//   jobflow onnx-test DIR...
+//   jobflow --help | --version
+//
+// docs/job-files.md describes the file format and every command.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <jobflow/jobflow.h>
+#include <jobflow/models/seeds.h>
+#include <jobflow/onnx.h>
+
+#if __has_include("onnx/conformance.h")
+#include "onnx/conformance.h"
+#define JOBFLOW_HAVE_CONFORMANCE_H 1
+#endif
+
+#ifndef JOBFLOW_VERSION
+#define JOBFLOW_VERSION "0.1.0"
+#endif
+
+// The importer and inspector are separate parts of the library: weak
+// references let this tool build (and say "not built") where a build lacks
+// one of them.
+namespace jobflow::onnx {
+std::shared_ptr<CompiledJob> load(const std::string& path, const LoadOptions& options) __attribute__((weak));
+Inspection inspect(const std::string& path) __attribute__((weak));
+}  // namespace jobflow::onnx
+// Inspection::str() under its mangled name, weak (a const member function
+// returning by value has the ABI of a free function of `this`).
+std::string jobflow_inspection_str(const jobflow::onnx::Inspection* self) __asm__(
+    "_ZNK7jobflow4onnx10Inspection3strB5cxx11Ev") __attribute__((weak));
+
+namespace {
+
+namespace flow = jobflow;
+namespace fs = std::filesystem;
+namespace models = jobflow::models;
+
+const char* kUsage =
+    "usage: jobflow COMMAND [ARGS]\n"
+    "\n"
+    "Job files are job functions saved as ONNX models (docs/job-files.md).\n"
+    "\n"
+    "commands:\n"
+    "  inspect FILE               signature, ops, parameters and FLOPs per call of a job file\n"
+    "                             or an ONNX model\n"
+    "  export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]\n"
+    "                             writes the built-in example jobs as DIR/NAME.onnx:\n"
+    "                             lenet_train lenet_eval lenet_predict mlp_train mlp_eval mlp_predict\n"
+    "                             (batch 100; train: SGD lr 0.1, momentum 0). --checkpoint: the\n"
+    "                             variables come from that OneFlow checkpoint; --external: the\n"
+    "                             variables are written as a checkpoint in DIR/SUBDIR that the\n"
+    "                             files point into (ONNX external data)\n"
+    "  run FILE [--data DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]\n"
+    "                             runs a predict job over the Fashion-MNIST test set (--data, default\n"
+    "                             $JOBFLOW_DATA or /usr/share/datasets/fashion-mnist) or over IDX\n"
+    "                             files (--input, one per placeholder, split into batches along\n"
+    "                             dim 0); prints the accuracy when the job returns (labels, logits)\n"
+    "                             or logits of the test set\n"
+    "  onnx-test DIR... [-v]      runs ONNX backend test cases (folders with model.onnx and\n"
+    "                             test_data_set_*)\n"
+    "  --help, --version\n";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "jobflow: %s (try jobflow --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+// ---------------------------------------------------------------- export
+
+struct Example {
+  const char* name;
+  models::Net net;
+  char kind;  // 't'rain, 'e'val, 'p'redict
+};
+const Example kExamples[] = {
+    {"lenet_train", models::Net::LeNet, 't'}, {"lenet_eval", models::Net::LeNet, 'e'},
+    {"lenet_predict", models::Net::LeNet, 'p'}, {"mlp_train", models::Net::MLP, 't'},
+    {"mlp_eval", models::Net::MLP, 'e'},     {"mlp_predict", models::Net::MLP, 'p'},
+};
+
+int cmd_export(const std::vector<std::string>& args) {
+  std::vector<std::string> names;
+  std::string out, checkpoint, external;
+  bool all = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) usage_error("export: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--all") all = true;
+    else if (a == "--out" || a == "-o") out = value();
+    else if (a.rfind("--out=", 0) == 0) out = a.substr(6);
+    else if (a == "--checkpoint") checkpoint = value();
+    else if (a.rfind("--checkpoint=", 0) == 0) checkpoint = a.substr(13);
+    else if (a == "--external") external = value();
+    else if (a.rfind("--external=", 0) == 0) external = a.substr(11);
+    else if (!a.empty() && a[0] == '-') usage_error("export: unknown option '" + a + "'");
+    else names.push_back(a);
+  }
+  if (out.empty()) usage_error("export: --out DIR is required");
+  if (all == !names.empty()) usage_error("export: give --all or job names (not both)");
+  std::vector<const Example*> todo;
+  for (const auto& e : kExamples)
+    if (all || std::find(names.begin(), names.end(), e.name) != names.end()) todo.push_back(&e);
+  for (const auto& n : names)
+    if (std::none_of(std::begin(kExamples), std::end(kExamples), [&](const Example& e) { return n == e.name; }))
+      usage_error("export: unknown job '" + n +
+                  "' (lenet_train, lenet_eval, lenet_predict, mlp_train, mlp_eval, mlp_predict)");
+
+  fs::create_directories(out);
+  if (!checkpoint.empty()) flow::CheckPoint().load(checkpoint);
+  for (const Example* e : todo) {
+    std::shared_ptr<flow::CompiledJob> job = e->kind == 't'   ? models::train_job(e->net, e->name)
+                                             : e->kind == 'e' ? models::eval_job(e->net, e->name)
+                                                              : models::predict_job(e->net, e->name);
+    const std::string path = (fs::path(out) / (std::string(e->name) + ".onnx")).string();
+    flow::onnx::SaveOptions so;
+    // One checkpoint folder per file: files stay independent.
+    if (!external.empty()) so.checkpoint_dir = external + "/" + e->name;
+    flow::onnx::save(*job, path, so);
+    std::printf("%s: %s\n", path.c_str(), job->signature().str().c_str());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- inspect
+
+int cmd_inspect(const std::vector<std::string>& args) {
+  if (args.size() != 1) usage_error("inspect takes one FILE");
+  if (!flow::onnx::inspect || !jobflow_inspection_str) {
+    std::fprintf(stderr, "jobflow inspect: not built (this build has no ONNX inspector)\n");
+    return 1;
+  }
+  const flow::onnx::Inspection ins = flow::onnx::inspect(args[0]);
+  std::cout << jobflow_inspection_str(&ins);
+  std::cout.flush();
+  return 0;
+}
+
+// ---------------------------------------------------------------- run
+
+class Progress {
+ public:
+  Progress(int64_t total, int64_t per_batch) : total_(total), per_(per_batch), t0_(std::chrono::steady_clock::now()) {}
+  void update(int64_t done) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const int width = 30;
+    const int fill = total_ > 0 ? static_cast<int>(width * done / total_) : width;
+    std::string bar(static_cast<size_t>(fill), '#');
+    bar.resize(width, '.');
+    std::fprintf(stderr, "\r[%s] %lld/%lld batches, %.0f samples/s", bar.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total_), s > 0 ? done * per_ / s : 0.0);
+    if (done == total_) std::fprintf(stderr, " (%.2f s)\n", s);
+    std::fflush(stderr);
+  }
+
+ private:
+  int64_t total_, per_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// Batches of one placeholder from a whole IDX tensor: rows along dim 0,
+// converted to the placeholder's dtype (uint8 images to float as x / 255).
+std::vector<flow::Tensor> batches_of(const flow::Tensor& all, const flow::TensorSpec& spec, const std::string& what) {
+  if (spec.shape.empty()) throw flow::Error("run: placeholder " + what + " is a scalar; --input needs a batch dimension");
+  const int64_t B = spec.shape[0];
+  const int64_t row = flow::numel(flow::Shape(spec.shape.begin() + 1, spec.shape.end()));
+  if (all.ndim() == 0 || all.numel() % std::max<int64_t>(row, 1) != 0 || all.numel() / std::max<int64_t>(row, 1) != all.dim(0))
+    throw flow::Error("run: " + what + ": IDX tensor " + flow::shape_str(all.shape()) + " does not split into rows of " +
+                      std::to_string(row) + " elements for placeholder " + flow::spec_str(spec));
+  flow::Tensor src = all;
+  if (src.dtype() != spec.dtype) {
+    if (src.dtype() == flow::DType::UInt8 && flow::is_floating(spec.dtype)) {
+      flow::Tensor f(src.shape(), flow::DType::Float32);
+      const uint8_t* p = src.data<uint8_t>();
+      float* q = f.data<float>();
+      for (int64_t i = 0; i < src.numel(); ++i) q[i] = p[i] / 255.0f;
+      src = f.dtype() == spec.dtype ? f : f.astype(spec.dtype);
+    } else {
+      src = src.astype(spec.dtype);
+    }
+  }
+  const int64_t n = all.dim(0) / B;
+  if (n == 0) throw flow::Error("run: " + what + ": " + std::to_string(all.dim(0)) + " rows, fewer than one batch of " + std::to_string(B));
+  std::vector<flow::Tensor> out;
+  const size_t bytes = static_cast<size_t>(B * row) * flow::dtype_size(spec.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    flow::Tensor t(spec.shape, spec.dtype);
+    std::memcpy(t.raw(), static_cast<const char*>(src.raw()) + i * bytes, bytes);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+int64_t argmax_row(const flow::Tensor& logits, int64_t i) {
+  const int64_t C = logits.dim(1);
+  int64_t best = 0;
+  for (int64_t c = 1; c < C; ++c)
+    if (logits.at(i * C + c) > logits.at(i * C + best)) best = c;
+  return best;
+}
+
+bool is_logits(const flow::TensorSpec& s, int64_t B) {
+  return s.shape.size() == 2 && s.shape[0] == B && flow::is_floating(s.dtype);
+}
+bool is_labels(const flow::TensorSpec& s, int64_t B) {
+  return s.shape.size() == 1 && s.shape[0] == B && !flow::is_floating(s.dtype);
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  std::string file, data, checkpoint;
+  std::vector<std::string> inputs;
+  int64_t max_batches = -1;
+  bool use_data = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) usage_error("run: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--data") data = value(), use_data = true;
+    else if (a.rfind("--data=", 0) == 0) data = a.substr(7), use_data = true;
+    else if (a == "--input") inputs.push_back(value());
+    else if (a.rfind("--input=", 0) == 0) inputs.push_back(a.substr(8));
+    else if (a == "--batches") max_batches = std::atoll(value().c_str());
+    else if (a.rfind("--batches=", 0) == 0) max_batches = std::atoll(a.substr(10).c_str());
+    else if (a == "--checkpoint") checkpoint = value();
+    else if (!a.empty() && a[0] == '-') usage_error("run: unknown option '" + a + "'");
+    else if (file.empty()) file = a;
+    else usage_error("run: one FILE only");
+  }
+  if (file.empty()) usage_error("run: FILE is required");
+  if (use_data && !inputs.empty()) usage_error("run: --data and --input exclude each other");
+  if (!flow::onnx::load) {
+    std::fprintf(stderr, "jobflow run: not built (this build has no ONNX importer)\n");
+    return 1;
+  }
+  flow::onnx::LoadOptions lo;
+  lo.checkpoint = checkpoint;
+  auto job = flow::onnx::load(file, lo);
+  const flow::Signature& sig = job->signature();
+  if (sig.type != flow::JobType::Predict)
+    throw flow::Error("run: " + file + " is a train job; jobflow run runs predict jobs");
+  if (sig.inputs.empty()) throw flow::Error("run: " + file + " takes no inputs");
+  const int64_t B = sig.inputs[0].shape.empty() ? 1 : sig.inputs[0].shape[0];
+
+  // Feeds: one list of batches per placeholder; test labels when known.
+  std::vector<std::vector<flow::Tensor>> feeds(sig.inputs.size());
+  std::vector<flow::Tensor> truth;
+  if (!inputs.empty()) {
+    if (inputs.size() != sig.inputs.size())
+      throw flow::Error("run: " + file + " takes " + std::to_string(sig.inputs.size()) + " inputs (" +
+                        sig.str() + "), " + std::to_string(inputs.size()) + " --input files given");
+    for (size_t k = 0; k < inputs.size(); ++k)
+      feeds[k] = batches_of(flow::data::read_idx(inputs[k]), sig.inputs[k], inputs[k]);
+  } else {
+    // Fashion-MNIST test set: images for a float placeholder, labels for an
+    // integer one.
+    auto mnist = flow::data::load_mnist(B, B, data);
+    for (size_t k = 0; k < sig.inputs.size(); ++k) {
+      const auto& s = sig.inputs[k];
+      if (flow::is_floating(s.dtype)) {
+        if (flow::numel(s.shape) != B * 28 * 28)
+          throw flow::Error("run: placeholder '" + sig.input_names[k] + "' " + flow::spec_str(s) +
+                            " does not take Fashion-MNIST images (" + std::to_string(B) + " x 28 x 28)");
+        for (auto& t : mnist.test.images) feeds[k].push_back(s.dtype == t.dtype() ? t.reshape(s.shape) : t.astype(s.dtype).reshape(s.shape));
+      } else if (is_labels(s, B)) {
+        for (auto& t : mnist.test.labels) feeds[k].push_back(t.dtype() == s.dtype ? t : t.astype(s.dtype));
+      } else {
+        throw flow::Error("run: placeholder '" + sig.input_names[k] + "' " + flow::spec_str(s) +
+                          " is neither images nor labels; use --input");
+      }
+    }
+    truth = mnist.test.labels;
+  }
+  int64_t n = static_cast<int64_t>(feeds[0].size());
+  for (auto& f : feeds) n = std::min<int64_t>(n, static_cast<int64_t>(f.size()));
+  if (max_batches >= 0) n = std::min(n, max_batches);
+
+  // What to score: (labels, logits) returns, or logits against the test labels.
+  int labels_out = -1, logits_out = -1;
+  for (size_t k = 0; k < sig.outputs.size(); ++k) {
+    if (labels_out < 0 && is_labels(sig.outputs[k], B)) labels_out = static_cast<int>(k);
+    else if (logits_out < 0 && is_logits(sig.outputs[k], B)) logits_out = static_cast<int>(k);
+  }
+  const bool score = logits_out >= 0 && (labels_out >= 0 || !truth.empty());
+
+  std::printf("%s\n", sig.str().c_str());
+  Progress bar(n, B);
+  int64_t correct = 0, total = 0;
+  std::vector<flow::Tensor> last;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<flow::Tensor> in;
+    for (auto& f : feeds) in.push_back(f[i]);
+    last = job->run(std::move(in));
+    if (score) {
+      const flow::Tensor& logits = last[logits_out];
+      const flow::Tensor& labels = labels_out >= 0 ? last[labels_out] : truth[i];
+      for (int64_t r = 0; r < B; ++r) correct += argmax_row(logits, r) == static_cast<int64_t>(labels.at(r));
+      total += B;
+    }
+    bar.update(i + 1);
+  }
+  if (n == 0) std::fprintf(stderr, "no batches to run\n");
+  if (score && total > 0) {
+    std::printf("accuracy: %.2f%% (%lld/%lld)\n", correct * 100.0 / total, static_cast<long long>(correct),
+                static_cast<long long>(total));
+  } else if (!last.empty()) {
+    for (size_t k = 0; k < last.size(); ++k)
+      std::printf("output %zu (last batch): %s\n", k, last[k].str().c_str());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- onnx-test
+
+int cmd_onnx_test(const std::vector<std::string>& args) {
+  std::vector<std::string> dirs;
+  bool verbose = false;
+  for (const auto& a : args) {
+    if (a == "-v" || a == "--verbose") verbose = true;
+    else if (!a.empty() && a[0] == '-') usage_error("onnx-test: unknown option '" + a + "'");
+    else dirs.push_back(a);
+  }
+  if (dirs.empty()) usage_error("onnx-test: give one or more test folders");
+#ifdef JOBFLOW_HAVE_CONFORMANCE_H
+  return run_onnx_tests(dirs, std::cout, verbose);
+#endif
+  (void)verbose;
+  std::fprintf(stderr, "jobflow onnx-test: not built (this build has no ONNX conformance runner)\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("jobflow %s (job files: ONNX opset 17, jobflow.version 1)\n", JOBFLOW_VERSION);
+    return 0;
+  }
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  if (cmd == "inspect") return cmd_inspect(args);
+  if (cmd == "export") return cmd_export(args);
+  if (cmd == "run") return cmd_run(args);
+  if (cmd == "onnx-test") return cmd_onnx_test(args);
+  usage_error("unknown command '" + cmd + "'");
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "\njobflow: %s\n", e.what());
+  return 1;
+}

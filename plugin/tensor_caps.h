@@ -1,0 +1,57 @@
+/* Tensors on GStreamer pads (internal to the plugin).
+ *
+ * Caps are NNStreamer's static tensor format, so Jobflow and NNStreamer
+ * elements can be chained:
+ *   other/tensors, format=static, num_tensors=N,
+ *     dimensions="d0:d1:d2:d3,e0:e1", types="float32,int32", framerate=F
+ * Dimensions are written innermost first (a (100, 1, 28, 28) NCHW tensor is
+ * "28:28:1:100"); tensors are separated by ',' (NNStreamer also accepts '.').
+ * Each buffer holds one GstMemory per tensor, in order. */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <jobflow/graph.h>
+#include <jobflow/tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace jobflow::gst {
+
+/* The media type and field names. */
+inline constexpr const char* kTensorsMediaType = "other/tensors";
+/* NNStreamer supports up to 16 tensors per buffer. */
+inline constexpr int kMaxTensors = 16;
+
+/* "float32" <-> DType, NNStreamer spelling (float32, float64, int32, int64,
+ * int8, uint8). Returns false for a type Jobflow has no dtype for. */
+bool dtype_from_nns(const std::string& name, DType* out);
+const char* dtype_to_nns(DType t);
+
+/* Shape (outermost first) <-> "d0:d1:..." innermost first. Trailing 1s that
+ * NNStreamer appends (rank-4 padding) are accepted on parse when
+ * `expected_rank` says how many dims to keep (0 = keep all). */
+std::string dims_to_string(const Shape& shape);
+bool dims_from_string(const std::string& text, size_t expected_rank, Shape* out);
+
+/* Fixed caps for a list of tensor specs, with an optional framerate
+ * (fps_n/fps_d; 0/1 = unknown, field omitted when fps_d == 0). */
+GstCaps* caps_from_specs(const std::vector<TensorSpec>& specs, int fps_n = 0, int fps_d = 1);
+/* Parses fixed other/tensors caps. On failure returns false and sets
+ * *error to a message naming the field and the value. `ranks` (optional)
+ * gives the rank to keep per tensor. */
+bool specs_from_caps(const GstCaps* caps, std::vector<TensorSpec>* specs, std::string* error,
+                     const std::vector<size_t>& ranks = {});
+
+/* Zero-copy views of a buffer's memories as Tensors: each Tensor keeps the
+ * buffer mapped and referenced until the last copy of it is gone. Fails
+ * (false + *error naming the tensor, expected vs got bytes) when the
+ * buffer does not match the specs. */
+bool tensors_from_buffer(GstBuffer* buf, const std::vector<TensorSpec>& specs, std::vector<Tensor>* out,
+                         std::string* error);
+/* Wraps tensors as a buffer, one GstMemory per tensor, without copying: the
+ * memories hold references to the tensors' storage. */
+GstBuffer* buffer_from_tensors(const std::vector<Tensor>& tensors);
+
+}  // namespace jobflow::gst
