@@ -190,7 +190,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   for (auto& b : S.inputs) in_ids.push_back(b.id());
   for (auto& b : outputs) out_ids.push_back(b.id());
   auto plan = Plan::compile(S.graph, in_ids, out_ids, updates, po);
-  auto compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight());
+  auto compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight(), S.config.num_threads());
   JobDefinition def;
   def.graph = S.graph;
   def.forward_nodes = forward_nodes;

@@ -3,6 +3,10 @@
 // code (callbacks) runs while the job's lock is held.
 #include "jobflow/runtime.h"
 
+#include <omp.h>
+
+#include <cstdlib>
+
 #include <sstream>
 
 #include "jobflow/compiler.h"
@@ -60,9 +64,18 @@ struct CallState {
   std::condition_variable cv;  // sync waiters
 };
 
-CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight)
+CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads)
     : plan_(std::move(plan)), sig_(std::move(sig)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {
-  worker_ = std::thread([this] { worker_loop(); });
+  if (num_threads <= 0)
+    if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
+  if (num_threads < 0) throw Error("[" + sig_.job_name + "] num_threads must be >= 0, got " + std::to_string(num_threads));
+  threads_ = num_threads > 0 ? num_threads : omp_get_max_threads();
+  worker_ = std::thread([this, num_threads] {
+    // OpenMP's thread count is per calling thread: this sets it for every
+    // kernel of this job and nothing else.
+    if (num_threads > 0) omp_set_num_threads(num_threads);
+    worker_loop();
+  });
   callbacker_ = std::thread([this] { callback_loop(); });
 }
 

@@ -400,3 +400,20 @@ TEST_F(JobRules, RepeatedCallsGiveIdenticalResults) {
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(job(in).equal(a));
   EXPECT_NEAR(a.data<float>()[0] + a.data<float>()[1] + a.data<float>()[2], 1.0f, 1e-6);
 }
+
+TEST_F(JobRules, NumThreadsIsPerJob) {
+  auto one = flow::global_function(flow::Predict, flow::function_config().num_threads(1),
+                                   {flow::Numpy::Placeholder({64, 64})},
+                                   [](Blob x) -> flow::Numpy { return flow::matmul(x, x); });
+  auto dflt = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({64, 64})},
+                                    [](Blob x) -> flow::Numpy { return flow::matmul(x, x); });
+  EXPECT_EQ(one.compiled()->num_threads(), 1);
+  EXPECT_GE(dflt.compiled()->num_threads(), 1);
+  Tensor in = iota({64, 64}, 0.01f);
+  EXPECT_TRUE(one(in).equal(dflt(in)));  // same result whatever the thread count
+  std::string e = error_of([] {
+    flow::global_function(flow::Predict, flow::function_config().num_threads(-2), {flow::Numpy::Placeholder({2})},
+                          [](Blob x) -> flow::Numpy { return x; });
+  });
+  EXPECT_NE(e.find("num_threads must be >= 0"), std::string::npos) << e;
+}

@@ -55,6 +55,10 @@ class FunctionConfig {
   const Placement& default_placement() const { return placement_; }
   FunctionConfig& max_in_flight(size_t n) { max_in_flight_ = n; return *this; }
   size_t max_in_flight() const { return max_in_flight_; }
+  // Threads the job's kernels use (OpenMP; set on the job's worker thread
+  // only). 0: $JOBFLOW_NUM_THREADS if set, else OpenMP's default (all cores).
+  FunctionConfig& num_threads(int n) { threads_ = n; return *this; }
+  int num_threads() const { return threads_; }
   FunctionConfig& seed(uint64_t s) { seed_ = s; return *this; }
   uint64_t seed() const { return seed_; }
   FunctionConfig& enable_fusion(bool on) { fusion_ = on; return *this; }
@@ -66,6 +70,7 @@ class FunctionConfig {
   DType dtype_ = DType::Float32;
   Placement placement_;
   size_t max_in_flight_ = 4;
+  int threads_ = 0;
   uint64_t seed_ = 0;
   bool fusion_ = true;
   std::string name_;

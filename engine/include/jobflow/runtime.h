@@ -81,7 +81,9 @@ class CompiledJob {
   using Result = std::vector<Tensor>;
   using Done = std::function<void(Result)>;
 
-  CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight);
+  // num_threads: OpenMP threads of the worker (0 = $JOBFLOW_NUM_THREADS or
+  // OpenMP's default).
+  CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads = 0);
   ~CompiledJob();  // delivers every pending result first
   CompiledJob(const CompiledJob&) = delete;
   CompiledJob& operator=(const CompiledJob&) = delete;
@@ -105,6 +107,7 @@ class CompiledJob {
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
   size_t max_in_flight() const { return max_in_flight_; }
+  int num_threads() const { return threads_; }
   // Calls queued, running or awaiting their callback.
   size_t in_flight() const;
   // Callers blocked in run()/run_async() because max_in_flight was reached.
@@ -120,6 +123,7 @@ class CompiledJob {
   Signature sig_;
   JobDefinition def_;
   size_t max_in_flight_;
+  int threads_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
