@@ -114,31 +114,15 @@ void CompiledJob::rethrow_pending() {
   }
 }
 
-std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) {
+// Checks the inputs, waits for a free slot (backpressure) and queues the
+// call. Returns with `lk` holding the job's lock.
+std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk) {
   check_inputs(inputs);
   auto c = std::make_shared<CallState>();
   c->inputs = std::move(inputs);
+  c->sync = sync;
   c->job = this;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    rethrow_pending();
-    ++blocked_;
-    cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
-    --blocked_;
-    ++in_flight_;
-    queue_.push_back(c);
-  }
-  cv_work_.notify_one();
-  return c;
-}
-
-CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
-  check_inputs(inputs);
-  auto c = std::make_shared<CallState>();
-  c->inputs = std::move(inputs);
-  c->sync = true;
-  c->job = this;
-  std::unique_lock<std::mutex> lk(mu_);
+  lk = std::unique_lock<std::mutex>(mu_);
   rethrow_pending();
   ++blocked_;
   cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
@@ -146,6 +130,17 @@ CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
   ++in_flight_;
   queue_.push_back(c);
   cv_work_.notify_one();
+  return c;
+}
+
+std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) {
+  std::unique_lock<std::mutex> lk;
+  return enqueue(std::move(inputs), false, lk);
+}
+
+CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
+  std::unique_lock<std::mutex> lk;
+  auto c = enqueue(std::move(inputs), true, lk);
   c->cv.wait(lk, [&] { return c->finished; });
   if (c->error) std::rethrow_exception(c->error);
   return std::move(c->result);

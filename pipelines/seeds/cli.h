@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <jobflow/tensor.h>
+
 namespace seeds {
 
 struct Options {
@@ -50,6 +52,22 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
     }
   }
   return o;
+}
+
+// Counts the rows of `logits` (B, C) whose argmax equals `labels` (B,):
+// the seeds' np.sum(np.argmax(logits, 1) == labels).
+inline int64_t count_correct(const jobflow::Tensor& labels, const jobflow::Tensor& logits) {
+  const int32_t* l = labels.data<int32_t>();
+  const float* z = logits.data<float>();
+  const int64_t classes = logits.dim(1);
+  int64_t right = 0;
+  for (int64_t i = 0; i < labels.dim(0); ++i) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (z[i * classes + c] > z[i * classes + best]) best = c;
+    right += best == l[i];
+  }
+  return right;
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {

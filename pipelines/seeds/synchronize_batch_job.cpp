@@ -15,15 +15,7 @@ static int64_t g_total = 0;
 static int64_t g_correct = 0;
 
 static void acc(const flow::Tensor& labels, const flow::Tensor& logits) {
-  const int32_t* l = labels.data<int32_t>();
-  const float* z = logits.data<float>();
-  const int64_t classes = logits.dim(1);
-  for (int64_t i = 0; i < labels.dim(0); ++i) {
-    int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (z[i * classes + c] > z[i * classes + best]) best = c;
-    g_correct += best == l[i];
-  }
+  g_correct += seeds::count_correct(labels, logits);
   g_total += labels.dim(0);
 }
 

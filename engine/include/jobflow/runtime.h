@@ -115,6 +115,7 @@ class CompiledJob {
   int64_t steps_run() const;
 
  private:
+  std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk);
   void worker_loop();
   void callback_loop();
   void rethrow_pending();
