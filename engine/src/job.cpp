@@ -189,7 +189,9 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   std::vector<int> in_ids, out_ids;
   for (auto& b : S.inputs) in_ids.push_back(b.id());
   for (auto& b : outputs) out_ids.push_back(b.id());
-  auto plan = Plan::compile(S.graph, in_ids, out_ids, updates, po);
+  // The compiler rewrites its graph (fusion): give it a copy, so the job's
+  // definition keeps the body as written (export, inspection).
+  auto plan = Plan::compile(std::make_shared<Graph>(*S.graph), in_ids, out_ids, updates, po);
   auto compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight(), S.config.num_threads());
   JobDefinition def;
   def.graph = S.graph;

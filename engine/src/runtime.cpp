@@ -179,6 +179,14 @@ int64_t CompiledJob::steps_run() const {
   std::lock_guard<std::mutex> lk(mu_);
   return steps_;
 }
+void CompiledJob::set_steps_run(int64_t steps) {
+  if (steps < 0) throw Error("[" + sig_.job_name + "] a step count cannot be negative (" + std::to_string(steps) + ")");
+  sync();
+  std::lock_guard<std::mutex> lk(mu_);
+  steps_ = steps;
+  plan_->set_steps_run(steps);
+}
+
 size_t CompiledJob::in_flight() const {
   std::lock_guard<std::mutex> lk(mu_);
   return in_flight_;

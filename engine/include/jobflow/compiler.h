@@ -52,6 +52,7 @@ class Plan {
   size_t unshared_bytes() const { return unshared_bytes_; }
   size_t num_nodes() const { return steps_.size(); }
   int64_t steps_run() const { return step_; }
+  void set_steps_run(int64_t s) { step_ = s; }
   // One line per node: name, op, attributes, shapes, backend, arena offset.
   std::string describe() const;
   // Ops executed, in order (for tests: fusion results).

@@ -113,6 +113,10 @@ class CompiledJob {
   // Callers blocked in run()/run_async() because max_in_flight was reached.
   size_t blocked_callers() const;
   int64_t steps_run() const;
+  // Continues a job saved after `steps` train steps (schedules, dropout
+  // masks and Adam's bias correction depend on the step). Waits for calls
+  // in flight first.
+  void set_steps_run(int64_t steps);
 
  private:
   std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk);
@@ -136,5 +140,9 @@ class CompiledJob {
   int64_t steps_ = 0;
   std::thread worker_, callbacker_;
 };
+
+namespace detail {
+inline void set_steps_run(CompiledJob& job, int64_t steps) { job.set_steps_run(steps); }
+}  // namespace detail
 
 }  // namespace jobflow

@@ -1,0 +1,307 @@
+// The ONNX backend-test runner (`jobflow onnx-test DIR...`).
+//
+// A case is a folder with model.onnx and test_data_set_<k>/ folders of
+// input_<n>.pb / output_<n>.pb (TensorProto). Each case:
+//   * loads as a predict job in a fresh session (session::reset());
+//   * a model that needs ops (or forms of ops, dtypes) this build lacks is
+//     SKIPPED, and the missing ops are tallied;
+//   * any other load error, run error, or output mismatch is a FAILURE.
+// Inputs are matched to placeholders by the TensorProto's name when it has
+// one, else by position; outputs by position.
+//
+// Tolerances, |got - want| <= atol + rtol * |want| per element:
+//   float32: rtol 1e-3, atol 1e-4 by default. Models whose ops accumulate
+//            long sums in a different order than the reference (Conv,
+//            ConvTranspose, Gemm, MatMul, reductions, pooling, normalization
+//            layers) get atol 1e-3, and transcendental chains (Exp, Log, Pow,
+//            Softplus, Selu, Elu, LogSoftmax, Softmax, SoftmaxCrossEntropyLoss,
+//            ReduceLogSumExp) keep rtol 1e-3 with atol 1e-4.
+//   float64: rtol 1e-5, atol 1e-7.
+//   integers: exact.
+// NaN matches NaN; infinities must match exactly.
+#include "conformance.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "import_internal.h"
+#include "jobflow/onnx.h"
+#include "jobflow/session.h"
+#include "onnx_util.h"
+
+namespace jobflow::onnx {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Tol {
+  double rtol, atol;
+};
+
+bool read_proto_tensor(const fs::path& p, Tensor* t, std::string* name, std::string* err) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) {
+    *err = "cannot open " + p.string();
+    return false;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ::onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) {
+    *err = p.string() + " is not a TensorProto";
+    return false;
+  }
+  *name = tp.name();
+  try {
+    if (tp.data_type() == ::onnx::TensorProto::BOOL) {
+      *err = "bool tensor";
+      return false;
+    }
+    *t = onnx_util::tensor_from_proto(tp, p.parent_path().string(), uint64_t(1) << 32, p.string());
+  } catch (const std::exception& e) {
+    *err = e.what();
+    return false;
+  }
+  return true;
+}
+
+std::set<std::string> model_ops(const fs::path& model) {
+  std::set<std::string> r;
+  std::ifstream f(model, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ::onnx::ModelProto m;
+  if (m.ParseFromString(bytes))
+    for (const auto& n : m.graph().node()) r.insert(n.op_type());
+  return r;
+}
+
+Tol tolerance(DType dt, const std::set<std::string>& ops) {
+  if (dt == DType::Float64) return {1e-5, 1e-7};
+  static const std::set<std::string> accumulating = {
+      "Conv", "ConvTranspose", "Gemm", "MatMul", "ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2",
+      "ReduceSumSquare", "AveragePool", "GlobalAveragePool", "BatchNormalization", "InstanceNormalization",
+      "LayerNormalization"};
+  for (auto& o : ops)
+    if (accumulating.count(o)) return {1e-3, 1e-3};
+  return {1e-3, 1e-4};
+}
+
+struct Mismatch {
+  bool ok = true;
+  std::string what;
+};
+
+Mismatch compare(const Tensor& got, const Tensor& want, Tol tol) {
+  Mismatch m;
+  if (got.shape() != want.shape()) {
+    // A scalar and a one-element tensor are the same values in ONNX tests.
+    if (!(got.numel() == 1 && want.numel() == 1)) {
+      m.ok = false;
+      m.what = "shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape());
+      return m;
+    }
+  }
+  if (got.dtype() != want.dtype()) {
+    m.ok = false;
+    m.what = std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
+    return m;
+  }
+  const bool exact = !is_floating(want.dtype());
+  double worst = -1;
+  int64_t wi = -1;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = got.at(i), w = want.at(i);
+    double excess;
+    if (std::isnan(w) || std::isnan(g)) excess = (std::isnan(w) && std::isnan(g)) ? 0 : INFINITY;
+    else if (std::isinf(w) || std::isinf(g)) excess = g == w ? 0 : INFINITY;
+    else if (exact) excess = g == w ? 0 : std::fabs(g - w) + 1;
+    else excess = std::fabs(g - w) - (tol.atol + tol.rtol * std::fabs(w));
+    if (excess > 0 && excess > worst) {
+      worst = excess;
+      wi = i;
+    }
+  }
+  if (wi >= 0) {
+    std::ostringstream o;
+    o.precision(9);
+    const double g = got.at(wi), w = want.at(wi);
+    o << "worst element [" << wi << "] of " << shape_str(want.shape()) << ": got " << g << ", expected " << w
+      << " (|diff| " << std::fabs(g - w) << ", allowed " << (exact ? 0.0 : tol.atol + tol.rtol * std::fabs(w)) << ")";
+    m.ok = false;
+    m.what = o.str();
+  }
+  return m;
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> r;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / (prefix + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    r.push_back(p);
+  }
+  return r;
+}
+
+enum class Outcome { Pass, Fail, Skip };
+
+Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>* missing) {
+  session::reset();
+  const fs::path model = dir / "model.onnx";
+  std::shared_ptr<CompiledJob> job;
+  LoadOptions lo;
+  lo.type = JobType::Predict;
+  lo.max_in_flight = 1;
+  try {
+    job = load(model.string(), lo);
+  } catch (const onnx_import::Unsupported& e) {
+    for (auto& [op, nodes] : e.ops) missing->push_back(op);
+    *why = e.what();
+    return Outcome::Skip;
+  } catch (const std::exception& e) {
+    *why = std::string("load: ") + e.what();
+    return Outcome::Fail;
+  }
+  const auto ops = model_ops(model);
+  const Signature& sig = job->signature();
+  std::vector<fs::path> sets;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) {
+    *why = "no test_data_set_* folder";
+    return Outcome::Fail;
+  }
+  for (auto& set : sets) {
+    std::vector<Tensor> inputs(sig.inputs.size());
+    std::vector<bool> given(sig.inputs.size(), false);
+    size_t pos = 0;
+    for (auto& p : numbered(set, "input_")) {
+      Tensor t;
+      std::string name, err;
+      if (!read_proto_tensor(p, &t, &name, &err)) {
+        *why = set.filename().string() + ": " + err;
+        return Outcome::Fail;
+      }
+      int idx = -1;
+      if (!name.empty()) {
+        auto it = std::find(sig.input_names.begin(), sig.input_names.end(), name);
+        if (it != sig.input_names.end()) idx = static_cast<int>(it - sig.input_names.begin());
+        else continue;  // an initializer fed as input: the model's value stands
+      } else {
+        while (pos < given.size() && given[pos]) ++pos;
+        idx = static_cast<int>(pos);
+      }
+      if (idx < 0 || idx >= static_cast<int>(inputs.size())) {
+        *why = set.filename().string() + ": more inputs than placeholders";
+        return Outcome::Fail;
+      }
+      inputs[idx] = t;
+      given[idx] = true;
+    }
+    for (size_t i = 0; i < given.size(); ++i)
+      if (!given[i]) {
+        *why = set.filename().string() + ": no data for input '" + sig.input_names[i] + "'";
+        return Outcome::Fail;
+      }
+    std::vector<Tensor> got;
+    try {
+      got = job->run(inputs);
+    } catch (const std::exception& e) {
+      *why = set.filename().string() + ": run: " + e.what();
+      return Outcome::Fail;
+    }
+    auto outs = numbered(set, "output_");
+    if (outs.size() != got.size()) {
+      *why = set.filename().string() + ": " + std::to_string(got.size()) + " outputs, expected " +
+             std::to_string(outs.size());
+      return Outcome::Fail;
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      Tensor want;
+      std::string name, err;
+      if (!read_proto_tensor(outs[i], &want, &name, &err)) {
+        *why = set.filename().string() + ": " + err;
+        return Outcome::Fail;
+      }
+      Mismatch m = compare(got[i], want, tolerance(want.dtype(), ops));
+      if (!m.ok) {
+        *why = set.filename().string() + " output " + std::to_string(i) + (name.empty() ? "" : " '" + name + "'") +
+               ": " + m.what;
+        return Outcome::Fail;
+      }
+    }
+  }
+  return Outcome::Pass;
+}
+
+}  // namespace
+
+int run_onnx_tests(const std::vector<std::string>& dirs, std::ostream& out, bool verbose) {
+  std::vector<fs::path> cases;
+  for (auto& d : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) {
+      out << "error: " << d << " is not a folder\n";
+      return 2;
+    }
+    if (fs::exists(fs::path(d) / "model.onnx")) {
+      cases.push_back(d);
+      continue;
+    }
+    std::vector<fs::path> sub;
+    for (auto& e : fs::directory_iterator(d))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) sub.push_back(e.path());
+    std::sort(sub.begin(), sub.end());
+    cases.insert(cases.end(), sub.begin(), sub.end());
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, int> missing;
+  for (auto& c : cases) {
+    std::string why;
+    std::vector<std::string> miss;
+    Outcome o;
+    try {
+      o = run_case(c, &why, &miss);
+    } catch (const std::exception& e) {
+      o = Outcome::Fail;
+      why = e.what();
+    }
+    const std::string name = c.filename().string();
+    switch (o) {
+      case Outcome::Pass:
+        ++passed;
+        if (verbose) out << "PASS " << name << "\n";
+        break;
+      case Outcome::Skip: {
+        ++skipped;
+        std::set<std::string> uniq(miss.begin(), miss.end());
+        for (auto& m : uniq) missing[m]++;
+        if (verbose) out << "SKIP " << name << ": " << why << "\n";
+        break;
+      }
+      case Outcome::Fail:
+        ++failed;
+        out << "FAIL " << name << ": " << why << "\n";
+        break;
+    }
+    out.flush();
+  }
+  session::reset();
+  out << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  if (!missing.empty()) {
+    std::vector<std::pair<std::string, int>> v(missing.begin(), missing.end());
+    std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second > b.second; });
+    out << "missing ops (cases skipped for each):\n";
+    for (auto& [op, n] : v) out << "  " << op << ": " << n << "\n";
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace jobflow::onnx
