@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <jobflow/jobflow.h>
 #include <jobflow/models/seeds.h>
 #include <jobflow/onnx.h>
@@ -32,18 +34,6 @@
 #ifndef JOBFLOW_VERSION
 #define JOBFLOW_VERSION "0.1.0"
 #endif
-
-// The importer and inspector are separate parts of the library: weak
-// references let this tool build (and say "not built") where a build lacks
-// one of them.
-namespace jobflow::onnx {
-std::shared_ptr<CompiledJob> load(const std::string& path, const LoadOptions& options) __attribute__((weak));
-Inspection inspect(const std::string& path) __attribute__((weak));
-}  // namespace jobflow::onnx
-// Inspection::str() under its mangled name, weak (a const member function
-// returning by value has the ABI of a free function of `this`).
-std::string jobflow_inspection_str(const jobflow::onnx::Inspection* self) __asm__(
-    "_ZNK7jobflow4onnx10Inspection3strB5cxx11Ev") __attribute__((weak));
 
 namespace {
 
@@ -144,12 +134,7 @@ int cmd_export(const std::vector<std::string>& args) {
 
 int cmd_inspect(const std::vector<std::string>& args) {
   if (args.size() != 1) usage_error("inspect takes one FILE");
-  if (!flow::onnx::inspect || !jobflow_inspection_str) {
-    std::fprintf(stderr, "jobflow inspect: not built (this build has no ONNX inspector)\n");
-    return 1;
-  }
-  const flow::onnx::Inspection ins = flow::onnx::inspect(args[0]);
-  std::cout << jobflow_inspection_str(&ins);
+  std::cout << flow::onnx::inspect(args[0]).str();
   std::cout.flush();
   return 0;
 }
@@ -158,8 +143,11 @@ int cmd_inspect(const std::vector<std::string>& args) {
 
 class Progress {
  public:
-  Progress(int64_t total, int64_t per_batch) : total_(total), per_(per_batch), t0_(std::chrono::steady_clock::now()) {}
+  Progress(int64_t total, int64_t per_batch)
+      : total_(total), per_(per_batch), tty_(::isatty(2)), t0_(std::chrono::steady_clock::now()) {}
+  // On a terminal the bar redraws in place; otherwise only the last state is printed.
   void update(int64_t done) {
+    if (!tty_ && done != total_) return;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     const int width = 30;
     const int fill = total_ > 0 ? static_cast<int>(width * done / total_) : width;
@@ -173,6 +161,7 @@ class Progress {
 
  private:
   int64_t total_, per_;
+  bool tty_;
   std::chrono::steady_clock::time_point t0_;
 };
 
@@ -248,10 +237,6 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   if (file.empty()) usage_error("run: FILE is required");
   if (use_data && !inputs.empty()) usage_error("run: --data and --input exclude each other");
-  if (!flow::onnx::load) {
-    std::fprintf(stderr, "jobflow run: not built (this build has no ONNX importer)\n");
-    return 1;
-  }
   flow::onnx::LoadOptions lo;
   lo.checkpoint = checkpoint;
   auto job = flow::onnx::load(file, lo);
@@ -341,7 +326,7 @@ int cmd_onnx_test(const std::vector<std::string>& args) {
   }
   if (dirs.empty()) usage_error("onnx-test: give one or more test folders");
 #ifdef JOBFLOW_HAVE_CONFORMANCE_H
-  return run_onnx_tests(dirs, std::cout, verbose);
+  return jobflow::onnx::run_onnx_tests(dirs, std::cout, verbose);
 #endif
   (void)verbose;
   std::fprintf(stderr, "jobflow onnx-test: not built (this build has no ONNX conformance runner)\n");

@@ -203,9 +203,14 @@ class Exporter {
     // A fused bias_add+relu keeps its relu after the folded bias.
     if (const AttrValue* r = find_attr(a, "relu"); r && std::holds_alternative<int64_t>(*r) && std::get<int64_t>(*r))
       return -1;
+    // The bias must be available where the Gemm/Conv goes: a graph input or
+    // initializer (placeholder, variable), or computed before it.
     const int bp = g_->blobs[b.inputs[1]].producer;
     const int self = g_->blobs[y].producer;
-    if (bp >= self) return -1;
+    const Primitive* bop = bp >= 0 ? g_->nodes[bp].op.get() : nullptr;
+    const bool source = !bop || dynamic_cast<const internal::VariableOp*>(bop) ||
+                        dynamic_cast<const internal::PlaceholderOp*>(bop);
+    if (!source && bp >= self) return -1;
     return reader;
   }
 

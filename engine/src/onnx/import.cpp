@@ -2279,9 +2279,16 @@ Analysis analyze(const std::string& path) {
   auto R = onnx::build(P, opts, true);
   Analysis A = std::move(R.analysis);
   A.opset = P.opset;
-  for (auto& [k, v] : P.meta)
+  for (auto& [k, v] : P.meta) {
     if (k.rfind("jobflow.", 0) == 0) A.metadata.emplace_back(k, v);
+    // The analysis builds the graph as a predict job; report what the file says.
+    if (k == onnx_util::kJobType) A.signature.type = v == "train" ? JobType::Train : JobType::Predict;
+  }
   for (const auto& t : P.model.graph().initializer()) {
+    // Parameters are the float weights; int64 shapes/axes are not.
+    if (t.data_type() != ::onnx::TensorProto::FLOAT && t.data_type() != ::onnx::TensorProto::DOUBLE &&
+        t.data_type() != ::onnx::TensorProto::FLOAT16 && t.data_type() != ::onnx::TensorProto::BFLOAT16)
+      continue;
     int64_t n = 1;
     for (int64_t d : t.dims()) n *= d;
     A.parameters += n;
