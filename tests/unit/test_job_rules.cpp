@@ -353,7 +353,11 @@ TEST_F(JobRules, KilledSaveNeverReplacesAGoodCheckpoint) {
     auto loaded = flow::checkpoint_io::load(dir);
     EXPECT_TRUE(loaded.at("lin-weight").equal(good)) << "after a kill at file " << files;
   }
-  fs::remove_all(dir);
+  // The killed saves left their temporary siblings (dir.tmp-<pid>-<n>) behind,
+  // as a real crash would; remove them with the checkpoint.
+  const std::string stem = fs::path(dir).filename().string();
+  for (auto& e : fs::directory_iterator(fs::path(dir).parent_path()))
+    if (e.path().filename().string().rfind(stem, 0) == 0) fs::remove_all(e.path());
 }
 
 TEST_F(JobRules, GpuPlacementRunsOnCpuWithoutCudaBackend) {
