@@ -206,7 +206,10 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   compiled->set_definition(std::move(def));
   std::weak_ptr<CompiledJob> weak = compiled;
   internal::VariableStore::get().add_syncer([weak] {
-    if (auto j = weak.lock()) j->sync();
+    auto j = weak.lock();
+    if (!j) return false;
+    j->sync();
+    return true;
   });
   return compiled;
 }

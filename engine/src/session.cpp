@@ -128,7 +128,7 @@ void VariableStore::reset() {
   pending_.clear();
 }
 
-int VariableStore::add_syncer(std::function<void()> f) {
+int VariableStore::add_syncer(std::function<bool()> f) {
   std::lock_guard<std::mutex> lk(mu_);
   syncers_[next_syncer_] = std::move(f);
   return next_syncer_++;
@@ -138,12 +138,16 @@ void VariableStore::remove_syncer(int id) {
   syncers_.erase(id);
 }
 void VariableStore::sync_all() {
-  std::vector<std::function<void()>> fs;
+  std::vector<std::pair<int, std::function<bool()>>> fs;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [i, f] : syncers_) fs.push_back(f);
+    for (auto& [i, f] : syncers_) fs.emplace_back(i, f);
   }
-  for (auto& f : fs) f();  // never call out while holding the lock
+  std::vector<int> gone;
+  for (auto& [i, f] : fs)  // never call out while holding the lock
+    if (!f()) gone.push_back(i);
+  std::lock_guard<std::mutex> lk(mu_);
+  for (int i : gone) syncers_.erase(i);
 }
 
 }  // namespace internal

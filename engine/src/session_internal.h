@@ -37,8 +37,9 @@ class VariableStore {
   void load(std::map<std::string, Tensor> values, const std::string& from);
   std::vector<std::string> names();
   void reset();
-  // Jobs register a way to wait for their calls in flight.
-  int add_syncer(std::function<void()> f);
+  // Jobs register a way to wait for their calls in flight; the function
+  // returns false once its job is gone, and is then dropped.
+  int add_syncer(std::function<bool()> f);
   void remove_syncer(int id);
   void sync_all();
   uint64_t seed() const { return seed_; }
@@ -47,7 +48,7 @@ class VariableStore {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<VariableEntry>> vars_;
   std::map<std::string, Tensor> pending_;  // loaded before the job defined them
-  std::map<int, std::function<void()>> syncers_;
+  std::map<int, std::function<bool()>> syncers_;
   int next_syncer_ = 0;
   bool init_requested_ = false;
   uint64_t seed_ = 0;
