@@ -211,4 +211,66 @@ struct BatchNormOptions {
 Blob batch_normalization(Blob x, const BatchNormOptions& o = {});
 }  // namespace layers
 
+// ---- Ops for imported models (ONNX) ----
+// Elementwise (numpy broadcasting for the two-operand ops; same dtype).
+// clip: min(max(x, min), max); an absent bound is -inf / +inf. Any numeric
+// dtype; the gradient passes where min <= x <= max.
+Blob clip(Blob x, std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
+          const std::string& name = "");
+// a ** b (float). Gradient: b a^(b-1) to a (0 where b == 0), a^b ln a to b (0 where a == 0).
+Blob pow(Blob a, Blob b, const std::string& name = "");
+// Any numeric dtype; NaN propagates. The gradient goes to the selected
+// operand, split evenly on ties.
+Blob minimum(Blob a, Blob b, const std::string& name = "");
+Blob maximum(Blob a, Blob b, const std::string& name = "");
+
+// numpy.take(x, indices, axis): indices int32/int64 of any shape (negative
+// ones count from the end); output x.shape[:axis] + indices.shape +
+// x.shape[axis+1:]. An index out of range throws at run time, naming it and
+// the axis size. Gradient: scatter-add into zeros.
+Blob gather(Blob x, Blob indices, int axis = 0, const std::string& name = "");
+// ONNX Slice: for each axes[i] (default 0, 1, ...), elements starts[i],
+// starts[i] + steps[i], ... up to ends[i] exclusive (steps default 1, may be
+// negative). Negative starts/ends count from the end; out-of-range ones are
+// clamped (so INT64_MAX means "to the end").
+Blob slice(Blob x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+           const std::vector<int64_t>& axes = {}, const std::vector<int64_t>& steps = {},
+           const std::string& name = "");
+// Consecutive parts of the given sizes (summing to x.shape[axis]).
+std::vector<Blob> split(Blob x, const std::vector<int64_t>& sizes, int axis = 0, const std::string& name = "");
+// ONNX Pad: pads = {begin of every axis..., end of every axis...}; negative
+// values crop. mode "constant" (fills `value`), "reflect" (mirror without
+// repeating the edge) or "edge" (repeat the edge).
+Blob pad(Blob x, const std::vector<int64_t>& pads, const std::string& mode = "constant", double value = 0.0,
+         const std::string& name = "");
+// Drop the given size-1 axes (empty = every size-1 axis) / insert size-1
+// axes at the given positions of the output. Both are reshapes (no copy).
+Blob squeeze(Blob x, const std::vector<int64_t>& axes = {}, const std::string& name = "");
+Blob unsqueeze(Blob x, const std::vector<int64_t>& axes, const std::string& name = "");
+
+namespace nn {
+// x >= 0 ? x : alpha x
+Blob leaky_relu(Blob x, double alpha = 0.01, const std::string& name = "");
+// x > 0 ? x : alpha (e^x - 1)
+Blob elu(Blob x, double alpha = 1.0, const std::string& name = "");
+// gamma * elu(x, alpha)
+Blob selu(Blob x, double alpha = 1.6732632423543772848170429916717,
+          double gamma = 1.0507009873554804934193349852946, const std::string& name = "");
+// x >= 0 ? x : slope x, slope broadcast to x (e.g. (C, 1, 1) for NCHW).
+Blob prelu(Blob x, Blob slope, const std::string& name = "");
+// ln(1 + e^x)
+Blob softplus(Blob x, const std::string& name = "");
+// x / (1 + |x|)
+Blob softsign(Blob x, const std::string& name = "");
+// max(0, min(1, alpha x + beta))
+Blob hard_sigmoid(Blob x, double alpha = 0.2, double beta = 0.5, const std::string& name = "");
+// Transposed convolution (the data-gradient of conv2d), NCHW float32:
+// x (N, C_in, H, W), w (C_in, C_out/groups, kh, kw) -> (N, C_out, OH, OW) with
+// OH = (H - 1) stride_h - pad_top - pad_bottom + dilation_h (kh - 1) + 1 + output_padding_h.
+// pads {top, left, bottom, right}; output_padding < strides.
+Blob conv_transpose2d(Blob x, Blob w, Size2 strides = 1, const std::vector<int64_t>& pads = {0, 0, 0, 0},
+                      Size2 dilations = 1, Size2 output_padding = 0, int64_t groups = 1,
+                      const std::string& name = "");
+}  // namespace nn
+
 }  // namespace jobflow
