@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 namespace jobflow {
@@ -42,7 +43,9 @@ bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))  // shapes can come from untrusted files
+      throw Error("[shape] element count of " + shape_str(s) + " overflows 64 bits");
   return n;
 }
 
@@ -66,6 +69,8 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes) {
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
   for (int64_t d : shape_)
     if (d < 0) throw Error("[Tensor] negative dimension in shape " + shape_str(shape_));
+  if (static_cast<uint64_t>(numel()) > std::numeric_limits<size_t>::max() / dtype_size(dtype_))
+    throw Error("[Tensor] " + shape_str(shape_) + " " + dtype_name(dtype_) + " is too large to allocate");
   storage_ = aligned_alloc_shared(nbytes());
   data_ = storage_.get();
   std::memset(data_, 0, nbytes());

@@ -226,6 +226,27 @@ class Importer {
   // ---- inputs ----
   int nin() const { return node->input_size(); }
   bool has(int i) const { return i < node->input_size() && !node->input(i).empty(); }
+  // The name of input i; a node with fewer inputs is an error naming it
+  // (never an out-of-range read of the protobuf).
+  const std::string& iname(int i) const {
+    if (i < 0 || i >= node->input_size())
+      err("has " + std::to_string(node->input_size()) + " inputs; input " + std::to_string(i) + " is required");
+    return node->input(i);
+  }
+  // Checks that a tensor of `s` elements of `t` fits the load limits before
+  // anything of that size is built (overflow-safe).
+  void check_size(const Shape& s, DType t, const std::string& what) const {
+    uint64_t n = 1;
+    for (int64_t d : s) {
+      if (d < 0) err(what + " has a negative dimension");
+      if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) err(what + " is too large");
+      n *= static_cast<uint64_t>(d);
+    }
+    const uint64_t sz = dtype_size(t);
+    if (n > opts_.max_tensor_bytes / std::max<uint64_t>(sz, 1))
+      err(what + " " + shape_str(s) + " would need more than max_tensor_bytes (" + std::to_string(opts_.max_tensor_bytes) +
+          ")");
+  }
   Value& value(const std::string& name) {
     auto it = values.find(name);
     if (it == values.end()) {
@@ -249,10 +270,10 @@ class Importer {
   }
   Blob in(int i) {
     if (!has(i)) err("input " + std::to_string(i) + " is required");
-    return blob_of(node->input(i));
+    return blob_of(iname(i));
   }
   TensorSpec spec(int i) {
-    Value& v = value(node->input(i));
+    Value& v = value(iname(i));
     if (v.blob.defined()) return v.blob.spec();
     return {v.konst.shape(), v.konst.dtype()};
   }
@@ -336,6 +357,7 @@ class Importer {
   // ---- outputs ----
   void out(int i, Blob b) {
     if (i >= node->output_size() || node->output(i).empty()) return;
+    check_size(b.shape(), b.dtype(), "output '" + node->output(i) + "'");
     values[node->output(i)].blob = b;
   }
   void out_const(int i, Tensor t) {
@@ -396,12 +418,12 @@ Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep) {
 void unary(Importer& I, Blob (*f)(Blob)) { I.out(0, f(I.in(0))); }
 
 void op_binary(Importer& I, int kind) {
-  if (kind == 2 && I.node->input(0) == I.node->input(1)) {  // x * x (a saved square)
+  if (kind == 2 && I.iname(0) == I.iname(1)) {  // x * x (a saved square)
     I.out(0, square(I.in(0)));
     return;
   }
   if (kind == 0) {  // x + reshape(b, (-1, 1, ..)): a saved bias_add along an inner axis
-    auto it = I.reshaped.find(I.node->input(1));
+    auto it = I.reshaped.find(I.iname(1));
     if (it != I.reshaped.end() && it->second.ndim() == 1) {
       Blob x = I.in(0), rb = I.in(1);
       const Shape rs = rb.shape();
@@ -572,7 +594,7 @@ void op_sigmoid(Importer& I) { I.out(0, nn::sigmoid(I.in(0))); }
 void op_tanh(Importer& I) { I.out(0, nn::tanh(I.in(0))); }
 
 void op_reciprocal(Importer& I) {
-  auto it = I.sqrt_of.find(I.node->input(0));
+  auto it = I.sqrt_of.find(I.iname(0));
   if (it != I.sqrt_of.end()) {  // 1 / sqrt(x): a saved rsqrt
     I.out(0, rsqrt(it->second));
     return;
@@ -743,7 +765,7 @@ void op_batchnorm(Importer& I) {
   if (I.job_file && !I.inspect_mode) {
     // A Jobflow batch normalization layer: batch statistics in train jobs,
     // the moving ones in predict jobs; variables "<name>-gamma" etc.
-    std::string mname = I.node->input(3);
+    std::string mname = I.iname(3);
     const std::string suf = "-moving_mean";
     std::string prefix = mname.size() > suf.size() && mname.compare(mname.size() - suf.size(), suf.size(), suf) == 0
                              ? mname.substr(0, mname.size() - suf.size())
@@ -751,11 +773,11 @@ void op_batchnorm(Importer& I) {
     const std::pair<int, const char*> parts[] = {{1, "-gamma"}, {2, "-beta"}, {3, "-moving_mean"}, {4, "-moving_variance"}};
     bool present[5] = {false, false, false, false, false};
     for (auto& [i, s] : parts) {
-      Value& v = I.value(I.node->input(i));
+      Value& v = I.value(I.iname(i));
       present[i] = v.variable;
       // Without gamma/beta the saved job has constant ones/zeros there.
       if (!v.variable && (i >= 3 || !v.konst.defined()))
-        I.err("input '" + I.node->input(i) + "' of a training batch normalization must be an initializer");
+        I.err("input '" + I.iname(i) + "' of a training batch normalization must be an initializer");
     }
     layers::BatchNormOptions o;
     o.scale = present[1];
@@ -764,11 +786,11 @@ void op_batchnorm(Importer& I) {
     o.momentum = momentum;
     o.epsilon = eps;
     o.name = prefix;
-    o.trainable = I.trainable.count(I.node->input(1)) > 0 || I.trainable.count(I.node->input(2)) > 0;
+    o.trainable = I.trainable.count(I.iname(1)) > 0 || I.trainable.count(I.iname(2)) > 0;
     Blob y = layers::batch_normalization(x, o);
     for (auto& [i, s] : parts) {
       if (!present[i]) continue;
-      Value& v = I.value(I.node->input(i));
+      Value& v = I.value(I.iname(i));
       session::assign(prefix + s, v.konst);
     }
     I.out(0, y);
@@ -904,7 +926,7 @@ void op_reshape(Importer& I) {
     s[infer] = total / known;
   }
   if (numel(s) != total) I.err("cannot reshape " + shape_str(xs) + " to " + shape_str(s));
-  if (I.is_const(0) && I.value(I.node->input(0)).pure_const()) {
+  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
     I.out_const(0, I.cin(0).clone().reshape(s));
     return;
   }
@@ -914,7 +936,7 @@ void op_reshape(Importer& I) {
 }
 
 void reshape_out(Importer& I, const Shape& s) {
-  if (I.is_const(0) && I.value(I.node->input(0)).pure_const()) I.out_const(0, I.cin(0).clone().reshape(s));
+  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) I.out_const(0, I.cin(0).clone().reshape(s));
   else I.out(0, reshape(I.in(0), s));
 }
 
@@ -1026,7 +1048,7 @@ void op_cast(Importer& I) {
                         ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(to)) : std::to_string(to);
     I.unsupported("Cast(to " + n + ")");
   }
-  if (I.is_const(0) && I.value(I.node->input(0)).pure_const()) {
+  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
     I.out_const(0, I.cin(0).astype(dt));
     return;
   }
@@ -1036,7 +1058,7 @@ void op_cast(Importer& I) {
 
 void op_castlike(Importer& I) {
   const DType dt = I.spec(1).dtype;
-  if (I.is_const(0) && I.value(I.node->input(0)).pure_const()) {
+  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
     I.out_const(0, I.cin(0).astype(dt));
     return;
   }
@@ -1152,6 +1174,15 @@ void op_pad(Importer& I) {
   if (static_cast<int>(pads.size()) != 2 * r) I.err("pads must have " + std::to_string(2 * r) + " values");
   for (int64_t p : pads)
     if (p < 0) I.unsupported("Pad(negative pads)");
+  {  // the padded result must fit the limits before any index list is built
+    Shape grown = x.shape();
+    for (int d = 0; d < r; ++d) {
+      if (pads[d] > std::numeric_limits<int64_t>::max() / 4 || pads[r + d] > std::numeric_limits<int64_t>::max() / 4)
+        I.err("pads too large");
+      grown[d] += pads[d] + pads[r + d];
+    }
+    I.check_size(grown, x.dtype(), "Pad result");
+  }
   if (mode == "reflect" || mode == "edge") {
     Blob y = x;
     bool any = false;
@@ -1206,6 +1237,10 @@ void op_tile(Importer& I) {
   for (int d = 0; d < y.ndim(); ++d) {
     if (reps[d] < 1) I.unsupported("Tile(repeats < 1)");
     if (reps[d] == 1) continue;
+    Shape grown = y.shape();
+    if (grown[d] > 0 && reps[d] > std::numeric_limits<int64_t>::max() / grown[d]) I.err("repeats too large");
+    grown[d] *= reps[d];
+    I.check_size(grown, y.dtype(), "Tile result");
     y = concat(std::vector<Blob>(static_cast<size_t>(reps[d]), y), d);
   }
   I.out(0, identity(y));
@@ -1504,22 +1539,24 @@ Blob select_along(Importer& I, Blob x, int axis, const std::vector<int64_t>& src
 }
 
 void op_slice(Importer& I) {
+  // ONNX Slice maps one to one onto the engine's slice (ONNX semantics:
+  // negative and out-of-range starts/ends clamp, negative steps), whose
+  // index arithmetic is overflow-safe for hostile values.
   Blob x = I.in(0);
-  std::vector<int64_t> st, en, step;
-  slice_params(I, x.shape(), st, en, step);
-  Blob y = x;
-  bool any = false;
-  for (int d = 0; d < x.ndim(); ++d) {
-    std::vector<int64_t> src;
-    if (step[d] > 0)
-      for (int64_t i = st[d]; i < en[d]; i += step[d]) src.push_back(i);
-    else
-      for (int64_t i = st[d]; i > en[d]; i += step[d]) src.push_back(i);
-    if (static_cast<int64_t>(src.size()) == x.shape()[d] && step[d] == 1) continue;
-    y = select_along(I, y, d, src);
-    any = true;
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (I.opset < 10) {
+    starts = I.attr_ints("starts", {}), ends = I.attr_ints("ends", {}), axes = I.attr_ints("axes", {});
+  } else {
+    starts = I.ints_in(1), ends = I.ints_in(2);
+    if (I.has(3)) axes = I.ints_in(3);
+    if (I.has(4)) steps = I.ints_in(4);
   }
-  I.out(0, any ? y : identity(x));
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    I.err("starts, ends, axes and steps differ in length");
+  I.out(0, slice(x, starts, ends, axes, steps));
 }
 
 void op_split(Importer& I) {
@@ -1663,7 +1700,7 @@ const std::map<std::string, OpEntry>& op_table() {
 bool try_fold(Importer& I) {
   const std::string& op = I.node->op_type();
   for (int i = 0; i < I.nin(); ++i)
-    if (I.has(i) && !I.value(I.node->input(i)).pure_const()) return false;
+    if (I.has(i) && !I.value(I.iname(i)).pure_const()) return false;
   if (I.nin() == 0) return false;
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") fold_binary(I);
   else if (op == "Gather") fold_gather(I);
@@ -2255,7 +2292,9 @@ std::shared_ptr<CompiledJob> load(const std::string& path, const LoadOptions& op
 }
 
 std::shared_ptr<CompiledJob> load_bytes(const std::string& bytes, const LoadOptions& options, const std::string& what) {
-  return load_impl(bytes, options, what, ".");
+  // No folder: bytes from memory may not reference external data (they
+  // would otherwise read files relative to the working directory).
+  return load_impl(bytes, options, what, "");
 }
 
 std::vector<std::string> supported_ops() {

@@ -53,7 +53,14 @@ int64_t node_flops(const onnx_import::NodeShapes& n) {
 }  // namespace
 
 Inspection inspect(const std::string& path) {
-  onnx_import::Analysis a = onnx_import::analyze(path);
+  onnx_import::Analysis a;
+  try {
+    a = onnx_import::analyze(path);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. bad_alloc from a hostile file: an Error naming the file
+    throw Error("[onnx.inspect] " + path + ": " + e.what());
+  }
   Inspection r;
   r.signature = a.signature;
   r.op_counts = a.op_counts;

@@ -85,7 +85,12 @@ struct Geom {
 // Output length along one axis; 0 or less when the (dilated) kernel does not
 // fit in the padded input.
 int64_t out_len(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-  const int64_t span = in + p0 + p1 - ((k - 1) * d + 1);
+  // Overflow-checked: kernel sizes, dilations and pads may come from files.
+  int64_t ext = 0, padded = 0, span = 0;
+  if (__builtin_mul_overflow(k - 1, d, &ext) || __builtin_add_overflow(in, p0, &padded) ||
+      __builtin_add_overflow(padded, p1, &padded) || __builtin_sub_overflow(padded, ext + 1, &span))
+    op_error("conv2d", "kernel, dilation or padding too large (kernel " + std::to_string(k) + ", dilation " +
+                           std::to_string(d) + ", pads " + std::to_string(p0) + "+" + std::to_string(p1) + ")");
   return span < 0 ? 0 : span / s + 1;
 }
 
