@@ -102,7 +102,6 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
   }
 }
 
-std::once_flag g_warned_gpu;
 
 }  // namespace
 
@@ -239,12 +238,14 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
     st.op = node.op.get();
     bool fell_back = false;
     st.backend = &backend_for(node.placement.device, &fell_back);
-    if (fell_back && !warned_here) {
+    if (!st.backend->supports(*node.op)) {  // optional entry: run this op on the CPU
+      st.backend = &backend_for("cpu");
+      fell_back = node.placement.device != "cpu";
+    }
+    if (fell_back && !warned_here) {  // once per job
       warned_here = true;
-      std::call_once(g_warned_gpu, [&] {
-        std::cerr << "jobflow: job '" << opts.job_name
-                  << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
-      });
+      std::cerr << "jobflow: job '" << opts.job_name
+                << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
     }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int b = node.inputs[k];

@@ -35,9 +35,9 @@ std::vector<Blob> Graph::add(std::shared_ptr<Primitive> op, const std::vector<Bl
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Blob& b = inputs[i];
     if (!b.defined()) op_error(op->name(), "input " + std::to_string(i) + " is an undefined blob");
+    // (The other graph may be gone: nothing of it is read here.)
     if (b.graph() != this)
-      op_error(op->name(), "input " + std::to_string(i) + " ('" + b.name() +
-                               "') belongs to another job function; blobs cannot cross job functions");
+      op_error(op->name(), "input " + std::to_string(i) + " belongs to another job function; blobs cannot cross job functions");
     in.push_back(b.spec());
   }
   std::vector<TensorSpec> out = op->infer(in);

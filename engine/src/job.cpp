@@ -89,6 +89,12 @@ JobBuilder::JobBuilder(JobType type, const FunctionConfig& config, const std::ve
     : st_(std::make_unique<State>()) {
   st_->type = type;
   st_->config = config;
+  {
+    const std::string& dev = config.default_placement().device;
+    if (dev != "cpu" && dev != "gpu" && dev != "cuda")
+      throw Error("[global_function] default_placement device must be \"cpu\" or \"gpu\", got \"" + dev + "\"");
+    if (dev == "cuda") st_->config.default_placement("gpu", config.default_placement().ids);
+  }
   st_->specs = specs;
   name_specs(st_->specs, config.default_data_type());
   if (st_->config.name().empty()) st_->config.name("job" + std::to_string(g_job_counter++));
@@ -139,9 +145,25 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
         throw Error("[optimizer.minimize] loss must be float, got " + spec_str(loss.spec()));
       // minimize() of a non-scalar loss minimizes its mean (OneFlow).
       if (numel(loss.shape()) != 1 || !loss.shape().empty()) loss = reduce_mean(loss);
+      // Variables the loss depends on (walking back from it): only those
+      // get an update; others would still be moved by momentum or Adam.
+      std::vector<char> reaches(S.graph->blobs.size(), 0);
+      {
+        std::vector<int> stack{loss.id()};
+        while (!stack.empty()) {
+          const int b = stack.back();
+          stack.pop_back();
+          if (reaches[b]) continue;
+          reaches[b] = 1;
+          const int p = S.graph->blobs[b].producer;
+          if (p >= 0)
+            for (int in : S.graph->nodes[p].inputs) stack.push_back(in);
+        }
+      }
       std::vector<Blob> vars;
       std::vector<std::string> names;
       for (auto& [name, b] : S.variables) {
+        if (!reaches[b.id()]) continue;
         auto* v = dynamic_cast<const internal::VariableOp*>(S.graph->nodes[S.graph->blobs[b.id()].producer].op.get());
         if (v && v->entry()->trainable && is_floating(b.dtype())) {
           vars.push_back(b);
@@ -343,6 +365,12 @@ std::vector<Blob> add_node(std::shared_ptr<Primitive> op, const std::vector<Blob
       break;
     }
   if (!g) g = &require_graph(op->name());
+  // Only the body (or the compiler, which enters the same scope) adds nodes:
+  // an op applied later to a blob kept from a body would silently change
+  // that job's saved definition.
+  if (current_graph() != g)
+    op_error(op->name(), current_graph() ? "its inputs belong to another job function"
+                                         : "called outside the job function body its inputs belong to");
   return g->add(std::move(op), inputs, name);
 }
 }  // namespace internal

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include <iostream>
 #include <sstream>
 
 #include "jobflow/compiler.h"
@@ -84,6 +85,15 @@ CompiledJob::~CompiledJob() {
     std::unique_lock<std::mutex> lk(mu_);
     cv_idle_.wait(lk, [&] { return in_flight_ == 0; });
     stopping_ = true;
+    if (error_) {  // a destructor cannot throw: say it rather than lose it
+      try {
+        std::rethrow_exception(error_);
+      } catch (const std::exception& e) {
+        std::cerr << "jobflow: job '" << sig_.job_name << "' was destroyed with an uncollected error of an "
+                  << "asynchronous call: " << e.what() << "\n";
+      } catch (...) {
+      }
+    }
   }
   cv_work_.notify_all();
   cv_deliver_.notify_all();
@@ -117,6 +127,9 @@ void CompiledJob::rethrow_pending() {
 // Checks the inputs, waits for a free slot (backpressure) and queues the
 // call. Returns with `lk` holding the job's lock.
 std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk) {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] called from its own callback: the call could wait for a slot that only this "
+                "callback frees; call the job from another thread");
   check_inputs(inputs);
   auto c = std::make_shared<CallState>();
   c->inputs = std::move(inputs);
@@ -216,7 +229,7 @@ void CompiledJob::worker_loop() {
     c->result = std::move(result);
     c->error = err;
     c->ran = true;
-    ++steps_;
+    if (!err) ++steps_;  // like the plan's step: only steps that ran
     if (c->sync) {
       c->finished = true;
       --in_flight_;

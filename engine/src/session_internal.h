@@ -33,7 +33,7 @@ class VariableStore {
   // Initializes the entry from its initializer if nothing set it yet.
   void ensure_initialized(VariableEntry& e);
   void init_all();
-  std::map<std::string, Tensor> snapshot();  // all initialized variables
+  std::map<std::string, Tensor> snapshot();  // every variable (initializing those not yet set)
   void load(std::map<std::string, Tensor> values, const std::string& from);
   std::vector<std::string> names();
   void reset();
@@ -50,7 +50,6 @@ class VariableStore {
   std::map<std::string, Tensor> pending_;  // loaded before the job defined them
   std::map<int, std::function<bool()>> syncers_;
   int next_syncer_ = 0;
-  bool init_requested_ = false;
   uint64_t seed_ = 0;
 };
 

@@ -22,6 +22,8 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
   Options o{default_epochs, "", default_model_dir, default_shuffle};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    // "--name VALUE" or "--name=VALUE", exactly (no prefixes).
+    auto is = [&](const char* name) { return a == name || a.rfind(std::string(name) + "=", 0) == 0; };
     auto value = [&](const char* name) -> std::string {
       std::string prefix = std::string(name) + "=";
       if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
@@ -29,15 +31,18 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
       std::fprintf(stderr, "%s: option %s needs a value\n", argv[0], name);
       std::exit(2);
     };
-    if (a.rfind("--epochs", 0) == 0) {
-      o.epochs = std::atoi(value("--epochs").c_str());
-      if (o.epochs < 0) {
-        std::fprintf(stderr, "%s: --epochs must be >= 0\n", argv[0]);
+    if (is("--epochs")) {
+      const std::string v = value("--epochs");
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 1000000) {
+        std::fprintf(stderr, "%s: --epochs needs a whole number >= 0, got '%s'\n", argv[0], v.c_str());
         std::exit(2);
       }
-    } else if (a.rfind("--data", 0) == 0) {
+      o.epochs = static_cast<int>(n);
+    } else if (is("--data")) {
       o.data = value("--data");
-    } else if (a.rfind("--model-dir", 0) == 0) {
+    } else if (is("--model-dir")) {
       o.model_dir = value("--model-dir");
     } else if (a == "--shuffle") {
       o.shuffle = true;

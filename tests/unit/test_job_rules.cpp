@@ -421,3 +421,52 @@ TEST_F(JobRules, NumThreadsIsPerJob) {
   });
   EXPECT_NE(e.find("num_threads must be >= 0"), std::string::npos) << e;
 }
+
+TEST_F(JobRules, CallingAJobFromItsOwnCallbackIsAnError) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().max_in_flight(1),
+                                   {flow::Numpy::Placeholder({4})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> { return x; });
+  std::string inner;
+  job(iota({4}))([&](Tensor) { inner = error_of([&] { job(iota({4}))([](Tensor) {}); }); });
+  job.sync();
+  EXPECT_NE(inner.find("called from its own callback"), std::string::npos) << inner;
+}
+
+TEST_F(JobRules, OpsOnABlobKeptFromABodyAreRefused) {
+  Blob kept;
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({4})}, [&](Blob x) -> flow::Numpy {
+    kept = x;
+    return x;
+  });
+  const size_t nodes = job.compiled()->definition().graph->nodes.size();
+  std::string e = error_of([&] { flow::nn::relu(kept); });
+  EXPECT_NE(e.find("[relu] called outside the job function body"), std::string::npos) << e;
+  EXPECT_EQ(job.compiled()->definition().graph->nodes.size(), nodes);  // the definition is untouched
+}
+
+TEST_F(JobRules, OnlyVariablesTheLossReachesAreUpdated) {
+  auto train = flow::global_function(flow::Train, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    auto used = flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "used"});
+    auto unused = flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "unused"});
+    (void)unused;
+    auto loss = flow::reduce_mean(flow::square(used));
+    flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0.9).minimize(loss);
+    return loss;
+  });
+  flow::CheckPoint().init();
+  const Tensor before = flow::session::variable("unused-weight").clone();
+  train(iota({2, 3}));
+  train(iota({2, 3}));
+  EXPECT_TRUE(flow::session::variable("unused-weight").equal(before));
+  EXPECT_FALSE(flow::session::has_variable("unused-weight-momentum"));
+  EXPECT_TRUE(flow::session::has_variable("used-weight-momentum"));
+  EXPECT_EQ(train.compiled()->definition().trainable.size(), 2u);  // used-weight, used-bias
+}
+
+TEST_F(JobRules, DefaultPlacementIsValidated) {
+  std::string e = error_of([] {
+    flow::global_function(flow::Predict, flow::function_config().default_placement("tpu"),
+                          {flow::Numpy::Placeholder({2})}, [](Blob x) -> flow::Numpy { return x; });
+  });
+  EXPECT_NE(e.find("default_placement device must be \"cpu\" or \"gpu\", got \"tpu\""), std::string::npos) << e;
+}

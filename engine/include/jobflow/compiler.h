@@ -53,7 +53,8 @@ class Plan {
   size_t num_nodes() const { return steps_.size(); }
   int64_t steps_run() const { return step_; }
   void set_steps_run(int64_t s) { step_ = s; }
-  // One line per node: name, op, attributes, shapes, backend, arena offset.
+  // One line per node: name, op, attributes, shapes, backend; the header
+  // line gives the arena size.
   std::string describe() const;
   // Ops executed, in order (for tests: fusion results).
   std::vector<std::string> op_sequence() const;

@@ -29,6 +29,7 @@
 //   conv2 bwd_weights         8.7-9.1            4.6-4.7
 // So Blocked everywhere except backward-data with few input channels.
 #include "cpu/dnnl_kernels.h"
+#include "jobflow/tensor.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -187,7 +188,7 @@ std::string describe(const Conv2dParams& p) {
 }
 
 [[noreturn]] void conv_fail(const char* fn, const Conv2dParams& p, const std::string& why) {
-  throw std::runtime_error(std::string("[conv2d] ") + fn + ": " + why + " (" + describe(p) + ")");
+  throw jobflow::Error(std::string("[conv2d] ") + fn + ": " + why + " (" + describe(p) + ")");
 }
 
 // Rejects inconsistent params up front so the message says what is wrong
@@ -340,7 +341,7 @@ std::string describe(const Pool2dParams& p) {
 }
 
 [[noreturn]] void pool_fail(const char* fn, const Pool2dParams& p, const std::string& why) {
-  throw std::runtime_error(std::string("[pool2d] ") + fn + ": " + why + " (" + describe(p) + ")");
+  throw jobflow::Error(std::string("[pool2d] ") + fn + ": " + why + " (" + describe(p) + ")");
 }
 
 void check(const char* fn, const Pool2dParams& p) {
