@@ -1591,19 +1591,49 @@ void op_split(Importer& I) {
 }
 
 void op_gather(Importer& I) {
+  // The engine's gather: numpy.take semantics, negative indices wrap,
+  // out-of-range indices are a run-time error; indices may be computed
+  // (Embedding) or constant.
   Blob x = I.in(0);
-  if (!I.is_const(1)) I.unsupported("Gather(run-time indices)");
-  Tensor idx = I.cin(1);
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
-  std::vector<int64_t> src = to_i64(idx);
-  for (auto& k : src)
-    if (k < 0) k += x.shape()[ax];
-  Blob y = select_along(I, x, ax, src);
-  Shape s = x.shape();
-  Shape os(s.begin(), s.begin() + ax);
-  os.insert(os.end(), idx.shape().begin(), idx.shape().end());
-  os.insert(os.end(), s.begin() + ax + 1, s.end());
-  I.out(0, reshape(y, os));
+  Blob idx = I.in(1);
+  if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
+    I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, gather(x, idx, ax));
+}
+
+void op_conv_transpose(Importer& I) {
+  Blob x = I.in(0), w = I.in(1);
+  const int r = x.ndim();
+  if (x.dtype() != DType::Float32) I.unsupported(std::string("ConvTranspose(") + dtype_name(x.dtype()) + ")");
+  if (r == 5) I.unsupported("ConvTranspose(3-D)");
+  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
+  if (w.ndim() != r) I.err("weight rank " + std::to_string(w.ndim()) + " differs from input rank");
+  if (I.has_attr("output_shape")) I.unsupported("ConvTranspose(output_shape)");
+  const std::string auto_pad = I.attr_s("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") I.unsupported("ConvTranspose(auto_pad=" + auto_pad + ")");
+  const size_t n = static_cast<size_t>(r - 2);
+  auto ints = [&](const char* name, int64_t dflt) {
+    auto v = I.attr_ints(name, std::vector<int64_t>(n, dflt));
+    if (v.size() != n) I.err(std::string(name) + " must have " + std::to_string(n) + " values");
+    return v;
+  };
+  std::vector<int64_t> strides = ints("strides", 1), dil = ints("dilations", 1), outpad = ints("output_padding", 0);
+  std::vector<int64_t> pads = I.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if (pads.size() != 2 * n) I.err("pads must have " + std::to_string(2 * n) + " values");
+  const int64_t group = I.attr_i("group", 1);
+  const Shape xs = x.shape();
+  if (r == 3) {  // 1-D as 2-D with H = 1
+    x = reshape(x, {xs[0], xs[1], 1, xs[2]});
+    w = reshape(w, {w.shape()[0], w.shape()[1], 1, w.shape()[2]});
+    strides.insert(strides.begin(), 1), dil.insert(dil.begin(), 1), outpad.insert(outpad.begin(), 0);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  Blob y = nn::conv_transpose2d(x, w, nn::Size2(strides[0], strides[1]), {pads[0], pads[1], pads[2], pads[3]},
+                                nn::Size2(dil[0], dil[1]), nn::Size2(outpad[0], outpad[1]), group);
+  if (I.has(2)) y = nn::bias_add(y, I.in(2), 1);
+  if (r == 3) y = reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
+  I.out(0, y);
 }
 
 const std::map<std::string, OpEntry>& op_table() {
@@ -1646,6 +1676,7 @@ const std::map<std::string, OpEntry>& op_table() {
     m["Softmax"] = {[](Importer& I) { op_softmax(I, false); }};
     m["LogSoftmax"] = {[](Importer& I) { op_softmax(I, true); }};
     m["Conv"] = {op_conv};
+    m["ConvTranspose"] = {op_conv_transpose};
     m["MaxPool"] = {[](Importer& I) { op_pool(I, true); }};
     m["AveragePool"] = {[](Importer& I) { op_pool(I, false); }};
     m["GlobalAveragePool"] = {[](Importer& I) { op_global_pool(I, false); }};
