@@ -1409,22 +1409,33 @@ void fold_concat(Importer& I) {
   I.out_const(0, make_tensor(os, a.dtype(), out));
 }
 
+// Slice's starts, ends, axes and steps as the node gives them (attributes
+// before opset 10, inputs after), defaults filled in.
+struct SliceArgs {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+SliceArgs read_slice_args(Importer& I) {
+  SliceArgs a;
+  if (I.opset < 10) {
+    a.starts = I.attr_ints("starts", {}), a.ends = I.attr_ints("ends", {}), a.axes = I.attr_ints("axes", {});
+  } else {
+    a.starts = I.ints_in(1), a.ends = I.ints_in(2);
+    if (I.has(3)) a.axes = I.ints_in(3);
+    if (I.has(4)) a.steps = I.ints_in(4);
+  }
+  if (a.axes.empty())
+    for (size_t i = 0; i < a.starts.size(); ++i) a.axes.push_back(static_cast<int64_t>(i));
+  if (a.steps.empty()) a.steps.assign(a.starts.size(), 1);
+  if (a.ends.size() != a.starts.size() || a.axes.size() != a.starts.size() || a.steps.size() != a.starts.size())
+    I.err("starts, ends, axes and steps differ in length");
+  return a;
+}
+
 void slice_params(Importer& I, const Shape& xs, std::vector<int64_t>& st, std::vector<int64_t>& en,
                   std::vector<int64_t>& step) {
   const int r = static_cast<int>(xs.size());
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (I.opset < 10) {
-    starts = I.attr_ints("starts", {}), ends = I.attr_ints("ends", {}), axes = I.attr_ints("axes", {});
-  } else {
-    starts = I.ints_in(1), ends = I.ints_in(2);
-    if (I.has(3)) axes = I.ints_in(3);
-    if (I.has(4)) steps = I.ints_in(4);
-  }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    I.err("starts, ends, axes and steps differ in length");
+  const SliceArgs sa = read_slice_args(I);
+  const auto &starts = sa.starts, &ends = sa.ends, &axes = sa.axes, &steps = sa.steps;
   st.assign(r, 0), en = xs, step.assign(r, 1);
   for (size_t i = 0; i < axes.size(); ++i) {
     const int d = I.axis_of(axes[i], r);
@@ -1449,8 +1460,15 @@ void fold_slice(Importer& I) {
   const int r = x.ndim();
   Shape os(r);
   for (int d = 0; d < r; ++d) {
-    const int64_t len = step[d] > 0 ? (en[d] - st[d] + step[d] - 1) / step[d] : (st[d] - en[d] - step[d] - 1) / -step[d];
-    os[d] = std::max<int64_t>(len, 0);
+    // Overflow-safe for any step (INT64_MIN included).
+    int64_t len = 0;
+    if (step[d] > 0) {
+      if (en[d] > st[d]) len = (en[d] - st[d] - 1) / step[d] + 1;
+    } else {
+      const uint64_t astep = static_cast<uint64_t>(-(step[d] + 1)) + 1;
+      if (st[d] > en[d]) len = static_cast<int64_t>(static_cast<uint64_t>(st[d] - en[d] - 1) / astep + 1);
+    }
+    os[d] = len;
   }
   auto xv = to_f64(x);
   std::vector<double> out(static_cast<size_t>(numel(os)));
@@ -1543,20 +1561,8 @@ void op_slice(Importer& I) {
   // negative and out-of-range starts/ends clamp, negative steps), whose
   // index arithmetic is overflow-safe for hostile values.
   Blob x = I.in(0);
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (I.opset < 10) {
-    starts = I.attr_ints("starts", {}), ends = I.attr_ints("ends", {}), axes = I.attr_ints("axes", {});
-  } else {
-    starts = I.ints_in(1), ends = I.ints_in(2);
-    if (I.has(3)) axes = I.ints_in(3);
-    if (I.has(4)) steps = I.ints_in(4);
-  }
-  if (axes.empty())
-    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    I.err("starts, ends, axes and steps differ in length");
-  I.out(0, slice(x, starts, ends, axes, steps));
+  const SliceArgs a = read_slice_args(I);
+  I.out(0, slice(x, a.starts, a.ends, a.axes, a.steps));
 }
 
 void op_split(Importer& I) {
