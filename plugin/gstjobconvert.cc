@@ -1,0 +1,820 @@
+/* jobconvert: raw media -> one tensor. See gstjobconvert.h and
+ * docs/elements.md. A plain GstElement with a chain function: with
+ * frames-per-tensor > 1 (and for audio and octet streams, which are
+ * re-chunked through a GstAdapter) the element is N:1, which a
+ * GstBaseTransform does not model. Settings (properties, under `lock`) are
+ * copied into the streaming state when caps arrive; they apply from the
+ * next caps. */
+#include "gstjobconvert.h"
+
+#include "jobflow_meta.h"
+#include "tensor_caps.h"
+
+#include <gst/audio/audio.h>
+#include <gst/base/gstadapter.h>
+#include <gst/video/video.h>
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+GST_DEBUG_CATEGORY_STATIC(jobconvert_debug);
+#define GST_CAT_DEFAULT jobconvert_debug
+
+namespace {
+
+using jobflow::DType;
+using jobflow::Shape;
+using jobflow::TensorSpec;
+
+enum Layout { kNCHW = 0, kNHWC = 1 };
+enum OutType { kOutFloat32 = 0, kOutUInt8 = 1, kOutNative = 2 };
+enum class Media { None, Video, Audio, Octet };
+
+constexpr guint kDefaultFramesPerTensor = 1;
+constexpr double kDefaultScale = 0.0;  // 0 = automatic (see docs)
+
+struct Settings {
+  Layout layout = kNCHW;
+  OutType dtype = kOutFloat32;
+  double scale = kDefaultScale;
+  std::string mean;
+  std::string std_dev;
+  guint frames_per_tensor = kDefaultFramesPerTensor;
+  std::string input_dims;
+  std::string input_type = "uint8";
+};
+
+/* Everything built from caps + settings; dropped on stop/new caps. */
+struct State {
+  Media media = Media::None;
+  Settings cfg;
+  GstVideoInfo vinfo{};
+  GstAudioInfo ainfo{};
+  /* octet-stream */
+  Shape unit_shape;
+  DType in_dtype = DType::UInt8;
+  size_t unit_bytes = 0;  // bytes of one input unit (frame / audio frame / octet unit)
+  /* common */
+  int channels = 1;
+  bool native = false;           // copy values, no arithmetic
+  std::vector<double> mean, inv_std;
+  double scale = 1.0;
+  std::vector<float> lut;        // 8-bit video: channels * 256 values
+  TensorSpec out_spec;
+  size_t out_bytes = 0;
+  size_t out_frame_bytes = 0;    // video: bytes of one frame in the output
+  GstClockTime frame_duration = GST_CLOCK_TIME_NONE;  // one input unit, when known
+  /* video batching */
+  GstBuffer* pending = nullptr;
+  GstMapInfo pending_map{};
+  guint filled = 0;
+  GstClockTime first_pts = GST_CLOCK_TIME_NONE, first_dts = GST_CLOCK_TIME_NONE, end_ts = GST_CLOCK_TIME_NONE;
+};
+
+GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS("video/x-raw, format=(string){ GRAY8, RGB, BGR, RGBA, BGRx }, "
+                    "width=(int)[1, MAX], height=(int)[1, MAX], framerate=(fraction)[0/1, MAX]; "
+                    "audio/x-raw, format=(string){ S16LE, F32LE }, layout=(string)interleaved, "
+                    "rate=(int)[1, MAX], channels=(int)[1, MAX]; "
+                    "application/octet-stream"));
+
+GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
+    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS("other/tensors, format=(string)static, num_tensors=(int)1, framerate=(fraction)[0/1, MAX]"));
+
+enum { PROP_0, PROP_LAYOUT, PROP_DTYPE, PROP_SCALE, PROP_MEAN, PROP_STD, PROP_FRAMES_PER_TENSOR, PROP_INPUT_DIMS,
+       PROP_INPUT_TYPE };
+
+GType layout_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kNCHW, "Channels first: video (N, C, H, W), audio (C, F)", "nchw"},
+      {kNHWC, "Channels last: video (N, H, W, C), audio (F, C)", "nhwc"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("JobflowConvertLayout", values));
+  return type;
+}
+
+GType dtype_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kOutFloat32, "float32 with scale, mean and std applied", "float32"},
+      {kOutUInt8, "uint8 bytes as they are (8-bit input only)", "uint8"},
+      {kOutNative, "the input's element type, values as they are", "native"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("JobflowConvertDType", values));
+  return type;
+}
+
+/* "0.5, 0.25,0.1" -> {0.5, 0.25, 0.1}; "" -> {}. */
+bool parse_doubles(const std::string& text, std::vector<double>* out) {
+  out->clear();
+  gchar** parts = g_strsplit_set(text.c_str(), ",:", -1);
+  bool ok = true;
+  for (gchar** p = parts; *p; ++p) {
+    gchar* s = g_strstrip(*p);
+    if (*s == '\0') {
+      if (text.find_first_not_of(" \t") == std::string::npos) continue;  // all blank
+      ok = false;
+      break;
+    }
+    gchar* end = nullptr;
+    double v = g_ascii_strtod(s, &end);
+    if (end == s || *end != '\0' || !std::isfinite(v)) {
+      ok = false;
+      break;
+    }
+    out->push_back(v);
+  }
+  g_strfreev(parts);
+  return ok;
+}
+
+}  // namespace
+
+struct _JobflowConvert {
+  GstElement parent;
+  GstPad* sinkpad;
+  GstPad* srcpad;
+  GMutex lock;  // guards settings
+  Settings* settings;
+  State* state;  // streaming thread only (and state changes)
+  GstAdapter* adapter;
+  GstClockTime latency;  // added latency, under the object lock
+};
+
+G_DEFINE_TYPE(JobflowConvert, jobflow_convert, GST_TYPE_ELEMENT)
+
+namespace {
+
+/* Copies the settings; the lock is released even if the copy throws. */
+Settings settings_copy(JobflowConvert* self) {
+  struct Locker {
+    GMutex* m;
+    ~Locker() { g_mutex_unlock(m); }
+  };
+  g_mutex_lock(&self->lock);
+  Locker unlock_at_exit{&self->lock};
+  return *self->settings;
+}
+
+void drop_pending(State* st) {
+  if (st->pending) {
+    gst_buffer_unmap(st->pending, &st->pending_map);
+    gst_buffer_unref(st->pending);
+    st->pending = nullptr;
+  }
+  st->filled = 0;
+  st->first_pts = st->first_dts = st->end_ts = GST_CLOCK_TIME_NONE;
+}
+
+void reset_state(JobflowConvert* self) {
+  drop_pending(self->state);
+  gst_adapter_clear(self->adapter);
+  *self->state = State{};
+  GST_OBJECT_LOCK(self);
+  self->latency = 0;
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* Checks mean/std strings; on failure posts a LIBRARY/SETTINGS error naming
+ * the property and returns false. */
+bool parse_normalisation(JobflowConvert* self, const Settings& cfg, std::vector<double>* mean,
+                         std::vector<double>* sd) {
+  if (!parse_doubles(cfg.mean, mean)) {
+    GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'mean': \"%s\"", cfg.mean.c_str()),
+                      ("expected comma-separated numbers, one per channel (or one for all)"));
+    return false;
+  }
+  if (!parse_doubles(cfg.std_dev, sd)) {
+    GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'std': \"%s\"", cfg.std_dev.c_str()),
+                      ("expected comma-separated numbers, one per channel (or one for all)"));
+    return false;
+  }
+  for (double v : *sd) {
+    if (v == 0.0) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'std': \"%s\"", cfg.std_dev.c_str()),
+                        ("a standard deviation of 0 divides by zero"));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool check_settings(JobflowConvert* self) {
+  Settings cfg = settings_copy(self);
+  std::vector<double> m, s;
+  if (!parse_normalisation(self, cfg, &m, &s)) return false;
+  DType t;
+  if (!jobflow::gst::dtype_from_nns(cfg.input_type, &t)) {
+    GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                      ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
+                      ("expected one of float32, float64, int32, int64, int8, uint8"));
+    return false;
+  }
+  if (!cfg.input_dims.empty()) {
+    Shape shape;
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || jobflow::numel(shape) <= 0) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
+                        ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Builds the state for `caps`; posts an element error and returns false
+ * when the caps and the settings do not fit. */
+bool configure(JobflowConvert* self, GstCaps* caps) {
+  State st;
+  st.cfg = settings_copy(self);
+  const Settings& cfg = st.cfg;
+  const guint n = cfg.frames_per_tensor;
+  GstStructure* s = gst_caps_get_structure(caps, 0);
+  const gchar* name = gst_structure_get_name(s);
+  int fps_n = 0, fps_d = 1;
+  std::vector<double> mean, sd;
+  if (!parse_normalisation(self, cfg, &mean, &sd)) return false;
+
+  DType in_type = DType::UInt8;
+  bool eight_bit = false;
+  double auto_scale = 1.0;
+  if (g_str_equal(name, "video/x-raw")) {
+    if (!gst_video_info_from_caps(&st.vinfo, caps)) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid video caps"), ("%" GST_PTR_FORMAT, caps));
+      return false;
+    }
+    st.media = Media::Video;
+    st.channels = GST_VIDEO_INFO_COMP_PSTRIDE(&st.vinfo, 0);  // bytes per pixel = channels, 8-bit each
+    eight_bit = true;
+    auto_scale = 1.0 / 255.0;
+    fps_n = GST_VIDEO_INFO_FPS_N(&st.vinfo);
+    fps_d = GST_VIDEO_INFO_FPS_D(&st.vinfo);
+    if (fps_n > 0) st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
+    const int64_t c = st.channels, h = GST_VIDEO_INFO_HEIGHT(&st.vinfo), w = GST_VIDEO_INFO_WIDTH(&st.vinfo);
+    st.out_spec.shape = cfg.layout == kNCHW ? Shape{n, c, h, w} : Shape{n, h, w, c};
+  } else if (g_str_equal(name, "audio/x-raw")) {
+    if (!gst_audio_info_from_caps(&st.ainfo, caps)) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid audio caps"), ("%" GST_PTR_FORMAT, caps));
+      return false;
+    }
+    st.media = Media::Audio;
+    st.channels = GST_AUDIO_INFO_CHANNELS(&st.ainfo);
+    st.unit_bytes = GST_AUDIO_INFO_BPF(&st.ainfo);
+    const bool s16 = GST_AUDIO_INFO_FORMAT(&st.ainfo) == GST_AUDIO_FORMAT_S16LE;
+    in_type = DType::Float32;
+    auto_scale = s16 ? 1.0 / 32768.0 : 1.0;
+    fps_n = GST_AUDIO_INFO_RATE(&st.ainfo);
+    fps_d = 1;
+    st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, 1, fps_n);
+    if (s16 && cfg.dtype != kOutFloat32) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("Property 'dtype' is \"%s\" but S16LE audio has no tensor type of its own",
+                         cfg.dtype == kOutUInt8 ? "uint8" : "native"),
+                        ("use dtype=float32 (the default) for S16LE audio"));
+      return false;
+    }
+    if (cfg.dtype == kOutUInt8) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'dtype' is \"uint8\" but the input is F32LE audio"),
+                        ("dtype=uint8 needs 8-bit input; use float32 or native"));
+      return false;
+    }
+    const int64_t c = st.channels;
+    st.out_spec.shape = cfg.layout == kNCHW ? Shape{c, n} : Shape{n, c};
+  } else if (g_str_equal(name, "application/octet-stream")) {
+    st.media = Media::Octet;
+    if (cfg.input_dims.empty()) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'input-dims' is not set"),
+                        ("application/octet-stream carries no shape: set input-dims (innermost first, "
+                         "e.g. \"28:28:1\") and input-type"));
+      return false;
+    }
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) || jobflow::numel(st.unit_shape) <= 0) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
+                        ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
+      return false;
+    }
+    if (!jobflow::gst::dtype_from_nns(cfg.input_type, &in_type)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
+                        ("expected one of float32, float64, int32, int64, int8, uint8"));
+      return false;
+    }
+    st.in_dtype = in_type;
+    st.unit_bytes = static_cast<size_t>(jobflow::numel(st.unit_shape)) * jobflow::dtype_size(in_type);
+    eight_bit = in_type == DType::UInt8;
+    st.channels = 1;
+    gst_structure_get_fraction(s, "framerate", &fps_n, &fps_d);
+    if (fps_n > 0) st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
+    st.out_spec.shape = st.unit_shape;
+    if (n > 1) st.out_spec.shape.insert(st.out_spec.shape.begin(), static_cast<int64_t>(n));
+    if (cfg.dtype == kOutUInt8 && in_type != DType::UInt8) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("Property 'dtype' is \"uint8\" but property 'input-type' is \"%s\"", cfg.input_type.c_str()),
+                        ("dtype=uint8 needs 8-bit input; use float32 or native"));
+      return false;
+    }
+  } else {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Unsupported caps %s", name), (nullptr));
+    return false;
+  }
+
+  if (st.media == Media::Video) in_type = DType::UInt8;
+  st.native = cfg.dtype != kOutFloat32;
+  st.out_spec.dtype = st.native ? in_type : DType::Float32;
+
+  /* Normalisation: one value for all channels or one per channel. */
+  const size_t c = static_cast<size_t>(st.channels);
+  auto per_channel = [&](const std::vector<double>& v, double dflt, const char* prop, const std::string& text,
+                         std::vector<double>* out) {
+    if (v.empty()) {
+      out->assign(c, dflt);
+    } else if (v.size() == 1) {
+      out->assign(c, v[0]);
+    } else if (v.size() == c) {
+      *out = v;
+    } else {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("Property '%s' has %zu values (\"%s\") but the input has %zu channel(s)", prop, v.size(),
+                         text.c_str(), c),
+                        ("give one value, or one per channel in the format's memory order"));
+      return false;
+    }
+    return true;
+  };
+  std::vector<double> sdv;
+  if (!per_channel(mean, 0.0, "mean", cfg.mean, &st.mean)) return false;
+  if (!per_channel(sd, 1.0, "std", cfg.std_dev, &sdv)) return false;
+  st.inv_std.resize(c);
+  for (size_t i = 0; i < c; ++i) st.inv_std[i] = 1.0 / sdv[i];
+  st.scale = cfg.scale != 0.0 ? cfg.scale : auto_scale;
+  if (st.native && (cfg.scale != 0.0 || !mean.empty() || !sd.empty()))
+    GST_ELEMENT_WARNING(self, LIBRARY, SETTINGS,
+                        ("Properties 'scale', 'mean' and 'std' are ignored with dtype=%s",
+                         cfg.dtype == kOutUInt8 ? "uint8" : "native"),
+                        (nullptr));
+  if (eight_bit && !st.native) {
+    st.lut.resize(c * 256);
+    for (size_t ch = 0; ch < c; ++ch)
+      for (int v = 0; v < 256; ++v)
+        st.lut[ch * 256 + v] = static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
+  }
+
+  st.out_bytes = static_cast<size_t>(jobflow::numel(st.out_spec.shape)) * jobflow::dtype_size(st.out_spec.dtype);
+  st.out_frame_bytes = st.out_bytes / n;
+
+  int out_n = 0, out_d = 1;
+  if (fps_n > 0)
+    gst_util_fraction_multiply(fps_n, fps_d, 1, static_cast<gint>(n), &out_n, &out_d);
+  GstCaps* out_caps = jobflow::gst::caps_from_specs({st.out_spec}, out_n, out_d);
+  GST_DEBUG_OBJECT(self, "input %" GST_PTR_FORMAT " -> output %" GST_PTR_FORMAT, caps, out_caps);
+
+  drop_pending(self->state);
+  gst_adapter_clear(self->adapter);
+  *self->state = std::move(st);
+  GST_OBJECT_LOCK(self);
+  self->latency = 0;
+  if (n > 1 && GST_CLOCK_TIME_IS_VALID(self->state->frame_duration))
+    self->latency = self->state->frame_duration * (n - 1);  // the first unit waits for n - 1 more
+  GST_OBJECT_UNLOCK(self);
+  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(out_caps));
+  gst_caps_unref(out_caps);
+  if (!ok) GST_WARNING_OBJECT(self, "downstream refused the tensor caps");
+  return ok;
+}
+
+GstBuffer* new_output(size_t bytes) {
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;  // 64-byte aligned, as jobflow::Tensor storage
+  return gst_buffer_new_allocate(nullptr, bytes, &params);
+}
+
+/* One video frame into `dst` (the frame's slot of the output). */
+void convert_video(const State& st, const GstVideoFrame* frame, guint8* dst) {
+  const int w = GST_VIDEO_FRAME_WIDTH(frame), h = GST_VIDEO_FRAME_HEIGHT(frame);
+  const int c = st.channels;
+  const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(frame, 0);
+  const guint8* src = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(frame, 0));
+  const bool nchw = st.cfg.layout == kNCHW;
+  if (st.native) {
+    for (int y = 0; y < h; ++y) {
+      const guint8* row = src + static_cast<size_t>(y) * stride;
+      if (!nchw) {
+        std::memcpy(dst + static_cast<size_t>(y) * w * c, row, static_cast<size_t>(w) * c);
+        continue;
+      }
+      for (int ch = 0; ch < c; ++ch) {
+        guint8* out = dst + (static_cast<size_t>(ch) * h + y) * w;
+        for (int x = 0; x < w; ++x) out[x] = row[x * c + ch];
+      }
+    }
+    return;
+  }
+  float* out = reinterpret_cast<float*>(dst);
+  const float* lut = st.lut.data();
+  for (int y = 0; y < h; ++y) {
+    const guint8* row = src + static_cast<size_t>(y) * stride;
+    if (nchw) {
+      for (int ch = 0; ch < c; ++ch) {
+        float* o = out + (static_cast<size_t>(ch) * h + y) * w;
+        const float* l = lut + ch * 256;
+        for (int x = 0; x < w; ++x) o[x] = l[row[x * c + ch]];
+      }
+    } else {
+      float* o = out + static_cast<size_t>(y) * w * c;
+      for (int x = 0; x < w; ++x)
+        for (int ch = 0; ch < c; ++ch) o[x * c + ch] = lut[ch * 256 + row[x * c + ch]];
+    }
+  }
+}
+
+double load_value(const guint8* p, DType t) {
+  switch (t) {
+    case DType::Float32: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::Float64: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::Int32: { gint32 v; std::memcpy(&v, p, 4); return v; }
+    case DType::Int64: { gint64 v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::Int8: return static_cast<gint8>(*p);
+    case DType::UInt8: return *p;
+  }
+  return 0.0;
+}
+
+/* `frames` audio frames (interleaved) or octet units into `dst`. */
+void convert_samples(const State& st, const guint8* src, guint frames, guint8* dst) {
+  if (st.media == Media::Octet) {
+    const size_t count = st.unit_bytes * frames / jobflow::dtype_size(st.in_dtype);
+    if (st.native) {
+      std::memcpy(dst, src, st.unit_bytes * frames);
+      return;
+    }
+    float* out = reinterpret_cast<float*>(dst);
+    const size_t esz = jobflow::dtype_size(st.in_dtype);
+    if (!st.lut.empty()) {
+      for (size_t i = 0; i < count; ++i) out[i] = st.lut[src[i]];
+      return;
+    }
+    const double a = st.scale * st.inv_std[0], b = -st.mean[0] * st.inv_std[0];
+    for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load_value(src + i * esz, st.in_dtype) * a + b);
+    return;
+  }
+  /* audio, interleaved input (F, C) */
+  const int c = st.channels;
+  const bool nchw = st.cfg.layout == kNCHW;
+  const bool s16 = GST_AUDIO_INFO_FORMAT(&st.ainfo) == GST_AUDIO_FORMAT_S16LE;
+  float* out = reinterpret_cast<float*>(dst);
+  for (guint f = 0; f < frames; ++f) {
+    for (int ch = 0; ch < c; ++ch) {
+      const size_t i = static_cast<size_t>(f) * c + ch;
+      double v;
+      if (s16) {
+        gint16 x;
+        std::memcpy(&x, src + i * 2, 2);
+        v = GINT16_FROM_LE(x);
+      } else {
+        float x;
+        std::memcpy(&x, src + i * 4, 4);
+        v = x;
+      }
+      const float r = st.native ? static_cast<float>(v)
+                                : static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
+      out[nchw ? static_cast<size_t>(ch) * frames + f : i] = r;
+    }
+  }
+}
+
+GstFlowReturn push_pending(JobflowConvert* self) {
+  State* st = self->state;
+  GstBuffer* out = st->pending;
+  gst_buffer_unmap(out, &st->pending_map);
+  st->pending = nullptr;
+  GST_BUFFER_PTS(out) = st->first_pts;
+  GST_BUFFER_DTS(out) = st->first_dts;
+  if (GST_CLOCK_TIME_IS_VALID(st->first_pts) && GST_CLOCK_TIME_IS_VALID(st->end_ts) && st->end_ts >= st->first_pts)
+    GST_BUFFER_DURATION(out) = st->end_ts - st->first_pts;
+  st->filled = 0;
+  st->first_pts = st->first_dts = st->end_ts = GST_CLOCK_TIME_NONE;
+  jobflow::gst::add_tensor_meta(out, {st->out_spec});
+  return gst_pad_push(self->srcpad, out);
+}
+
+GstFlowReturn chain_video(JobflowConvert* self, GstBuffer* buf) {
+  State* st = self->state;
+  GstVideoFrame frame;
+  if (!gst_video_frame_map(&frame, &st->vinfo, buf, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not map a video frame"),
+                      ("buffer of %" G_GSIZE_FORMAT " bytes for a %d x %d frame", gst_buffer_get_size(buf),
+                       GST_VIDEO_INFO_WIDTH(&st->vinfo), GST_VIDEO_INFO_HEIGHT(&st->vinfo)));
+    gst_buffer_unref(buf);
+    return GST_FLOW_ERROR;
+  }
+  if (!st->pending) {
+    st->pending = new_output(st->out_bytes);
+    gst_buffer_map(st->pending, &st->pending_map, GST_MAP_WRITE);
+    st->first_pts = GST_BUFFER_PTS(buf);
+    st->first_dts = GST_BUFFER_DTS(buf);
+  }
+  convert_video(*st, &frame, st->pending_map.data + st->out_frame_bytes * st->filled);
+  gst_video_frame_unmap(&frame);
+  if (GST_BUFFER_PTS_IS_VALID(buf)) {
+    GstClockTime dur = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : st->frame_duration;
+    st->end_ts = GST_CLOCK_TIME_IS_VALID(dur) ? GST_BUFFER_PTS(buf) + dur : GST_CLOCK_TIME_NONE;
+  }
+  gst_buffer_unref(buf);
+  if (++st->filled < st->cfg.frames_per_tensor) return GST_FLOW_OK;
+  return push_pending(self);
+}
+
+GstFlowReturn chain_adapter(JobflowConvert* self, GstBuffer* buf) {
+  State* st = self->state;
+  gst_adapter_push(self->adapter, buf);
+  const guint n = st->cfg.frames_per_tensor;
+  const size_t chunk = st->unit_bytes * n;
+  GstFlowReturn ret = GST_FLOW_OK;
+  while (ret == GST_FLOW_OK && gst_adapter_available(self->adapter) >= chunk) {
+    guint64 distance = 0;
+    GstClockTime pts = gst_adapter_prev_pts(self->adapter, &distance);
+    if (GST_CLOCK_TIME_IS_VALID(pts) && distance > 0) {
+      if (st->media == Media::Audio)
+        pts += gst_util_uint64_scale_int(distance / st->unit_bytes, GST_SECOND, GST_AUDIO_INFO_RATE(&st->ainfo));
+      else if (GST_CLOCK_TIME_IS_VALID(st->frame_duration))
+        pts += distance / st->unit_bytes * st->frame_duration;
+      else
+        pts = GST_CLOCK_TIME_NONE;
+    }
+    GstBuffer* out = new_output(st->out_bytes);
+    GstMapInfo map;
+    gst_buffer_map(out, &map, GST_MAP_WRITE);
+    const guint8* src = static_cast<const guint8*>(gst_adapter_map(self->adapter, chunk));
+    convert_samples(*st, src, n, map.data);
+    gst_adapter_unmap(self->adapter);
+    gst_adapter_flush(self->adapter, chunk);
+    gst_buffer_unmap(out, &map);
+    GST_BUFFER_PTS(out) = pts;
+    if (GST_CLOCK_TIME_IS_VALID(st->frame_duration)) GST_BUFFER_DURATION(out) = st->frame_duration * n;
+    jobflow::gst::add_tensor_meta(out, {st->out_spec});
+    ret = gst_pad_push(self->srcpad, out);
+  }
+  return ret;
+}
+
+GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
+  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  try {
+    switch (self->state->media) {
+      case Media::Video: return chain_video(self, buf);
+      case Media::Audio:
+      case Media::Octet: return chain_adapter(self, buf);
+      case Media::None: break;
+    }
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No caps before the first buffer"), (nullptr));
+    gst_buffer_unref(buf);
+    return GST_FLOW_NOT_NEGOTIATED;
+  } catch (const std::exception& e) {
+    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Conversion failed"), ("%s", e.what()));
+    return GST_FLOW_ERROR;
+  } catch (...) {
+    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Conversion failed"), ("unknown exception"));
+    return GST_FLOW_ERROR;
+  }
+}
+
+gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
+  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  try {
+    switch (GST_EVENT_TYPE(event)) {
+      case GST_EVENT_CAPS: {
+        GstCaps* caps;
+        gst_event_parse_caps(event, &caps);
+        const bool ok = configure(self, caps);
+        gst_event_unref(event);
+        return ok;
+      }
+      case GST_EVENT_EOS:
+        if (self->state->filled > 0)
+          GST_INFO_OBJECT(self, "EOS: dropping %u frame(s) of an incomplete tensor", self->state->filled);
+        drop_pending(self->state);
+        gst_adapter_clear(self->adapter);
+        break;
+      case GST_EVENT_FLUSH_STOP:
+        drop_pending(self->state);
+        gst_adapter_clear(self->adapter);
+        break;
+      default:
+        break;
+    }
+    return gst_pad_event_default(pad, parent, event);
+  } catch (const std::exception& e) {
+    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Event handling failed"), ("%s", e.what()));
+    return FALSE;
+  }
+}
+
+gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_LATENCY: {
+      if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
+      gboolean live;
+      GstClockTime min, max;
+      gst_query_parse_latency(query, &live, &min, &max);
+      GST_OBJECT_LOCK(self);
+      const GstClockTime extra = self->latency;
+      GST_OBJECT_UNLOCK(self);
+      min += extra;
+      if (GST_CLOCK_TIME_IS_VALID(max)) max += extra;
+      GST_DEBUG_OBJECT(self, "latency: adding %" GST_TIME_FORMAT, GST_TIME_ARGS(extra));
+      gst_query_set_latency(query, live, min, max);
+      return TRUE;
+    }
+    case GST_QUERY_CAPS: {
+      GstCaps* filter;
+      gst_query_parse_caps(query, &filter);
+      GstCaps* caps = gst_pad_get_current_caps(pad);
+      if (!caps) caps = gst_pad_get_pad_template_caps(pad);
+      if (filter) {
+        GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref(caps);
+        caps = tmp;
+      }
+      gst_query_set_caps_result(query, caps);
+      gst_caps_unref(caps);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default(pad, parent, query);
+  }
+}
+
+gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
+    GstCaps* filter;
+    gst_query_parse_caps(query, &filter);
+    GstCaps* caps = gst_pad_get_pad_template_caps(pad);
+    if (filter) {
+      GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+      gst_caps_unref(caps);
+      caps = tmp;
+    }
+    gst_query_set_caps_result(query, caps);
+    gst_caps_unref(caps);
+    return TRUE;
+  }
+  return gst_pad_query_default(pad, parent, query);
+}
+
+GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
+  JobflowConvert* self = JOBFLOW_CONVERT(element);
+  try {
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !check_settings(self)) return GST_STATE_CHANGE_FAILURE;
+    GstStateChangeReturn ret = GST_ELEMENT_CLASS(jobflow_convert_parent_class)->change_state(element, transition);
+    if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) reset_state(self);
+    return ret;
+  } catch (const std::exception& e) {
+    GST_ELEMENT_ERROR(self, CORE, STATE_CHANGE, ("State change failed"), ("%s", e.what()));
+    return GST_STATE_CHANGE_FAILURE;
+  }
+}
+
+void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
+  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  g_mutex_lock(&self->lock);
+  try {  // std::string may throw; nothing escapes into GObject
+    Settings* s = self->settings;
+    auto str = [&] { const gchar* v = g_value_get_string(value); return std::string(v ? v : ""); };
+    switch (prop_id) {
+      case PROP_LAYOUT: s->layout = static_cast<Layout>(g_value_get_enum(value)); break;
+      case PROP_DTYPE: s->dtype = static_cast<OutType>(g_value_get_enum(value)); break;
+      case PROP_SCALE: s->scale = g_value_get_double(value); break;
+      case PROP_MEAN: s->mean = str(); break;
+      case PROP_STD: s->std_dev = str(); break;
+      case PROP_FRAMES_PER_TENSOR: s->frames_per_tensor = g_value_get_uint(value); break;
+      case PROP_INPUT_DIMS: s->input_dims = str(); break;
+      case PROP_INPUT_TYPE: s->input_type = str(); break;
+      default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+    }
+  } catch (const std::exception& e) {
+    GST_ERROR_OBJECT(self, "could not set property %s: %s", pspec->name, e.what());
+  }
+  g_mutex_unlock(&self->lock);
+}
+
+void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
+  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  g_mutex_lock(&self->lock);
+  const Settings* s = self->settings;
+  switch (prop_id) {
+    case PROP_LAYOUT: g_value_set_enum(value, s->layout); break;
+    case PROP_DTYPE: g_value_set_enum(value, s->dtype); break;
+    case PROP_SCALE: g_value_set_double(value, s->scale); break;
+    case PROP_MEAN: g_value_set_string(value, s->mean.c_str()); break;
+    case PROP_STD: g_value_set_string(value, s->std_dev.c_str()); break;
+    case PROP_FRAMES_PER_TENSOR: g_value_set_uint(value, s->frames_per_tensor); break;
+    case PROP_INPUT_DIMS: g_value_set_string(value, s->input_dims.c_str()); break;
+    case PROP_INPUT_TYPE: g_value_set_string(value, s->input_type.c_str()); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+  }
+  g_mutex_unlock(&self->lock);
+}
+
+void finalize(GObject* object) {
+  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  drop_pending(self->state);
+  delete self->state;
+  delete self->settings;
+  g_object_unref(self->adapter);
+  g_mutex_clear(&self->lock);
+  G_OBJECT_CLASS(jobflow_convert_parent_class)->finalize(object);
+}
+
+}  // namespace
+
+static void jobflow_convert_class_init(JobflowConvertClass* klass) {
+  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
+  gobject_class->set_property = set_property;
+  gobject_class->get_property = get_property;
+  gobject_class->finalize = finalize;
+  element_class->change_state = change_state;
+
+  const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  g_object_class_install_property(
+      gobject_class, PROP_LAYOUT,
+      g_param_spec_enum("layout", "Layout", "Memory order of the output tensor", layout_get_type(), kNCHW, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_DTYPE,
+      g_param_spec_enum("dtype", "Data type",
+                        "Element type of the output tensor: float32 applies scale/mean/std; uint8 and native copy "
+                        "the input values",
+                        dtype_get_type(), kOutFloat32, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_SCALE,
+      g_param_spec_double("scale", "Scale",
+                          "Factor applied to every input value before mean/std (0 = automatic: 1/255 for 8-bit "
+                          "input, 1/32768 for S16LE, 1 otherwise)",
+                          -G_MAXDOUBLE, G_MAXDOUBLE, kDefaultScale, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_MEAN,
+      g_param_spec_string("mean", "Mean",
+                          "Comma-separated mean per channel, subtracted after scaling (one value = all channels; "
+                          "empty = 0)",
+                          "", flags));
+  g_object_class_install_property(
+      gobject_class, PROP_STD,
+      g_param_spec_string("std", "Standard deviation",
+                          "Comma-separated standard deviation per channel, divided after the mean (one value = all "
+                          "channels; empty = 1)",
+                          "", flags));
+  g_object_class_install_property(
+      gobject_class, PROP_FRAMES_PER_TENSOR,
+      g_param_spec_uint("frames-per-tensor", "Frames per tensor",
+                        "Video frames (N), audio frames (samples per channel) or octet units per output tensor",
+                        1, G_MAXINT, kDefaultFramesPerTensor, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_INPUT_DIMS,
+      g_param_spec_string("input-dims", "Input dimensions",
+                          "application/octet-stream only: shape of one unit, innermost first (\"28:28:1\")", "",
+                          flags));
+  g_object_class_install_property(
+      gobject_class, PROP_INPUT_TYPE,
+      g_param_spec_string("input-type", "Input type",
+                          "application/octet-stream only: element type of the bytes (float32, float64, int32, "
+                          "int64, int8, uint8)",
+                          "uint8", flags));
+
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+  gst_element_class_set_static_metadata(element_class, "Jobflow tensor converter", "Converter/Tensor",
+                                        "Converts raw video, audio or bytes into a tensor (other/tensors) with "
+                                        "layout, scaling, normalisation and frame batching",
+                                        "Jobflow");
+  gst_type_mark_as_plugin_api(layout_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(dtype_get_type(), static_cast<GstPluginAPIFlags>(0));
+}
+
+static void jobflow_convert_init(JobflowConvert* self) {
+  g_mutex_init(&self->lock);
+  self->settings = new Settings();
+  self->state = new State();
+  self->adapter = gst_adapter_new();
+  self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
+  gst_pad_set_chain_function(self->sinkpad, chain);
+  gst_pad_set_event_function(self->sinkpad, sink_event);
+  gst_pad_set_query_function(self->sinkpad, sink_query);
+  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
+  self->srcpad = gst_pad_new_from_static_template(&src_template, "src");
+  gst_pad_set_query_function(self->srcpad, src_query);
+  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+}
+
+gboolean jobflow_register_jobconvert(GstPlugin* plugin) {
+  GST_DEBUG_CATEGORY_INIT(jobconvert_debug, "jobconvert", 0, "Jobflow tensor converter");
+  return gst_element_register(plugin, "jobconvert", GST_RANK_NONE, JOBFLOW_TYPE_CONVERT);
+}

@@ -1,0 +1,314 @@
+// jobconvert element tests (GstHarness, isolated registry: the element is
+// registered statically and no plugin is scanned or loaded).
+#include <gtest/gtest.h>
+
+#include <gst/check/gstharness.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gstjobconvert.h"
+
+namespace {
+
+gboolean register_elements(GstPlugin* plugin) { return jobflow_register_jobconvert(plugin); }
+
+class GstEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_setenv("GST_REGISTRY_DISABLE", "yes", TRUE);
+    g_setenv("GST_PLUGIN_SYSTEM_PATH_1_0", "", TRUE);
+    g_setenv("GST_PLUGIN_PATH_1_0", "", TRUE);
+    gst_init(nullptr, nullptr);
+    g_log_set_always_fatal(static_cast<GLogLevelFlags>(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING));
+    ASSERT_TRUE(gst_plugin_register_static(GST_VERSION_MAJOR, GST_VERSION_MINOR, "jobflowtest", "test registration",
+                                           register_elements, "0.1", "LGPL", "jobflow", "jobflow", "jobflow"));
+  }
+};
+const auto* const env = ::testing::AddGlobalTestEnvironment(new GstEnvironment);
+
+struct Harness {
+  GstHarness* h;
+  GstBus* bus;
+  explicit Harness(const char* launch) : h(gst_harness_new_parse(launch)), bus(gst_bus_new()) {
+    gst_element_set_bus(h->element, bus);
+  }
+  ~Harness() {
+    gst_harness_teardown(h);
+    gst_bus_set_flushing(bus, TRUE);
+    gst_object_unref(bus);
+  }
+  GstElement* element() {
+    GstElement* e = gst_harness_find_element(h, "jobconvert");
+    gst_object_unref(e);  // the bin keeps it
+    return e;
+  }
+  // Output caps field as a string ("" when absent).
+  std::string field(const char* name) {
+    GstCaps* caps = gst_pad_get_current_caps(h->sinkpad);
+    if (!caps) return "";
+    const GstStructure* s = gst_caps_get_structure(caps, 0);
+    std::string v;
+    if (const gchar* str = gst_structure_get_string(s, name)) {
+      v = str;
+    } else if (gst_structure_has_field(s, name)) {
+      gchar* t = gst_value_serialize(gst_structure_get_value(s, name));
+      v = t;
+      g_free(t);
+    }
+    gst_caps_unref(caps);
+    return v;
+  }
+  // The first error on the bus, or null.
+  GError* error() {
+    GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+    if (!m) return nullptr;
+    GError* e = nullptr;
+    gst_message_parse_error(m, &e, nullptr);
+    gst_message_unref(m);
+    return e;
+  }
+};
+
+GstBuffer* buffer_of(const std::vector<guint8>& bytes, GstClockTime pts = GST_CLOCK_TIME_NONE,
+                     GstClockTime duration = GST_CLOCK_TIME_NONE) {
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
+  gst_buffer_fill(b, 0, bytes.data(), bytes.size());
+  GST_BUFFER_PTS(b) = pts;
+  GST_BUFFER_DURATION(b) = duration;
+  return b;
+}
+
+// A video frame laid out with GStreamer's default strides; `pixel(x, y, c)`.
+template <class F>
+GstBuffer* video_frame(const char* caps_str, F pixel, GstClockTime pts = 0) {
+  GstCaps* caps = gst_caps_from_string(caps_str);
+  GstVideoInfo info;
+  EXPECT_TRUE(gst_video_info_from_caps(&info, caps));
+  gst_caps_unref(caps);
+  std::vector<guint8> bytes(GST_VIDEO_INFO_SIZE(&info), 0xEE);  // stride padding is garbage
+  const int c = GST_VIDEO_INFO_COMP_PSTRIDE(&info, 0), stride = GST_VIDEO_INFO_PLANE_STRIDE(&info, 0);
+  for (int y = 0; y < GST_VIDEO_INFO_HEIGHT(&info); ++y)
+    for (int x = 0; x < GST_VIDEO_INFO_WIDTH(&info); ++x)
+      for (int ch = 0; ch < c; ++ch) bytes[y * stride + x * c + ch] = pixel(x, y, ch);
+  return buffer_of(bytes, pts, GST_SECOND / 30);
+}
+
+template <class T>
+std::vector<T> values(GstBuffer* b) {
+  std::vector<T> v(gst_buffer_get_size(b) / sizeof(T));
+  gst_buffer_extract(b, 0, v.data(), v.size() * sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+TEST(JobConvert, Gray8ToScaledFloatNCHW) {
+  // width 3 => rows padded to 4 bytes: the padding must not leak in.
+  const char* caps = "video/x-raw,format=GRAY8,width=3,height=2,framerate=30/1";
+  Harness t("jobconvert");
+  gst_harness_set_src_caps_str(t.h, caps);
+  auto px = [](int x, int y, int) { return static_cast<guint8>(y * 100 + x * 7 + 1); };
+  ASSERT_EQ(gst_harness_push(t.h, video_frame(caps, px, 5 * GST_SECOND)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(t.field("dimensions"), "3:2:1:1");
+  EXPECT_EQ(t.field("types"), "float32");
+  EXPECT_EQ(t.field("framerate"), "30/1");
+  EXPECT_EQ(GST_BUFFER_PTS(out), 5 * GST_SECOND);
+  EXPECT_EQ(gst_buffer_n_memory(out), 1u);
+  const auto v = values<float>(out);
+  ASSERT_EQ(v.size(), 6u);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x) EXPECT_FLOAT_EQ(v[y * 3 + x], px(x, y, 0) / 255.0f) << x << "," << y;
+  gst_buffer_unref(out);
+}
+
+TEST(JobConvert, RgbLayouts) {
+  const char* caps = "video/x-raw,format=RGB,width=2,height=2,framerate=30/1";
+  auto px = [](int x, int y, int c) { return static_cast<guint8>(100 * c + 10 * y + x); };
+  for (const char* layout : {"nchw", "nhwc"}) {
+    Harness t((std::string("jobconvert scale=1 layout=") + layout).c_str());
+    gst_harness_set_src_caps_str(t.h, caps);
+    ASSERT_EQ(gst_harness_push(t.h, video_frame(caps, px)), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(t.h);
+    const auto v = values<float>(out);
+    ASSERT_EQ(v.size(), 12u);
+    const bool nchw = std::string(layout) == "nchw";
+    EXPECT_EQ(t.field("dimensions"), nchw ? "2:2:3:1" : "3:2:2:1");
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 2; ++y)
+        for (int x = 0; x < 2; ++x) {
+          const size_t i = nchw ? (c * 2 + y) * 2 + x : (y * 2 + x) * 3 + c;
+          EXPECT_EQ(v[i], px(x, y, c)) << layout << " c" << c << " y" << y << " x" << x;
+        }
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, MeanStdPerChannel) {
+  const char* caps = "video/x-raw,format=BGR,width=1,height=1,framerate=30/1";
+  Harness t("jobconvert mean=0.5,0.25,0 std=0.5,0.25,2");
+  gst_harness_set_src_caps_str(t.h, caps);
+  const guint8 bgr[3] = {255, 51, 102};
+  ASSERT_EQ(gst_harness_push(t.h, video_frame(caps, [&](int, int, int c) { return bgr[c]; })), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  const auto v = values<float>(out);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_FLOAT_EQ(v[0], (1.0f - 0.5f) / 0.5f);
+  EXPECT_FLOAT_EQ(v[1], (0.2f - 0.25f) / 0.25f);
+  EXPECT_FLOAT_EQ(v[2], (0.4f - 0.0f) / 2.0f);
+  gst_buffer_unref(out);
+}
+
+TEST(JobConvert, Uint8PassthroughTransposes) {
+  const char* caps = "video/x-raw,format=RGBA,width=2,height=1,framerate=30/1";
+  Harness t("jobconvert dtype=uint8");
+  gst_harness_set_src_caps_str(t.h, caps);
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of({1, 2, 3, 4, 5, 6, 7, 8}, 0)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  EXPECT_EQ(t.field("types"), "uint8");
+  EXPECT_EQ(t.field("dimensions"), "2:1:4:1");
+  EXPECT_EQ(values<guint8>(out), (std::vector<guint8>{1, 5, 2, 6, 3, 7, 4, 8}));
+  gst_buffer_unref(out);
+}
+
+TEST(JobConvert, FramesPerTensorBatchesAndAddsLatency) {
+  const char* caps = "video/x-raw,format=GRAY8,width=2,height=1,framerate=30/1";
+  Harness t("jobconvert frames-per-tensor=2 scale=1");
+  gst_harness_set_src_caps_str(t.h, caps);
+  const GstClockTime d = GST_SECOND / 30;
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of({1, 2, 0, 0}, 0, d)), GST_FLOW_OK);
+  EXPECT_EQ(gst_harness_buffers_in_queue(t.h), 0u);
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of({3, 4, 0, 0}, d, d)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  EXPECT_EQ(t.field("dimensions"), "2:1:1:2");
+  EXPECT_EQ(t.field("framerate"), "15/1");
+  EXPECT_EQ(values<float>(out), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(GST_BUFFER_PTS(out), 0u);
+  EXPECT_EQ(GST_BUFFER_DURATION(out), 2 * d);
+  gst_buffer_unref(out);
+
+  gst_harness_set_upstream_latency(t.h, 10 * GST_MSECOND);
+  GstQuery* q = gst_query_new_latency();
+  ASSERT_TRUE(gst_pad_peer_query(t.h->sinkpad, q));
+  GstClockTime min, max;
+  gst_query_parse_latency(q, nullptr, &min, &max);
+  EXPECT_EQ(min, 10 * GST_MSECOND + gst_util_uint64_scale_int(GST_SECOND, 1, 30));
+  gst_query_unref(q);
+
+  // An incomplete tensor at EOS is dropped.
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of({5, 6, 0, 0}, 2 * d, d)), GST_FLOW_OK);
+  ASSERT_TRUE(gst_harness_push_event(t.h, gst_event_new_eos()));
+  EXPECT_EQ(gst_harness_try_pull(t.h), nullptr);
+}
+
+TEST(JobConvert, AudioS16Planar) {
+  Harness t("jobconvert frames-per-tensor=2");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=S16LE,layout=interleaved,rate=8000,channels=2");
+  // 3 audio frames (L, R): (16384, -32768), (0, 8192), (-16384, 32767)
+  const gint16 s[] = {16384, -32768, 0, 8192, -16384, 32767, 1, 2};
+  std::vector<guint8> bytes(sizeof s);
+  std::memcpy(bytes.data(), s, sizeof s);
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of(std::vector<guint8>(bytes.begin(), bytes.begin() + 12), 0)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  EXPECT_EQ(t.field("dimensions"), "2:2");  // (C, F) innermost first
+  EXPECT_EQ(t.field("framerate"), "4000/1");
+  EXPECT_EQ(values<float>(out), (std::vector<float>{0.5f, 0.0f, -1.0f, 0.25f}));
+  EXPECT_EQ(GST_BUFFER_PTS(out), 0u);
+  gst_buffer_unref(out);
+  // The third frame waits for a fourth; the second tensor's pts is frame 2's.
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of(std::vector<guint8>(bytes.begin() + 12, bytes.end()),
+                                            gst_util_uint64_scale_int(GST_SECOND, 3, 8000))),
+            GST_FLOW_OK);
+  out = gst_harness_pull(t.h);
+  EXPECT_EQ(GST_BUFFER_PTS(out), gst_util_uint64_scale_int(GST_SECOND, 2, 8000));
+  EXPECT_EQ(values<float>(out), (std::vector<float>{-0.5f, 1 / 32768.0f, 32767 / 32768.0f, 2 / 32768.0f}));
+  gst_buffer_unref(out);
+}
+
+TEST(JobConvert, OctetStreamWithDeclaredDims) {
+  Harness t("jobconvert input-dims=3:2 input-type=uint8 scale=0.5");
+  gst_harness_set_src_caps_str(t.h, "application/octet-stream");
+  // 1.5 units in the first buffer: the adapter re-chunks.
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of({2, 4, 6, 8, 10, 12, 14, 16, 18}, 0)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  EXPECT_EQ(t.field("dimensions"), "3:2");
+  EXPECT_EQ(values<float>(out), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  gst_buffer_unref(out);
+  EXPECT_EQ(gst_harness_try_pull(t.h), nullptr);
+}
+
+TEST(JobConvert, RefusesUnsupportedCaps) {
+  Harness t("jobconvert");
+  GstPad* sink = gst_element_get_static_pad(t.element(), "sink");
+  for (const char* ok : {"video/x-raw,format=GRAY8,width=28,height=28,framerate=0/1",
+                         "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1",
+                         "application/octet-stream"}) {
+    GstCaps* c = gst_caps_from_string(ok);
+    EXPECT_TRUE(gst_pad_query_accept_caps(sink, c)) << ok;
+    gst_caps_unref(c);
+  }
+  for (const char* bad : {"video/x-raw,format=NV12,width=28,height=28,framerate=0/1",
+                          "audio/x-raw,format=S32LE,layout=interleaved,rate=16000,channels=1",
+                          "other/tensors,format=static"}) {
+    GstCaps* c = gst_caps_from_string(bad);
+    EXPECT_FALSE(gst_pad_query_accept_caps(sink, c)) << bad;
+    gst_caps_unref(c);
+  }
+  gst_object_unref(sink);
+}
+
+TEST(JobConvert, PropertyConflictsPostErrorsNamingTheProperty) {
+  {
+    Harness t("jobconvert dtype=uint8");
+    gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=S16LE,layout=interleaved,rate=8000,channels=1");
+    EXPECT_EQ(gst_harness_push(t.h, buffer_of({0, 0})), GST_FLOW_NOT_NEGOTIATED);
+    GError* e = t.error();
+    ASSERT_NE(e, nullptr);
+    EXPECT_TRUE(g_error_matches(e, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+    EXPECT_NE(std::string(e->message).find("'dtype'"), std::string::npos) << e->message;
+    g_error_free(e);
+  }
+  {
+    Harness t("jobconvert");
+    gst_harness_set_src_caps_str(t.h, "application/octet-stream");
+    GError* e = t.error();
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE(std::string(e->message).find("'input-dims'"), std::string::npos) << e->message;
+    g_error_free(e);
+  }
+  {
+    Harness t("jobconvert mean=0.1,0.2");
+    gst_harness_set_src_caps_str(t.h, "video/x-raw,format=RGB,width=2,height=2,framerate=0/1");
+    GError* e = t.error();
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE(std::string(e->message).find("'mean'"), std::string::npos) << e->message;
+    g_error_free(e);
+  }
+}
+
+TEST(JobConvert, InvalidSettingFailsStateChange) {
+  GstElement* e = gst_element_factory_make("jobconvert", nullptr);
+  ASSERT_NE(e, nullptr);
+  GstBus* bus = gst_bus_new();
+  gst_element_set_bus(e, bus);
+  g_object_set(e, "std", "1,zero", nullptr);
+  EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  ASSERT_NE(m, nullptr);
+  GError* err = nullptr;
+  gst_message_parse_error(m, &err, nullptr);
+  EXPECT_TRUE(g_error_matches(err, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
+  EXPECT_NE(std::string(err->message).find("'std'"), std::string::npos) << err->message;
+  EXPECT_NE(std::string(err->message).find("1,zero"), std::string::npos) << err->message;
+  g_error_free(err);
+  gst_message_unref(m);
+  gst_element_set_state(e, GST_STATE_NULL);
+  gst_bus_set_flushing(bus, TRUE);
+  gst_object_unref(bus);
+  gst_object_unref(e);
+}
