@@ -11,24 +11,11 @@
 #include <vector>
 
 #include "gstjobdecode.h"
+#include "static_element_env.h"
 
 namespace {
 
-gboolean register_elements(GstPlugin* plugin) { return jobflow_register_jobdecode(plugin); }
-
-class GstEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_setenv("GST_REGISTRY_DISABLE", "yes", TRUE);
-    g_setenv("GST_PLUGIN_SYSTEM_PATH_1_0", "", TRUE);
-    g_setenv("GST_PLUGIN_PATH_1_0", "", TRUE);
-    gst_init(nullptr, nullptr);
-    g_log_set_always_fatal(static_cast<GLogLevelFlags>(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING));
-    ASSERT_TRUE(gst_plugin_register_static(GST_VERSION_MAJOR, GST_VERSION_MINOR, "jobflowtest", "test registration",
-                                           register_elements, "0.1", "LGPL", "jobflow", "jobflow", "jobflow"));
-  }
-};
-const auto* const env = ::testing::AddGlobalTestEnvironment(new GstEnvironment);
+JOBFLOW_STATIC_ELEMENT_TEST_ENV(jobflow_register_jobdecode);
 
 class JobDecode : public ::testing::Test {
  protected:
