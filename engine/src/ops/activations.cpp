@@ -22,164 +22,17 @@
 #include <type_traits>
 
 #include "jobflow/ops.h"
+#include "cpu/broadcast.h"
 #include "kernel_util.h"
 #include "ops_internal.h"
 
 namespace jobflow {
 namespace {
 
-// Fixed index arrays, so eval_cpu never allocates; infer() rejects higher ranks.
-constexpr int kMaxRank = 16;
-// Long rows are cut into pieces of this many elements so that one huge row
-// (e.g. a (1, 10^6) x (1,) broadcast) still spreads over the threads.
-constexpr int64_t kPiece = 1 << 14;
-
-void check_rank(const char* op, const Shape& s) {
-  if (s.size() > static_cast<size_t>(kMaxRank))
-    op_error(op, "rank " + std::to_string(s.size()) + " of " + shape_str(s) + " exceeds the supported maximum of " +
-                     std::to_string(kMaxRank));
-}
-
-// numpy's result shape of broadcasting a with b; names both on mismatch.
-Shape broadcast_result(const char* op, const Shape& a, const Shape& b) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r, 1);
-  for (size_t k = 0; k < r; ++k) {  // k counts from the last dim
-    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
-    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    if (da != db && da != 1 && db != 1)
-      op_error(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot broadcast (dim " +
-                       std::to_string(static_cast<int64_t>(r - 1 - k)) + ": " + std::to_string(da) + " vs " +
-                       std::to_string(db) + ")");
-    out[r - 1 - k] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// Collapsed view of out = f(a, b): `nd` dims (outermost first) and each
-// operand's element stride along them (0 where it is broadcast).
-struct BView {
-  int nd = 0;
-  int64_t dim[kMaxRank];
-  int64_t sa[kMaxRank];
-  int64_t sb[kMaxRank];
-};
-
-BView broadcast_view(const Shape& out, const Shape& a, const Shape& b) {
-  const int r = static_cast<int>(out.size());
-  BView v;
-  // Walk from the innermost dim outwards so the running contiguous strides of
-  // a and b are known; build the view reversed and flip it at the end.
-  int64_t ca = 1, cb = 1;  // contiguous stride of the next dim of a / b
-  int64_t rd[kMaxRank], ra[kMaxRank], rb[kMaxRank];
-  int n = 0;
-  for (int i = r - 1; i >= 0; --i) {
-    const int ia = i - (r - static_cast<int>(a.size())), ib = i - (r - static_cast<int>(b.size()));
-    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (out[i] == 1) continue;  // no index to walk
-    const int64_t sa = da == 1 ? 0 : ca, sb = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
-    // Merge with the inner neighbour when stepping this dim once equals
-    // stepping the neighbour through its whole extent, for both operands.
-    if (n > 0 && sa == ra[n - 1] * rd[n - 1] && sb == rb[n - 1] * rd[n - 1]) {
-      rd[n - 1] *= out[i];
-    } else {
-      rd[n] = out[i], ra[n] = sa, rb[n] = sb;
-      ++n;
-    }
-  }
-  if (n == 0) rd[0] = 1, ra[0] = rb[0] = 0, n = 1;  // a single element
-  v.nd = n;
-  for (int k = 0; k < n; ++k) v.dim[k] = rd[n - 1 - k], v.sa[k] = ra[n - 1 - k], v.sb[k] = rb[n - 1 - k];
-  return v;
-}
-
-// Calls row(offset_a, offset_b, offset_out, len) for pieces of the view's
-// innermost rows, in parallel for big outputs. Each call is a contiguous
-// output range whose operands advance by v.sa/v.sb[nd-1] per element.
-template <class Row>
-void for_rows(const BView& v, int64_t n, Row row) {
-  const int last = v.nd - 1;
-  const int64_t inner = v.dim[last], piece = std::min(inner, kPiece);
-  const int64_t pieces = (inner + piece - 1) / piece, tasks = (n / inner) * pieces;
-#pragma omp parallel for if (n > kern::kParallelGrain)
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t q = t / pieces, oa = 0, ob = 0;
-    const int64_t j0 = (t % pieces) * piece, out_off = q * inner + j0;
-    for (int d = last - 1; d >= 0; --d) {
-      const int64_t i = q % v.dim[d];
-      q /= v.dim[d];
-      oa += i * v.sa[d];
-      ob += i * v.sb[d];
-    }
-    row(oa + j0 * v.sa[last], ob + j0 * v.sb[last], out_off, std::min(piece, inner - j0));
-  }
-}
-
-// o[i] = f(a[i*sa], b[i*sb]) for one row. After collapsing, the inner strides
-// are (1, 1), (1, 0) or (0, 1); each gets a plain loop the compiler vectorizes.
-template <class T, class F>
-inline void row_apply(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t len, F f) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < len; ++i) o[i] = f(a[i], b[i]);
-  } else if (sb == 0) {
-    const T bv = *b;
-    for (int64_t i = 0; i < len; ++i) o[i] = f(a[i * sa], bv);
-  } else if (sa == 0) {
-    const T av = *a;
-    for (int64_t i = 0; i < len; ++i) o[i] = f(av, b[i * sb]);
-  } else {
-    for (int64_t i = 0; i < len; ++i) o[i] = f(a[i * sa], b[i * sb]);
-  }
-}
-
-// out = f(a, b) under broadcasting; flat loops when no index arithmetic is needed.
-template <class T, class F>
-void broadcast_binary(const Tensor& A, const Tensor& B, const Tensor& O, F f) {
-  const int64_t n = O.numel();
-  if (n == 0) return;
-  const T* a = static_cast<const T*>(A.raw());
-  const T* b = static_cast<const T*>(B.raw());
-  T* o = static_cast<T*>(O.raw());
-  const int64_t na = A.numel(), nb = B.numel();
-  if (na == n && nb == n) {  // equal shapes up to leading 1s: same layout
-#pragma omp parallel for if (n > kern::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-    return;
-  }
-  const BView v = broadcast_view(O.shape(), A.shape(), B.shape());
-  const int64_t ia = v.sa[v.nd - 1], ib = v.sb[v.nd - 1];
-  for_rows(v, n, [&](int64_t oa, int64_t ob, int64_t oo, int64_t len) {
-    row_apply(a + oa, ia, b + ob, ib, o + oo, len, f);
-  });
-}
-
-// out = d(g, a, b) with g in the output's shape (so it shares the output's
-// offsets) and a, b broadcast.
-template <class T, class F>
-void broadcast_ternary(const Tensor& G, const Tensor& A, const Tensor& B, const Tensor& O, F d) {
-  const int64_t n = O.numel();
-  if (n == 0) return;
-  const T* g = static_cast<const T*>(G.raw());
-  const T* a = static_cast<const T*>(A.raw());
-  const T* b = static_cast<const T*>(B.raw());
-  T* o = static_cast<T*>(O.raw());
-  if (A.numel() == n && B.numel() == n) {
-#pragma omp parallel for if (n > kern::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = d(g[i], a[i], b[i]);
-    return;
-  }
-  const BView v = broadcast_view(O.shape(), A.shape(), B.shape());
-  const int64_t ia = v.sa[v.nd - 1], ib = v.sb[v.nd - 1];
-  for_rows(v, n, [&](int64_t oa, int64_t ob, int64_t oo, int64_t len) {
-    const T* pa = a + oa;
-    const T* pb = b + ob;
-    const T* pg = g + oo;
-    T* po = o + oo;
-    for (int64_t i = 0; i < len; ++i) po[i] = d(pg[i], pa[i * ia], pb[i * ib]);
-  });
-}
+using kern::broadcast_binary;
+using kern::broadcast_ternary;
+using kern::check_rank;
+using kern::broadcast_shape;  // numpy broadcasting: cpu/broadcast.h
 
 // ===========================================================================
 // Unary activations
@@ -441,7 +294,7 @@ class Binary final : public Primitive {
     expect_same_dtype(name(), in[0], in[1]);
     check_rank(name(), in[0].shape);
     check_rank(name(), in[1].shape);
-    Shape out = broadcast_result(name(), in[0].shape, in[1].shape);
+    Shape out = broadcast_shape(name(), in[0].shape, in[1].shape);
     if (k_ == Bin::PRelu && out != in[0].shape)
       op_error(name(), "slope " + shape_str(in[1].shape) + " must broadcast to x " + shape_str(in[0].shape) +
                            " (it would make the output " + shape_str(out) + ")");
@@ -496,7 +349,7 @@ class BinaryDeriv final : public Primitive {
     expect_float(name(), in[0], "dy");
     expect_same_dtype(name(), in[0], in[1]);
     expect_same_dtype(name(), in[0], in[2]);
-    const Shape out = broadcast_result(name(), in[1].shape, in[2].shape);
+    const Shape out = broadcast_shape(name(), in[1].shape, in[2].shape);
     if (in[0].shape != out)
       op_error(name(), "dy " + spec_str(in[0]) + " must have the broadcast shape " + shape_str(out) + " of " +
                            shape_str(in[1].shape) + " and " + shape_str(in[2].shape));

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "jobflow/ops.h"
+#include "cpu/broadcast.h"
 #include "kernel_util.h"
 #include "ops_internal.h"
 
@@ -28,152 +29,9 @@ Blob equal_mask(Blob a, Blob b);
 
 namespace {
 
-// Kernels index collapsed shapes with fixed arrays so that eval_cpu never
-// allocates; infer() rejects anything of higher rank.
-constexpr int kMaxRank = 16;
-// Work items of the broadcast loop: long rows are cut into pieces of this
-// many elements so that a single huge row still spreads over the threads.
-constexpr int64_t kRowChunk = 1 << 14;
-
-void check_rank(const char* op, const Shape& s) {
-  if (s.size() > static_cast<size_t>(kMaxRank))
-    op_error(op, "rank " + std::to_string(s.size()) + " of " + shape_str(s) + " exceeds the supported maximum of " +
-                     std::to_string(kMaxRank));
-}
-
-// numpy broadcasting: align from the right; each pair of dims must be equal
-// or one of them 1.
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da == db || db == 1) out[i] = da;
-    else if (da == 1) out[i] = db;
-    else op_error(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot broadcast");
-  }
-  return out;
-}
-
-// The collapsed iteration space of out = f(a, b): element strides of each
-// operand per output dim, 0 where that operand is broadcast.
-struct Bcast {
-  int nd = 0;
-  int64_t dim[kMaxRank];
-  int64_t sa[kMaxRank];
-  int64_t sb[kMaxRank];
-};
-
-// Contiguous strides of `s` aligned to the last `r` dims of the output,
-// 0 for dims that `s` lacks or has as 1.
-void aligned_strides(const Shape& s, int r, int64_t* st) {
-  int64_t acc = 1;
-  const int off = r - static_cast<int>(s.size());
-  for (int i = r - 1; i >= 0; --i) {
-    const int64_t d = i >= off ? s[i - off] : 1;
-    st[i] = d == 1 ? 0 : acc;
-    acc *= d;
-  }
-}
-
-Bcast make_bcast(const Shape& o, const Shape& a, const Shape& b) {
-  const int r = static_cast<int>(o.size());
-  int64_t ta[kMaxRank], tb[kMaxRank];
-  aligned_strides(a, r, ta);
-  aligned_strides(b, r, tb);
-  Bcast p;
-  for (int i = 0; i < r; ++i) {
-    if (o[i] == 1) continue;  // contributes no index
-    if (p.nd > 0 && p.sa[p.nd - 1] == ta[i] * o[i] && p.sb[p.nd - 1] == tb[i] * o[i]) {
-      // Dim i continues dim nd-1 in memory for both operands: merge.
-      p.dim[p.nd - 1] *= o[i];
-      p.sa[p.nd - 1] = ta[i];
-      p.sb[p.nd - 1] = tb[i];
-    } else {
-      p.dim[p.nd] = o[i];
-      p.sa[p.nd] = ta[i];
-      p.sb[p.nd] = tb[i];
-      ++p.nd;
-    }
-  }
-  if (p.nd == 0) {  // every dim is 1: a single element
-    p.nd = 1;
-    p.dim[0] = 1;
-    p.sa[0] = p.sb[0] = 0;
-  }
-  return p;
-}
-
-// One output row. Inner strides of contiguous inputs are 0 or 1, so the
-// first three branches are the ones that run; each is a plain vectorizable
-// loop.
-template <class T, class F>
-inline void bin_row(const T* a, int64_t sa, const T* b, int64_t sb, T* o, int64_t n, F f) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (sa == 1 && sb == 0) {
-    const T bv = *b;
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
-  } else if (sa == 0 && sb == 1) {
-    const T av = *a;
-    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
-  }
-}
-
-template <class T, class F>
-void binary_kernel(const Tensor& A, const Tensor& B, const Tensor& O, F f) {
-  const int64_t n = O.numel();
-  if (n == 0) return;
-  const T* a = static_cast<const T*>(A.raw());
-  const T* b = static_cast<const T*>(B.raw());
-  T* o = static_cast<T*>(O.raw());
-  const int64_t na = A.numel(), nb = B.numel();
-  // An operand with as many elements as the output broadcasts to it only if
-  // the shapes agree up to leading 1s, i.e. the memory layout is the same.
-  if (na == n && nb == n) {
-#pragma omp parallel for if (n > kern::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-    return;
-  }
-  if (nb == 1 && na == n) {
-    const T bv = *b;
-#pragma omp parallel for if (n > kern::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
-    return;
-  }
-  if (na == 1 && nb == n) {
-    const T av = *a;
-#pragma omp parallel for if (n > kern::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
-    return;
-  }
-  const Bcast p = make_bcast(O.shape(), A.shape(), B.shape());
-  const int last = p.nd - 1;
-  const int64_t inner = p.dim[last];
-  const int64_t rows = n / inner;
-  const int64_t chunk = std::min(inner, kRowChunk);
-  const int64_t pieces = (inner + chunk - 1) / chunk;
-  const int64_t tasks = rows * pieces;
-#pragma omp parallel for if (n > kern::kParallelGrain)
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t row = t / pieces;
-    const int64_t j0 = (t % pieces) * chunk;
-    const int64_t out_off = row * inner + j0;
-    // Offsets of this row in each operand: one decomposition per work item.
-    int64_t oa = 0, ob = 0;
-    for (int d = last - 1; d >= 0; --d) {
-      const int64_t idx = row % p.dim[d];
-      row /= p.dim[d];
-      oa += idx * p.sa[d];
-      ob += idx * p.sb[d];
-    }
-    bin_row(a + oa + j0 * p.sa[last], p.sa[last], b + ob + j0 * p.sb[last], p.sb[last], o + out_off,
-            std::min(chunk, inner - j0), f);
-  }
-}
+// numpy broadcasting and its kernels: cpu/broadcast.h.
+using kern::broadcast_binary;
+using kern::check_rank;
 
 template <class T, class F>
 void unary_kernel(const Tensor& X, const Tensor& Y, F f) {
@@ -206,24 +64,24 @@ class Binary final : public Primitive {
     expect_same_dtype(name(), in[0], in[1]);
     check_rank(name(), in[0].shape);
     check_rank(name(), in[1].shape);
-    return {{broadcast_shapes(name(), in[0].shape, in[1].shape), in[0].dtype}};
+    return {{kern::broadcast_shape(name(), in[0].shape, in[1].shape), in[0].dtype}};
   }
 
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     kern::dispatch_all(in[0].dtype(), [&](auto z) {
       using T = decltype(z);
       switch (op_) {
-        case BinOp::Add: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a + b); }); break;
-        case BinOp::Sub: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a - b); }); break;
-        case BinOp::Mul: binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return T(a * b); }); break;
+        case BinOp::Add: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a + b); }); break;
+        case BinOp::Sub: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a - b); }); break;
+        case BinOp::Mul: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a * b); }); break;
         case BinOp::Div:
           if constexpr (std::is_floating_point_v<T>)
-            binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return a / b; });
+            broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return a / b; });
           else  // integer division by zero would trap: define it as 0
-            binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return b == 0 ? T(0) : T(a / b); });
+            broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return b == 0 ? T(0) : T(a / b); });
           break;
         case BinOp::EqMask:
-          binary_kernel<T>(in[0], in[1], out[0], [](T a, T b) { return a == b ? T(1) : T(0); });
+          broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return a == b ? T(1) : T(0); });
           break;
       }
     });
@@ -286,13 +144,13 @@ class ActGrad final : public Primitive {
       using T = decltype(z);
       switch (act_) {
         case UnOp::Relu:
-          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return y > T(0) ? g : T(0); });
+          broadcast_binary<T>(in[0], in[1], out[0], [](T g, T y) { return y > T(0) ? g : T(0); });
           break;
         case UnOp::Sigmoid:
-          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return g * y * (T(1) - y); });
+          broadcast_binary<T>(in[0], in[1], out[0], [](T g, T y) { return g * y * (T(1) - y); });
           break;
         default:
-          binary_kernel<T>(in[0], in[1], out[0], [](T g, T y) { return g * (T(1) - y * y); });
+          broadcast_binary<T>(in[0], in[1], out[0], [](T g, T y) { return g * (T(1) - y * y); });
           break;
       }
     });

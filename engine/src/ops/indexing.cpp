@@ -19,7 +19,7 @@
 namespace jobflow {
 namespace {
 
-constexpr int kMaxRank = 16;
+using kern::kMaxRank;
 // Scatter-add tasks cover this many elements of a row, so that a gradient of
 // a gather with few outer slices still spreads over the threads.
 constexpr int64_t kScatterBlock = 1024;

@@ -27,15 +27,10 @@
 namespace jobflow {
 namespace {
 
-constexpr int kMaxRank = 16;  // fixed index arrays: eval_cpu does not allocate
+using kern::check_rank;
+using kern::kMaxRank;
 constexpr int64_t kColBlock = 256;  // outputs per stack accumulator block
 constexpr int kMaxThreads = 256;    // partial sums of the full reduction
-
-void check_rank(const char* op, const Shape& s) {
-  if (s.size() > static_cast<size_t>(kMaxRank))
-    op_error(op, "rank " + std::to_string(s.size()) + " of " + shape_str(s) + " exceeds the supported maximum of " +
-                     std::to_string(kMaxRank));
-}
 
 enum class RedOp { Sum, Mean, Max, SumTo };
 

@@ -10,7 +10,7 @@
 namespace jobflow {
 namespace {
 
-constexpr int kMaxRank = 16;   // fixed index arrays: eval_cpu does not allocate
+using kern::kMaxRank;
 constexpr int64_t kTile = 32;  // transpose tile edge (elements)
 
 std::string ints_str(const std::vector<int>& v) {
