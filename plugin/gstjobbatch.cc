@@ -207,12 +207,7 @@ enum { PROP_B_0, PROP_B_BATCH_SIZE, PROP_B_MAX_LATENCY };
 
 /* Copies the settings; the lock is released even if the copy throws. */
 BatchSettings batch_settings(JobflowBatch* self) {
-  struct Locker {
-    GMutex* m;
-    ~Locker() { g_mutex_unlock(m); }
-  };
-  g_mutex_lock(&self->settings_lock);
-  Locker unlock_at_exit{&self->settings_lock};
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);  // unlocks on return or throw
   return *self->settings;
 }
 

@@ -82,12 +82,7 @@ namespace {
 
 /* Copies the settings; the lock is released even if the copy throws. */
 Settings settings_copy(JobflowDecode* self) {
-  struct Locker {
-    GMutex* m;
-    ~Locker() { g_mutex_unlock(m); }
-  };
-  g_mutex_lock(&self->lock);
-  Locker unlock_at_exit{&self->lock};
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->lock);  // unlocks on return or throw
   return *self->settings;
 }
 
