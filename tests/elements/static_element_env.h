@@ -4,8 +4,11 @@
 //   JOBFLOW_STATIC_ELEMENT_TEST_ENV(jobflow_register_jobconvert);
 #pragma once
 
+#include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace jobflow::test {
 
@@ -25,6 +28,23 @@ class StaticElementEnv : public ::testing::Environment {
  private:
   GstPluginInitFunc reg_;
 };
+
+// A field of the caps on the harness's sink pad as text ("" when absent).
+inline std::string caps_field(GstHarness* h, const char* name) {
+  GstCaps* caps = gst_pad_get_current_caps(h->sinkpad);
+  if (!caps) return "";
+  const GstStructure* s = gst_caps_get_structure(caps, 0);
+  std::string v;
+  if (const gchar* str = gst_structure_get_string(s, name)) {
+    v = str;
+  } else if (gst_structure_has_field(s, name)) {
+    gchar* t = gst_value_serialize(gst_structure_get_value(s, name));
+    v = t;
+    g_free(t);
+  }
+  gst_caps_unref(caps);
+  return v;
+}
 
 }  // namespace jobflow::test
 

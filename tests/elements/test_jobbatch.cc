@@ -45,21 +45,7 @@ std::vector<T> tensor(GstBuffer* b, guint index) {
   return v;
 }
 
-std::string caps_field(GstHarness* h, const char* name) {
-  GstCaps* caps = gst_pad_get_current_caps(h->sinkpad);
-  if (!caps) return "";
-  const GstStructure* s = gst_caps_get_structure(caps, 0);
-  std::string v;
-  if (const gchar* str = gst_structure_get_string(s, name)) {
-    v = str;
-  } else if (gst_structure_has_field(s, name)) {
-    gchar* t = gst_value_serialize(gst_structure_get_value(s, name));
-    v = t;
-    g_free(t);
-  }
-  gst_caps_unref(caps);
-  return v;
-}
+using jobflow::test::caps_field;
 
 std::string dims(std::initializer_list<jobflow::Shape> shapes) {
   std::string s;

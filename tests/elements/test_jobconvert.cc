@@ -34,21 +34,7 @@ struct Harness {
     return e;
   }
   // Output caps field as a string ("" when absent).
-  std::string field(const char* name) {
-    GstCaps* caps = gst_pad_get_current_caps(h->sinkpad);
-    if (!caps) return "";
-    const GstStructure* s = gst_caps_get_structure(caps, 0);
-    std::string v;
-    if (const gchar* str = gst_structure_get_string(s, name)) {
-      v = str;
-    } else if (gst_structure_has_field(s, name)) {
-      gchar* t = gst_value_serialize(gst_structure_get_value(s, name));
-      v = t;
-      g_free(t);
-    }
-    gst_caps_unref(caps);
-    return v;
-  }
+  std::string field(const char* name) { return jobflow::test::caps_field(h, name); }
   // The first error on the bus, or null.
   GError* error() {
     GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
