@@ -61,6 +61,7 @@ struct CallState {
   bool finished = false;
   bool abandoned = false;  // async: the Callbacker died without a callback
   CompiledJob::Done done;  // async: set by attach()
+  CompiledJob::Finished finished_cb;  // async via submit(): gets the error too
   CompiledJob* job = nullptr;
   std::condition_variable cv;  // sync waiters
 };
@@ -126,7 +127,8 @@ void CompiledJob::rethrow_pending() {
 
 // Checks the inputs, waits for a free slot (backpressure) and queues the
 // call. Returns with `lk` holding the job's lock.
-std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk) {
+std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
+                                                Finished finished) {
   if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
     throw Error("[" + sig_.job_name + "] called from its own callback: the call could wait for a slot that only this "
                 "callback frees; call the job from another thread");
@@ -135,6 +137,7 @@ std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool
   c->inputs = std::move(inputs);
   c->sync = sync;
   c->job = this;
+  c->finished_cb = std::move(finished);  // set before the call is queued: it may fail at once
   lk = std::unique_lock<std::mutex>(mu_);
   rethrow_pending();
   ++blocked_;
@@ -160,6 +163,12 @@ CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
 }
 
 void CompiledJob::run_async(std::vector<Tensor> inputs, Done done) { attach(launch(std::move(inputs)), std::move(done)); }
+
+void CompiledJob::submit(std::vector<Tensor> inputs, Finished finished) {
+  if (!finished) throw Error("[" + sig_.job_name + "] submit() needs a completion function");
+  std::unique_lock<std::mutex> lk;
+  enqueue(std::move(inputs), false, lk, std::move(finished));
+}
 
 void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
   CompiledJob* j = c->job;
@@ -251,7 +260,7 @@ void CompiledJob::callback_loop() {
     cv_deliver_.wait(lk, [&] {
       if (!delivery_.empty()) {
         auto& c = delivery_.front();
-        if (c->done || c->abandoned || c->error) return true;
+        if (c->done || c->finished_cb || c->abandoned || c->error) return true;
       }
       return stopping_ && delivery_.empty();
     });
@@ -259,11 +268,19 @@ void CompiledJob::callback_loop() {
     std::shared_ptr<CallState> c = delivery_.front();
     delivery_.pop_front();
     Done done = std::move(c->done);
+    Finished finished_cb = std::move(c->finished_cb);
     std::exception_ptr err = c->error;
     std::vector<Tensor> result = std::move(c->result);
     lk.unlock();
     std::exception_ptr cb_err;
-    if (!err && done && !c->abandoned) {
+    if (finished_cb) {
+      try {
+        finished_cb(std::move(result), err);
+      } catch (...) {
+        cb_err = std::current_exception();
+      }
+      err = nullptr;  // handed to the caller
+    } else if (!err && done && !c->abandoned) {
       try {
         done(std::move(result));
       } catch (...) {

@@ -200,6 +200,50 @@ TEST_F(JobRules, AsyncErrorIsRethrownAtSync) {
   EXPECT_EQ(ok, 1);
 }
 
+TEST_F(JobRules, SubmitDeliversResultsAndErrorsInCallOrder) {
+  // What the GStreamer element uses: every call ends in its completion,
+  // with the result or with its own error, and nothing is left for sync().
+  auto job = flow::global_function(
+      flow::Predict, {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2}, flow::Int32)},
+      [](Blob logits, Blob labels) -> flow::Numpy {
+        return flow::nn::sparse_softmax_cross_entropy_with_logits(labels, logits);
+      });
+  auto& impl = *job.compiled();
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto labels = [](int a, int b) {
+    Tensor t({2}, flow::Int32);
+    t.data<int32_t>()[0] = a;
+    t.data<int32_t>()[1] = b;
+    return t;
+  };
+  for (int i = 0; i < 6; ++i) {
+    const bool bad = i == 2 || i == 3;
+    impl.submit({iota({2, 3}), labels(bad ? 7 : 1, 0)}, [&, i](flow::CompiledJob::Result r, std::exception_ptr e) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          seen.push_back(std::to_string(i) + ":error:" + ex.what());
+        }
+      } else {
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].shape(), flow::Shape({2}));
+        seen.push_back(std::to_string(i) + ":ok");
+      }
+    });
+  }
+  EXPECT_NO_THROW(impl.sync());  // the errors went to their completions
+  ASSERT_EQ(seen.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(seen[i].substr(0, 2), std::to_string(i) + ":");
+  EXPECT_EQ(seen[0], "0:ok");
+  EXPECT_NE(seen[2].find(":error:"), std::string::npos) << seen[2];
+  EXPECT_NE(seen[2].find("out of range"), std::string::npos) << seen[2];
+  EXPECT_EQ(seen[5], "5:ok");
+  EXPECT_EQ(impl.steps_run(), 4);
+}
+
 namespace {
 auto make_linear_train(double momentum, const char* name) {
   return flow::global_function(

@@ -80,6 +80,9 @@ class CompiledJob {
  public:
   using Result = std::vector<Tensor>;
   using Done = std::function<void(Result)>;
+  // Called with the result, or with the call's error (then the result is
+  // empty); the error is the callee's to handle and is not kept for sync().
+  using Finished = std::function<void(Result, std::exception_ptr)>;
 
   // num_threads: OpenMP threads of the worker (0 = $JOBFLOW_NUM_THREADS or
   // OpenMP's default).
@@ -100,6 +103,10 @@ class CompiledJob {
   // Returns at once (or when a slot frees); `done` runs on the callback
   // thread, in call order. Inputs are held by reference until the step runs.
   void run_async(std::vector<Tensor> inputs, Done done);
+  // As run_async, but `finished` also receives the call's error, so a
+  // caller that waits for each result (the GStreamer element) is never left
+  // waiting for one that failed. Runs on the callback thread, in call order.
+  void submit(std::vector<Tensor> inputs, Finished finished);
   // Lower level: the result is delivered when `attach` is given a callback
   // or abandoned; used by Callback<T> where the callback comes after the call.
   std::shared_ptr<CallState> launch(std::vector<Tensor> inputs);
@@ -119,7 +126,8 @@ class CompiledJob {
   void set_steps_run(int64_t steps);
 
  private:
-  std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk);
+  std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
+                                     Finished finished = nullptr);
   void worker_loop();
   void callback_loop();
   void rethrow_pending();
