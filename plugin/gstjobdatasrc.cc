@@ -56,6 +56,7 @@ enum {
   PROP_SHUFFLE,
   PROP_SEED,
   PROP_NUM_SAMPLES,
+  PROP_LABELS,
 };
 
 struct Settings {
@@ -66,6 +67,7 @@ struct Settings {
   bool shuffle = kDefaultShuffle;
   guint64 seed = kDefaultSeed;
   guint64 num_samples = kDefaultNumSamples;
+  bool labels = true;  // stream the labels tensor too (predict jobs take images only)
 };
 
 /* Built in start(), dropped in stop(). */
@@ -157,6 +159,7 @@ static void jobflow_data_src_set_property(GObject* object, guint id, const GValu
     case PROP_SHUFFLE: s.shuffle = g_value_get_boolean(value); break;
     case PROP_SEED: s.seed = g_value_get_uint64(value); break;
     case PROP_NUM_SAMPLES: s.num_samples = g_value_get_uint64(value); break;
+    case PROP_LABELS: s.labels = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -174,6 +177,7 @@ static void jobflow_data_src_get_property(GObject* object, guint id, GValue* val
     case PROP_SHUFFLE: g_value_set_boolean(value, s.shuffle); break;
     case PROP_SEED: g_value_set_uint64(value, s.seed); break;
     case PROP_NUM_SAMPLES: g_value_set_uint64(value, s.num_samples); break;
+    case PROP_LABELS: g_value_set_boolean(value, s.labels); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -268,7 +272,8 @@ static bool load(JobflowDataSrc* self, State* st) {
   }
   st->per_epoch = st->n / B * B;
   st->total = st->per_epoch * static_cast<int64_t>(cfg.epochs);
-  st->specs = {TensorSpec{{B, 1, st->rows, st->cols}, DType::Float32}, TensorSpec{{B}, DType::Int32}};
+  st->specs = {TensorSpec{{B, 1, st->rows, st->cols}, DType::Float32}};
+  if (cfg.labels) st->specs.push_back(TensorSpec{{B}, DType::Int32});
   st->order_epoch = -1;
   st->order.clear();
   GST_INFO_OBJECT(self,
@@ -559,14 +564,18 @@ static GstFlowReturn create_impl(GstPushSrc* psrc, GstBuffer** out) {
 
   GstBuffer* buf = gst_buffer_new();
   gst_buffer_append_memory(buf, mi);
-  gst_buffer_append_memory(buf, ml);
+  if (st->cfg.labels)
+    gst_buffer_append_memory(buf, ml);
+  else
+    gst_memory_unref(ml);
   GST_BUFFER_PTS(buf) = pts;
   GST_BUFFER_DTS(buf) = pts;
   GST_BUFFER_DURATION(buf) = static_cast<GstClockTime>(B) * kSampleDuration;
   GST_BUFFER_OFFSET(buf) = static_cast<guint64>(first);
   GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(first + B);
   if (first == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
-  jobflow::gst::add_tensor_meta(buf, st->specs, {"images", "labels"});
+  jobflow::gst::add_tensor_meta(buf, st->specs, st->cfg.labels ? std::vector<std::string>{"images", "labels"}
+                                                                : std::vector<std::string>{"images"});
   {
     /* Seeks hold the stream lock, as create() does: no seek moved pos
      * since it was read above. The lock is for query readers. */
@@ -632,6 +641,11 @@ static void jobflow_data_src_class_init(JobflowDataSrcClass* klass) {
       g_param_spec_uint64("num-samples", "Number of samples",
                           "Use only the first N samples of the set (0 = all)", 0, G_MAXUINT64, kDefaultNumSamples,
                           flags));
+  g_object_class_install_property(
+      gobject_class, PROP_LABELS,
+      g_param_spec_boolean("labels", "Labels",
+                           "Stream the labels tensor after the images (false: images only, for predict jobs)", TRUE,
+                           flags));
 
   gst_element_class_set_static_metadata(element_class, "Jobflow data set source", "Source/Tensor",
                                         "Streams an IDX (MNIST-format) data set as batches of image and label "
