@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -95,6 +97,24 @@ class Exporter {
     const AttrValue* v = find_attr(a, k);
     if (!v || !std::holds_alternative<std::vector<int64_t>>(*v)) no_form(std::string("missing attribute ") + k);
     return std::get<std::vector<int64_t>>(*v);
+  }
+  std::string sattr(const Attrs& a, const char* k) const {
+    const AttrValue* v = find_attr(a, k);
+    if (!v || !std::holds_alternative<std::string>(*v)) no_form(std::string("missing attribute ") + k);
+    return std::get<std::string>(*v);
+  }
+  // Whether a parameter of an activation survives an ONNX float attribute
+  // (float32) exactly for the op's data: the engine's float32 kernels use
+  // the parameter as a float32 anyway; float64 kernels need every bit.
+  bool float_attr_exact(double v) const {
+    return in_spec(0).dtype != DType::Float64 || std::isnan(v) || static_cast<double>(static_cast<float>(v)) == v;
+  }
+  // No form when a float64 job's parameter is not a float32 (the loaded file
+  // would compute something else).
+  void check_param(const char* k, double v) const {
+    if (!float_attr_exact(v))
+      no_form(std::string("its ") + k + " = " + onnx_util::number_to_text(v) +
+              " is not exactly a float32 (the type of ONNX's attribute) and the data is float64");
   }
 
   NodeProto* add(const std::string& type, std::vector<std::string> inputs, std::vector<std::string> outputs,
@@ -217,6 +237,9 @@ class Exporter {
   void export_node(int index);
   void export_matmul(const Attrs& a);
   void export_conv(const Attrs& a);
+  void export_conv_transpose(const Attrs& a);
+  void export_activation(const std::string& op, const Attrs& a);
+  void export_clip(const Attrs& a);
   void add_metadata(::onnx::ModelProto& m);
 };
 
@@ -295,6 +318,102 @@ void Exporter::export_conv(const Attrs& a) {
   if (relu) add("Relu", {conv_out}, {y}, fresh(node_->name + "/relu"));
 }
 
+// conv_transpose2d -> ConvTranspose (same weight layout (C_in, C_out/group,
+// kh, kw) and attributes); a bias_add along the channels that only it reads
+// becomes the B input, as for Conv.
+void Exporter::export_conv_transpose(const Attrs& a) {
+  std::string y = out(0);
+  std::vector<std::string> ins{in(0), in(1)};
+  const int fold = foldable_bias_add(true);
+  if (fold >= 0) {
+    ins.push_back(names_[g_->nodes[fold].inputs[1]]);
+    folded_[fold] = 1;
+    y = names_[g_->nodes[fold].outputs[0]];
+  }
+  NodeProto* n = add("ConvTranspose", ins, {y}, node_->name);
+  const Shape& w = in_spec(1).shape;
+  set_ints(n, "kernel_shape", {w.at(2), w.at(3)});
+  set_ints(n, "strides", vattr(a, "strides"));
+  set_ints(n, "pads", vattr(a, "pads"));
+  set_ints(n, "dilations", vattr(a, "dilations"));
+  set_ints(n, "output_padding", vattr(a, "output_padding"));
+  set_int(n, "group", iattr(a, "group"));
+}
+
+// The parameterized activations of engine/src/ops/activations.cpp, each the
+// ONNX op of the same definition (the importer maps them back).
+void Exporter::export_activation(const std::string& op, const Attrs& a) {
+  const std::string& nm = node_->name;
+  const DType dt = in_spec(0).dtype;
+  if (op == "leaky_relu") {
+    const double alpha = dattr(a, "alpha");
+    if (float_attr_exact(alpha)) {
+      set_float(add("LeakyRelu", {in(0)}, {out(0)}, nm), "alpha", alpha);
+    } else {
+      // x >= 0 ? x : alpha x is PRelu with a scalar slope, which a float64
+      // tensor holds exactly.
+      add("PRelu", {in(0), constant(nm + "/alpha", scalar_of(dt, alpha))}, {out(0)}, nm);
+    }
+  } else if (op == "elu") {
+    check_param("alpha", dattr(a, "alpha"));
+    set_float(add("Elu", {in(0)}, {out(0)}, nm), "alpha", dattr(a, "alpha"));
+  } else if (op == "selu") {
+    const double alpha = dattr(a, "alpha"), gamma = dattr(a, "gamma");
+    check_param("alpha", alpha);
+    check_param("gamma", gamma);
+    NodeProto* n = add("Selu", {in(0)}, {out(0)}, nm);
+    set_float(n, "alpha", alpha);
+    set_float(n, "gamma", gamma);
+  } else if (op == "hard_sigmoid") {
+    const double alpha = dattr(a, "alpha"), beta = dattr(a, "beta");
+    if (float_attr_exact(alpha) && float_attr_exact(beta)) {
+      NodeProto* n = add("HardSigmoid", {in(0)}, {out(0)}, nm);
+      set_float(n, "alpha", alpha);
+      set_float(n, "beta", beta);
+    } else {
+      // min(max(alpha x + beta, 0), 1) with exact float64 constants: the
+      // same operations in the same order.
+      const std::string ax = fresh(nm + "/scaled"), axb = fresh(nm + "/shifted");
+      add("Mul", {in(0), constant(nm + "/alpha", scalar_of(dt, alpha))}, {ax}, ax);
+      add("Add", {ax, constant(nm + "/beta", scalar_of(dt, beta))}, {axb}, axb);
+      add("Clip", {axb, constant(nm + "/zero", scalar_of(dt, 0.0)), constant(nm + "/one", scalar_of(dt, 1.0))},
+          {out(0)}, nm);
+    }
+  } else {
+    no_form();
+  }
+}
+
+template <class T>
+Tensor int_bound(double v, bool upper) {
+  // As the engine's integer clip: rounded inwards, saturated to T's range.
+  constexpr T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+  const double r = upper ? std::floor(v) : std::ceil(v);
+  return Tensor::scalar<T>(r <= static_cast<double>(lo) ? lo : r >= static_cast<double>(hi) ? hi : static_cast<T>(r));
+}
+
+// clip -> Clip(x, min, max) with the bounds as scalars of x's dtype (inputs
+// since opset 11, so float64 bounds stay exact); an infinite bound is absent.
+void Exporter::export_clip(const Attrs& a) {
+  const DType dt = in_spec(0).dtype;
+  auto bound = [&](double v, bool upper) -> std::string {
+    if (std::isinf(v) && (v > 0) == upper) return "";
+    const std::string name = node_->name + (upper ? "/max" : "/min");
+    if (is_floating(dt)) return constant(name, scalar_of(dt, v));
+    if (std::isnan(v)) no_form("a NaN bound on integer data");
+    switch (dt) {
+      case DType::Int32: return constant(name, int_bound<int32_t>(v, upper));
+      case DType::Int64: return constant(name, int_bound<int64_t>(v, upper));
+      case DType::Int8: return constant(name, int_bound<int8_t>(v, upper));
+      case DType::UInt8: return constant(name, int_bound<uint8_t>(v, upper));
+      default: no_form(std::string("dtype ") + dtype_name(dt));
+    }
+  };
+  std::vector<std::string> ins{in(0), bound(dattr(a, "min"), false), bound(dattr(a, "max"), true)};
+  while (ins.back().empty()) ins.pop_back();
+  add("Clip", ins, {out(0)}, node_->name);
+}
+
 void Exporter::export_node(int index) {
   node_ = &g_->nodes[index];
   const std::string op = node_->op->name();
@@ -303,10 +422,13 @@ void Exporter::export_node(int index) {
   const bool train = def_.optimizer != nullptr && job_.signature().type == JobType::Train;
 
   static const std::map<std::string, std::string> unary = {
-      {"neg", "Neg"},   {"exp", "Exp"},         {"log", "Log"},   {"sqrt", "Sqrt"}, {"sigmoid", "Sigmoid"},
-      {"tanh", "Tanh"}, {"relu", "Relu"},       {"identity", "Identity"}};
+      {"neg", "Neg"},   {"exp", "Exp"},   {"log", "Log"},           {"sqrt", "Sqrt"},         {"sigmoid", "Sigmoid"},
+      {"tanh", "Tanh"}, {"relu", "Relu"}, {"identity", "Identity"}, {"softplus", "Softplus"}, {"softsign", "Softsign"}};
+  // Same dtypes, numpy broadcasting (Min/Max: NaN propagates, as the engine's
+  // minimum/maximum); prelu's slope broadcasts to x.
   static const std::map<std::string, std::string> binary = {
-      {"add", "Add"}, {"sub", "Sub"}, {"mul", "Mul"}, {"div", "Div"}};
+      {"add", "Add"}, {"sub", "Sub"},     {"mul", "Mul"},     {"div", "Div"},
+      {"pow", "Pow"}, {"minimum", "Min"}, {"maximum", "Max"}, {"prelu", "PRelu"}};
 
   if (auto it = unary.find(op); it != unary.end()) {
     add(it->second, {in(0)}, {out(0)}, nm);
@@ -353,6 +475,12 @@ void Exporter::export_node(int index) {
     if (relu) add("Relu", {sum}, {out(0)}, fresh(nm + "/relu"));
   } else if (op == "conv2d") {
     export_conv(a);
+  } else if (op == "conv_transpose2d") {
+    export_conv_transpose(a);
+  } else if (op == "leaky_relu" || op == "elu" || op == "selu" || op == "hard_sigmoid") {
+    export_activation(op, a);
+  } else if (op == "clip") {
+    export_clip(a);
   } else if (op == "max_pool2d" || op == "avg_pool2d") {
     only_first_output();
     NodeProto* n = add(op == "max_pool2d" ? "MaxPool" : "AveragePool", {in(0)}, {out(0)}, nm);
@@ -374,6 +502,26 @@ void Exporter::export_node(int index) {
         {in(0), int64_init(nm + "/starts", {start}), int64_init(nm + "/ends", {start + len}),
          int64_init(nm + "/axes", {axis})},
         {out(0)}, nm);
+  } else if (op == "strided_slice") {
+    // ONNX Slice itself (the engine's slice follows its clamping rules).
+    add("Slice",
+        {in(0), int64_init(nm + "/starts", vattr(a, "starts")), int64_init(nm + "/ends", vattr(a, "ends")),
+         int64_init(nm + "/axes", vattr(a, "axes")), int64_init(nm + "/steps", vattr(a, "steps"))},
+        {out(0)}, nm);
+  } else if (op == "gather") {
+    set_int(add("Gather", {in(0), in(1)}, {out(0)}, nm), "axis", iattr(a, "axis"));
+  } else if (op == "split") {
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < node_->outputs.size(); ++i) outs.push_back(out(static_cast<int>(i)));
+    set_int(add("Split", {in(0), int64_init(nm + "/split", vattr(a, "split"))}, outs, nm), "axis", iattr(a, "axis"));
+  } else if (op == "pad") {
+    const std::string mode = sattr(a, "mode");
+    std::vector<std::string> ins{in(0), int64_init(nm + "/pads", vattr(a, "pads"))};
+    const double value = dattr(a, "value");
+    // ONNX's default constant_value is 0 (+0.0).
+    if (mode == "constant" && (value != 0.0 || std::signbit(value)))
+      ins.push_back(constant(nm + "/value", scalar_of(in_spec(0).dtype, value)));
+    set_string(add("Pad", ins, {out(0)}, nm), "mode", mode);
   } else if (op == "constant") {
     const AttrValue* v = find_attr(a, "value");
     if (!v || !std::holds_alternative<Tensor>(*v)) no_form("missing attribute value");
@@ -381,12 +529,13 @@ void Exporter::export_node(int index) {
   } else if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max") {
     const std::vector<int64_t> axes = vattr(a, "axes");
     const bool keep = iattr(a, "keepdims");
-    if (op == "reduce_sum") {
+    const char* type = op == "reduce_sum" ? "ReduceSum" : op == "reduce_mean" ? "ReduceMean" : "ReduceMax";
+    if (op == "reduce_sum" || opts_.opset >= 18) {  // axes an input (ReduceSum-13; every Reduce* from 18)
       std::vector<std::string> ins{in(0)};
       if (!axes.empty()) ins.push_back(int64_init(nm + "/axes", axes));
-      set_int(add("ReduceSum", ins, {out(0)}, nm), "keepdims", keep);
+      set_int(add(type, ins, {out(0)}, nm), "keepdims", keep);
     } else {
-      NodeProto* n = add(op == "reduce_mean" ? "ReduceMean" : "ReduceMax", {in(0)}, {out(0)}, nm);
+      NodeProto* n = add(type, {in(0)}, {out(0)}, nm);
       if (!axes.empty()) set_ints(n, "axes", axes);
       set_int(n, "keepdims", keep);
     }

@@ -61,7 +61,16 @@ std::string node_label(const NodeProto& n, int index) {
 
 std::vector<int64_t> to_i64(const Tensor& t) {
   std::vector<int64_t> r(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) r[i] = static_cast<int64_t>(t.at(i));
+  if (t.dtype() == DType::Int64) {  // exactly: INT64_MAX ("to the end" of a Slice) is no double
+    std::copy_n(t.data<int64_t>(), t.numel(), r.begin());
+    return r;
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.at(i);  // integers below 2^53 exactly; floats saturate
+    r[i] = !(v > -9.2233720368547758e18) ? std::numeric_limits<int64_t>::min()
+           : v >= 9.2233720368547758e18  ? std::numeric_limits<int64_t>::max()
+                                         : static_cast<int64_t>(v);
+  }
   return r;
 }
 std::vector<double> to_f64(const Tensor& t) {
@@ -381,26 +390,6 @@ class Importer {
 
 Blob abs_(Blob x) { return add(nn::relu(x), nn::relu(neg(x))); }
 Blob scalar_blob(double v, DType dt) { return constant(scalar_like(v, dt)); }
-// max(a, b) = b + relu(a - b); min(a, b) = a - relu(a - b)
-Blob maximum_(Blob a, Blob b) { return add(b, nn::relu(sub(a, b))); }
-Blob minimum_(Blob a, Blob b) { return sub(a, nn::relu(sub(a, b))); }
-Blob clip_(Blob x, std::optional<double> lo, std::optional<double> hi) {
-  if (lo && hi) {
-    // lo + relu(x - lo) - relu(x - hi)
-    return add_scalar(sub(nn::relu(add_scalar(x, -*lo)), nn::relu(add_scalar(x, -*hi))), *lo);
-  }
-  if (lo) return add_scalar(nn::relu(add_scalar(x, -*lo)), *lo);
-  if (hi) return add_scalar(neg(nn::relu(neg(add_scalar(x, -*hi)))), *hi);
-  return identity(x);
-}
-Blob softplus_(Blob x) {
-  // relu(x) + log(1 + exp(-|x|)), stable for large |x|
-  return add(nn::relu(x), log(add_scalar(exp(neg(abs_(x))), 1.0)));
-}
-Blob elu_(Blob x, double alpha) {
-  // relu(x) + alpha * (exp(-relu(-x)) - 1)
-  return add(nn::relu(x), mul_scalar(add_scalar(exp(neg(nn::relu(neg(x)))), -1.0), alpha));
-}
 
 Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep) {
   Shape r;
@@ -454,21 +443,21 @@ void op_binary(Importer& I, int kind) {
     case 1: y = sub(a, b); break;
     case 2: y = mul(a, b); break;
     case 3: y = div(a, b); break;
-    case 4: y = maximum_(a, b); break;
-    case 5: y = minimum_(a, b); break;
+    case 4: y = jobflow::maximum(a, b); break;
+    case 5: y = jobflow::minimum(a, b); break;
   }
   I.out(0, y);
 }
 
 void op_variadic(Importer& I, int kind) {  // Sum, Mean, Max, Min
   Blob y = I.in(0);
-  if (kind >= 2 && y.dtype() == DType::UInt8) I.unsupported(I.node->op_type() + "(uint8)");
   for (int i = 1; i < I.nin(); ++i) {
     Blob b = I.in(i);
+    if (b.dtype() != y.dtype()) I.err("input dtypes differ: " + spec_str(y.spec()) + " and " + spec_str(b.spec()));
     switch (kind) {
       case 0: case 1: y = add(y, b); break;
-      case 2: y = maximum_(y, b); break;
-      case 3: y = minimum_(y, b); break;
+      case 2: y = jobflow::maximum(y, b); break;  // any dtype; NaN propagates
+      case 3: y = jobflow::minimum(y, b); break;
     }
   }
   if (kind == 1 && I.nin() > 1) y = mul_scalar(y, 1.0 / I.nin());
@@ -478,6 +467,21 @@ void op_variadic(Importer& I, int kind) {  // Sum, Mean, Max, Min
 
 void op_pow(Importer& I) {
   Blob a = I.in(0);
+  if (is_floating(a.dtype())) {
+    // The engine's pow: any exponent tensor (broadcast), known at run time or
+    // not. ONNX lets the exponent have another numeric type: it is cast to
+    // the base's.
+    bool ok;
+    broadcast_shapes(a.shape(), I.shape(1), &ok);
+    if (!ok) I.err("shapes " + shape_str(a.shape()) + " and " + shape_str(I.shape(1)) + " do not broadcast");
+    Blob b;
+    if (I.spec(1).dtype == a.dtype()) b = I.in(1);
+    else if (I.value(I.iname(1)).pure_const()) b = constant(I.cin(1).astype(a.dtype()));
+    else b = cast(I.in(1), a.dtype());
+    I.out(0, jobflow::pow(a, b));
+    return;
+  }
+  // Integer bases: the exponents that have exact integer forms.
   if (!I.is_const(1) || I.cin(1).numel() != 1) I.unsupported("Pow(non-scalar or runtime exponent)");
   const double e = I.cin(1).at(0);
   Blob y;
@@ -495,12 +499,10 @@ void op_pow(Importer& I) {
   I.out(0, y);
 }
 
-void op_leaky(Importer& I) {
-  Blob x = I.in(0);
-  const double alpha = I.attr_f("alpha", 0.01);
-  I.out(0, sub(nn::relu(x), mul_scalar(nn::relu(neg(x)), alpha)));
-}
-void op_elu(Importer& I) { I.out(0, elu_(I.in(0), I.attr_f("alpha", 1.0))); }
+// The activations map onto the engine's ops (engine/src/ops/activations.cpp),
+// as onnx::save writes them, so that a saved job loads back to the same ops.
+void op_leaky(Importer& I) { I.out(0, nn::leaky_relu(I.in(0), I.attr_f("alpha", 0.01))); }
+void op_elu(Importer& I) { I.out(0, nn::elu(I.in(0), I.attr_f("alpha", 1.0))); }
 void op_celu(Importer& I) {
   const double a = I.attr_f("alpha", 1.0);
   Blob x = I.in(0);
@@ -510,7 +512,7 @@ void op_celu(Importer& I) {
 void op_selu(Importer& I) {
   const double alpha = I.attr_f("alpha", 1.67326319217681884765625);
   const double gamma = I.attr_f("gamma", 1.05070102214813232421875);
-  I.out(0, mul_scalar(elu_(I.in(0), alpha), gamma));
+  I.out(0, nn::selu(I.in(0), alpha, gamma));
 }
 void op_prelu(Importer& I) {
   Blob x = I.in(0), s = I.in(1);
@@ -524,24 +526,20 @@ void op_prelu(Importer& I) {
     sh[0] = s.shape()[0];
     s = reshape(s, sh);
   }
-  I.out(0, sub(nn::relu(x), mul(nn::relu(neg(x)), s)));
+  if (!is_floating(x.dtype())) I.unsupported(std::string("PRelu(") + dtype_name(x.dtype()) + ")");
+  I.out(0, nn::prelu(x, s));
 }
-void op_softsign(Importer& I) {
-  Blob x = I.in(0);
-  I.out(0, div(x, add_scalar(abs_(x), 1.0)));
-}
+void op_softsign(Importer& I) { I.out(0, nn::softsign(I.in(0))); }
 void op_hardsigmoid(Importer& I) {
-  Blob x = I.in(0);
-  Blob y = add_scalar(mul_scalar(x, I.attr_f("alpha", 0.2)), I.attr_f("beta", 0.5));
-  I.out(0, clip_(y, 0.0, 1.0));
+  I.out(0, nn::hard_sigmoid(I.in(0), I.attr_f("alpha", 0.2), I.attr_f("beta", 0.5)));
 }
-void op_hardswish(Importer& I) {
+void op_hardswish(Importer& I) {  // x * max(0, min(1, x / 6 + 1 / 2))
   Blob x = I.in(0);
-  I.out(0, mul(x, clip_(add_scalar(mul_scalar(x, 1.0 / 6), 0.5), 0.0, 1.0)));
+  I.out(0, mul(x, nn::hard_sigmoid(x, 1.0 / 6, 0.5)));
 }
 void op_mish(Importer& I) {
   Blob x = I.in(0);
-  I.out(0, mul(x, math::tanh(softplus_(x))));
+  I.out(0, mul(x, math::tanh(nn::softplus(x))));
 }
 void op_clip(Importer& I) {
   std::optional<double> lo, hi;
@@ -549,26 +547,29 @@ void op_clip(Importer& I) {
     if (I.has_attr("min")) lo = I.attr_f("min", 0);
     if (I.has_attr("max")) hi = I.attr_f("max", 0);
   } else {
-    Blob x = I.in(0);
-    if (!is_floating(x.dtype())) I.unsupported("Clip(integer)");
     if ((I.has(1) && !I.is_const(1)) || (I.has(2) && !I.is_const(2))) {
       // Bounds known only at run time: max then min (min > max gives max).
+      Blob x = I.in(0);
       Blob y = x;
-      if (I.has(1)) y = maximum_(y, I.in(1));
-      if (I.has(2)) y = minimum_(y, I.in(2));
-      I.out(0, I.has(1) || I.has(2) ? y : identity(x));
+      for (int i : {1, 2}) {
+        if (!I.has(i)) continue;
+        Blob b = I.in(i);
+        if (b.dtype() != x.dtype()) I.err("bound " + spec_str(b.spec()) + " differs from the input " + spec_str(x.spec()));
+        y = i == 1 ? jobflow::maximum(y, b) : jobflow::minimum(y, b);
+      }
+      I.out(0, y);
       return;
     }
-    if (I.has(1)) lo = I.cin(1).at(0);
-    if (I.has(2)) hi = I.cin(2).at(0);
+    for (int i : {1, 2}) {
+      if (!I.has(i)) continue;
+      const Tensor b = I.cin(i);
+      if (b.numel() != 1) I.err("bound '" + I.iname(i) + "' must be a scalar, got " + shape_str(b.shape()));
+      (i == 1 ? lo : hi) = b.at(0);
+    }
   }
-  Blob x = I.in(0);
-  if (!is_floating(x.dtype())) I.unsupported("Clip(integer)");
-  if (lo && hi && *lo > *hi) {  // ONNX: min > max gives max everywhere
-    I.out(0, add_scalar(mul_scalar(x, 0.0), *hi));
-    return;
-  }
-  I.out(0, clip_(x, lo, hi));
+  // The engine's clip: min(max(x, min), max) for any numeric dtype (so
+  // min > max gives max, as ONNX says); integer bounds are exact up to 2^53.
+  I.out(0, jobflow::clip(I.in(0), lo, hi));
 }
 
 void op_softmax(Importer& I, bool log_) {
@@ -1146,9 +1147,9 @@ void op_sce_loss(Importer& I) {
   if (I.wants(1)) I.out(1, nn::log_softmax(scores, 1));
 }
 
-Blob select_along(Importer& I, Blob x, int axis, const std::vector<int64_t>& src);
-
 void op_pad(Importer& I) {
+  // The engine's pad: constant / reflect / edge for every dtype, negative
+  // pads crop (ONNX allows both).
   Blob x = I.in(0);
   const int r = x.ndim();
   std::vector<int64_t> pads;
@@ -1158,67 +1159,40 @@ void op_pad(Importer& I) {
     value = I.attr_f("value", 0.0);
   } else {
     pads = I.ints_in(1);
-    if (I.has(2)) value = I.cin(2).at(0);
+    if (I.has(2)) {
+      const Tensor v = I.cin(2);
+      if (v.numel() != 1) I.err("constant_value must hold one value, got " + shape_str(v.shape()));
+      value = v.at(0);
+    }
     if (I.has(3)) {
       auto axes = I.ints_in(3);
       std::vector<int64_t> full(2 * r, 0);
       if (pads.size() != 2 * axes.size()) I.err("pads must have 2 values per axis");
+      std::vector<bool> seen(r, false);
       for (size_t i = 0; i < axes.size(); ++i) {
         int d = I.axis_of(axes[i], r);
+        if (seen[d]) I.err("axes repeat");
+        seen[d] = true;
         full[d] = pads[i], full[r + d] = pads[axes.size() + i];
       }
       pads = full;
     }
   }
   const std::string mode = I.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") I.unsupported("Pad(" + mode + ")");
   if (static_cast<int>(pads.size()) != 2 * r) I.err("pads must have " + std::to_string(2 * r) + " values");
-  for (int64_t p : pads)
-    if (p < 0) I.unsupported("Pad(negative pads)");
-  {  // the padded result must fit the limits before any index list is built
+  {  // the padded result must fit the limits (overflow-safe) before the op is built
     Shape grown = x.shape();
     for (int d = 0; d < r; ++d) {
-      if (pads[d] > std::numeric_limits<int64_t>::max() / 4 || pads[r + d] > std::numeric_limits<int64_t>::max() / 4)
-        I.err("pads too large");
+      const int64_t lim = std::numeric_limits<int64_t>::max() / 4;
+      for (int64_t p : {pads[d], pads[r + d]})
+        if (p > lim || p < -lim) I.err("pads too large");
       grown[d] += pads[d] + pads[r + d];
+      if (grown[d] < 0) I.err("pads crop more than axis " + std::to_string(d) + " of " + shape_str(x.shape()) + " has");
     }
     I.check_size(grown, x.dtype(), "Pad result");
   }
-  if (mode == "reflect" || mode == "edge") {
-    Blob y = x;
-    bool any = false;
-    for (int d = 0; d < r; ++d) {
-      const int64_t b = pads[d], e = pads[r + d], n = x.shape()[d];
-      if (!b && !e) continue;
-      if (mode == "reflect" && (b >= n || e >= n)) I.err("reflect pads must be smaller than the dimension");
-      std::vector<int64_t> src;
-      for (int64_t j = -b; j < n + e; ++j) {
-        int64_t k = j;
-        if (mode == "edge") k = std::clamp<int64_t>(j, 0, n - 1);
-        else if (j < 0) k = -j;
-        else if (j >= n) k = 2 * (n - 1) - j;
-        src.push_back(k);
-      }
-      y = select_along(I, y, d, src);
-      any = true;
-    }
-    I.out(0, any ? y : identity(x));
-    return;
-  }
-  if (mode != "constant") I.unsupported("Pad(" + mode + ")");
-  Blob y = x;
-  bool padded = false;
-  for (int d = 0; d < r; ++d) {
-    for (int side = 0; side < 2; ++side) {
-      const int64_t p = pads[side * r + d];
-      if (!p) continue;
-      Shape s = y.shape();
-      s[d] = p;
-      Blob c = constant(make_tensor(s, x.dtype(), std::vector<double>(static_cast<size_t>(numel(s)), value)));
-      y = side == 0 ? concat({c, y}, d) : concat({y, c}, d);
-      padded = true;
-    }
-  }
-  I.out(0, padded ? y : identity(x));
+  I.out(0, pad(x, pads, mode, value));
 }
 
 void op_expand(Importer& I) {
@@ -1521,41 +1495,6 @@ void op_range(Importer& I) {
   fold_range(I);
 }
 
-// y[.., j, ..] = x[.., src[j], ..] along `axis`, for float tensors, as a
-// matmul with a 0/1 selection matrix (exact for finite values). A stopgap
-// for Slice/Split/Gather/Pad(reflect, edge) on run-time data until the
-// engine has gather/slice/pad builders.
-Blob select_along(Importer& I, Blob x, int axis, const std::vector<int64_t>& src) {
-  const std::string op = I.node->op_type();
-  if (!is_floating(x.dtype())) I.unsupported(op + "(" + dtype_name(x.dtype()) + " data)");
-  const Shape xs = x.shape();
-  const int r = x.ndim();
-  const int64_t D = xs[axis], L = static_cast<int64_t>(src.size());
-  if (L == 0) I.unsupported(op + "(empty result)");
-  if (D * L > (int64_t(1) << 24)) I.unsupported(op + "(large selection)");
-  std::vector<int> perm;
-  for (int d = 0; d < r; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  Blob t = axis == r - 1 ? x : transpose(x, perm);
-  Shape ts = t.shape();
-  const int64_t rows = numel(ts) / D;
-  std::vector<double> sel(static_cast<size_t>(D * L), 0.0);
-  for (int64_t j = 0; j < L; ++j) {
-    if (src[j] < 0 || src[j] >= D) I.err("index " + std::to_string(src[j]) + " out of range");
-    sel[src[j] * L + j] = 1.0;
-  }
-  Blob y = matmul(reshape(t, {rows, D}), constant(make_tensor({D, L}, x.dtype(), sel)));
-  ts.back() = L;
-  y = reshape(y, ts);
-  if (axis != r - 1) {
-    std::vector<int> inv(r);
-    for (int i = 0; i < r; ++i) inv[perm[i]] = i;
-    y = transpose(y, inv);
-  }
-  return y;
-}
-
 void op_slice(Importer& I) {
   // ONNX Slice maps one to one onto the engine's slice (ONNX semantics:
   // negative and out-of-range starts/ends clamp, negative steps), whose
@@ -1583,17 +1522,16 @@ void op_split(Importer& I) {
   if (static_cast<int>(parts.size()) != n) I.err("split has " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
   int64_t sum = 0;
   for (int64_t p : parts) {
-    if (p < 0) I.err("negative split");
+    if (p < 0 || p > D) I.err("split size " + std::to_string(p) + " is out of range for an axis of " + std::to_string(D));
     sum += p;
   }
   if (sum != D) I.err("split sizes add up to " + std::to_string(sum) + ", not " + std::to_string(D));
-  int64_t start = 0;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int64_t> src;
-    for (int64_t k = 0; k < parts[i]; ++k) src.push_back(start + k);
-    start += parts[i];
-    if (I.wants(i)) I.out(i, parts[i] == D ? identity(x) : select_along(I, x, ax, src));
-  }
+  // The engine's split: consecutive parts, any dtype, values copied exactly.
+  // (The axis as the node gives it, checked above: a saved job loads back
+  // to the same op.)
+  const std::vector<Blob> ys = split(x, parts, static_cast<int>(I.attr_i("axis", 0)));
+  for (int i = 0; i < n; ++i)
+    if (I.wants(i)) I.out(i, ys[static_cast<size_t>(i)]);
 }
 
 void op_gather(Importer& I) {
@@ -1601,11 +1539,12 @@ void op_gather(Importer& I) {
   // out-of-range indices are a run-time error; indices may be computed
   // (Embedding) or constant.
   Blob x = I.in(0);
-  const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
+  const int64_t axis = I.attr_i("axis", 0);
+  I.axis_of(axis, x.ndim());  // in range; the engine takes a negative axis as it is (as saved)
   Blob idx = I.in(1);
   if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
     I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
-  I.out(0, gather(x, idx, ax));
+  I.out(0, gather(x, idx, static_cast<int>(axis)));
 }
 
 void op_conv_transpose(Importer& I) {
@@ -1673,7 +1612,7 @@ const std::map<std::string, OpEntry>& op_table() {
     m["Celu"] = {op_celu};
     m["Selu"] = {op_selu};
     m["PRelu"] = {op_prelu};
-    m["Softplus"] = {[](Importer& I) { I.out(0, softplus_(I.in(0))); }};
+    m["Softplus"] = {[](Importer& I) { I.out(0, nn::softplus(I.in(0))); }};
     m["Softsign"] = {op_softsign};
     m["HardSigmoid"] = {op_hardsigmoid};
     m["HardSwish"] = {op_hardswish};
