@@ -245,6 +245,25 @@ void CompiledJob::worker_loop() {
       c->cv.notify_all();
       cv_space_.notify_one();
       if (in_flight_ == 0) cv_idle_.notify_all();
+    } else if (c->finished_cb && delivery_.empty()) {
+      // submit(): nothing older waits for delivery, so the completion can
+      // run here, in order, without waking the callback thread (one thread
+      // hand-off less per call; it matters for small jobs in pipelines).
+      Finished finished_cb = std::move(c->finished_cb);
+      std::vector<Tensor> r = std::move(c->result);
+      lk.unlock();
+      std::exception_ptr cb_err;
+      try {
+        finished_cb(std::move(r), err);
+      } catch (...) {
+        cb_err = std::current_exception();
+      }
+      lk.lock();
+      if (cb_err && !error_) error_ = cb_err;
+      c->finished = true;
+      --in_flight_;
+      cv_space_.notify_one();
+      if (in_flight_ == 0) cv_idle_.notify_all();
     } else {
       delivery_.push_back(c);
       cv_deliver_.notify_all();

@@ -105,7 +105,8 @@ class CompiledJob {
   void run_async(std::vector<Tensor> inputs, Done done);
   // As run_async, but `finished` also receives the call's error, so a
   // caller that waits for each result (the GStreamer element) is never left
-  // waiting for one that failed. Runs on the callback thread, in call order.
+  // waiting for one that failed. Runs in call order on the worker (when no
+  // older result awaits delivery) or the callback thread: keep it short.
   void submit(std::vector<Tensor> inputs, Finished finished);
   // Lower level: the result is delivered when `attach` is given a callback
   // or abandoned; used by Callback<T> where the callback comes after the call.

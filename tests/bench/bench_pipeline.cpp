@@ -1,0 +1,262 @@
+// bench_pipeline — what a GStreamer pipeline costs over the bare engine.
+//
+// Each case runs the same job on the same number of images twice: through
+// the engine alone (onnx::load + CompiledJob::submit, max_in_flight 2, the
+// data prepared beforehand) and through a pipeline ending in a jobsink
+// whose new_result callback pulls every result (what an application does).
+// Cases:
+//   datasrc_b100   jobdatasrc set=test batch-size=100 labels=false
+//                  ! jobfunction job=lenet_predict.onnx ! jobsink
+//   video_frame    videotestsrc ! GRAY8 28x28 ! jobconvert
+//                  ! jobfunction job=<LeNet predict, batch 1> ! jobsink
+//   video_b100     videotestsrc ! GRAY8 28x28 ! jobconvert ! jobbatch
+//                  batch-size=100 ! jobfunction job=lenet_predict.onnx ! jobsink
+//   trivial        jobdatasrc batch-size=1 ! jobfunction job=<labels -> labels>
+//                  ! jobsink, against the same pipeline without jobfunction:
+//                  the element's cost per buffer (and the engine's own cost
+//                  per call, measured alone)
+// Prints one line per case, "name engine pipeline unit ratio", and the
+// median of `repeats` runs each.
+//
+// usage: bench_pipeline --jobs DIR --plugin DIR [--quick] [--repeats N]
+#include <gst/gst.h>
+
+#include <jobflow/data.h>
+#include <jobflow/jobflow.h>
+#include <jobflow/models/seeds.h>
+#include <jobflow/onnx.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <condition_variable>
+#include <string>
+#include <vector>
+
+#include "jobsink.h"
+
+namespace flow = jobflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string jobs, plugin;
+  int repeats = 3;
+  int64_t batches = 100;        // datasrc / video_b100: batches of 100 per run
+  int64_t frames = 3000;        // video_frame: frames per run
+  int64_t trivial = 20000;      // trivial: buffers per run
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/* Runs `launch` to EOS, pulling every result in jobsink "out"'s callback.
+ * Returns seconds from PLAYING to EOS; counts results in *results. */
+double run_pipeline(const std::string& launch, int64_t* results) {
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(launch.c_str(), &err);
+  if (!pipeline || err) {
+    std::fprintf(stderr, "bench_pipeline: %s: %s\n", launch.c_str(), err ? err->message : "?");
+    std::exit(1);
+  }
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  std::atomic<int64_t> n{0};
+  JobSinkCallbacks cb = {};
+  cb.new_result = [](GstElement* s, gpointer user) -> GstFlowReturn {
+    while (GstSample* sample = job_sink_try_pull_result(s, 0)) {
+      static_cast<std::atomic<int64_t>*>(user)->fetch_add(1);
+      gst_sample_unref(sample);
+    }
+    return GST_FLOW_OK;
+  };
+  job_sink_set_callbacks(sink, &cb, &n, nullptr);
+  gst_element_set_state(pipeline, GST_STATE_PAUSED);
+  gst_element_get_state(pipeline, nullptr, nullptr, GST_CLOCK_TIME_NONE);  // prerolled: job loaded
+  const auto t0 = Clock::now();
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* msg = gst_bus_timed_pop_filtered(bus, GST_CLOCK_TIME_NONE,
+                                               static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const double secs = seconds_since(t0);
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gst_message_parse_error(msg, &e, nullptr);
+    std::fprintf(stderr, "bench_pipeline: %s: %s\n", launch.c_str(), e->message);
+    std::exit(1);
+  }
+  gst_message_unref(msg);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  *results = n.load();
+  return secs;
+}
+
+/* The engine alone: `calls` calls over `inputs` (cycled), max_in_flight 2. */
+double run_engine(const std::string& job_file, const std::vector<std::vector<flow::Tensor>>& inputs, int64_t calls) {
+  flow::onnx::LoadOptions o;
+  o.max_in_flight = 2;
+  auto job = flow::onnx::load(job_file, o);
+  for (int i = 0; i < 5; ++i) job->run(inputs[i % inputs.size()]);  // warm-up
+  std::atomic<int64_t> done{0};
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < calls; ++i)
+    job->submit(inputs[static_cast<size_t>(i) % inputs.size()],
+                [&done](flow::CompiledJob::Result, std::exception_ptr e) {
+                  if (e) std::rethrow_exception(e);
+                  done.fetch_add(1);
+                });
+  job->sync();
+  const double secs = seconds_since(t0);
+  if (done.load() != calls) {
+    std::fprintf(stderr, "bench_pipeline: engine delivered %lld of %lld\n", (long long)done.load(), (long long)calls);
+    std::exit(1);
+  }
+  return secs;
+}
+
+void save_job(const std::shared_ptr<flow::CompiledJob>& job, const std::string& path) { flow::onnx::save(*job, path); }
+
+void report(const char* name, double engine, double pipeline, const char* unit, const char* note) {
+  std::printf("%-12s engine %10.1f  pipeline %10.1f %-10s pipeline/engine %.3f  %s\n", name, engine, pipeline, unit,
+              pipeline / engine, note);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gst_init(&argc, &argv);
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_pipeline: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--jobs") opt.jobs = next();
+    else if (a == "--plugin") opt.plugin = next();
+    else if (a == "--repeats") opt.repeats = std::atoi(next().c_str());
+    else if (a == "--quick") opt.batches = 30, opt.frames = 1000, opt.trivial = 5000, opt.repeats = 3;
+    else {
+      std::fprintf(stderr, "usage: bench_pipeline --jobs DIR --plugin DIR [--quick] [--repeats N]\n");
+      return 2;
+    }
+  }
+  if (opt.jobs.empty() || opt.plugin.empty()) {
+    std::fprintf(stderr, "bench_pipeline: --jobs and --plugin are required\n");
+    return 2;
+  }
+  if (!gst_registry_scan_path(gst_registry_get(), opt.plugin.c_str()) && !gst_element_factory_find("jobfunction")) {
+    std::fprintf(stderr, "bench_pipeline: no jobflow plugin in %s\n", opt.plugin.c_str());
+    return 1;
+  }
+
+  // Job files: the build's LeNet predict (batch 100), and two made here.
+  const fs::path tmp = fs::temp_directory_path() / ("bench_pipeline_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const std::string p100 = (fs::path(opt.jobs) / "lenet_predict.onnx").string();
+  const std::string p1 = (tmp / "lenet_predict_1.onnx").string();
+  const std::string id1 = (tmp / "identity_1.onnx").string();
+  save_job(flow::global_function(flow::Predict, flow::function_config().name("lenet_predict_1"),
+                                 {flow::Numpy::Placeholder({1, 1, 28, 28}, flow::Float, "images")},
+                                 [](flow::Blob images) -> flow::Numpy { return flow::models::lenet(images, false); })
+               .compiled(),
+           p1);
+  save_job(flow::global_function(flow::Predict, flow::function_config().name("identity_1"),
+                                 {flow::Numpy::Placeholder({1, 1, 28, 28}, flow::Float, "images"),
+                                  flow::Numpy::Placeholder({1}, flow::Int32, "labels")},
+                                 [](flow::Blob, flow::Blob labels) -> flow::Numpy { return labels; })
+               .compiled(),
+           id1);
+
+  flow::data::Mnist mnist = flow::data::load_mnist(100);
+  std::vector<std::vector<flow::Tensor>> b100, b1, id_in;
+  for (const flow::Tensor& t : mnist.test.images) b100.push_back({t});
+  flow::data::Mnist single = flow::data::load_mnist(1, 1);
+  for (size_t i = 0; i < 1000; ++i) {
+    b1.push_back({single.test.images[i]});
+    id_in.push_back({single.test.images[i], single.test.labels[i]});
+  }
+
+  std::printf("bench_pipeline: median of %d runs; images/s unless noted (higher is better)\n", opt.repeats);
+  const std::string sink = " ! jobsink name=out max-results=64";
+  const std::string video = "videotestsrc pattern=snow num-buffers=";
+  const std::string gray = " ! video/x-raw,format=GRAY8,width=28,height=28,framerate=1000/1 ! jobconvert";
+  auto measure = [&](const std::string& launch, int64_t expect_results) {
+    std::vector<double> t;
+    int64_t got = 0;
+    run_pipeline(launch, &got);  // warm-up (page cache, registry, first allocations)
+    for (int r = 0; r < opt.repeats; ++r) {
+      t.push_back(run_pipeline(launch, &got));
+      if (got != expect_results) {
+        std::fprintf(stderr, "bench_pipeline: %s: %lld results, expected %lld\n", launch.c_str(), (long long)got,
+                     (long long)expect_results);
+        std::exit(1);
+      }
+    }
+    return median(t);
+  };
+  auto engine = [&](const std::string& file, const std::vector<std::vector<flow::Tensor>>& in, int64_t calls) {
+    std::vector<double> t;
+    for (int r = 0; r < opt.repeats; ++r) t.push_back(run_engine(file, in, calls));
+    return median(t);
+  };
+
+  {  // datasrc_b100
+    const int64_t n = opt.batches;
+    const int64_t epochs = (n + 99) / 100;
+    const std::string launch = "jobdatasrc set=test batch-size=100 labels=false epochs=" + std::to_string(epochs) +
+                               " num-samples=" + std::to_string(n * 100 / epochs) + " ! jobfunction job=" + p100 + sink;
+    const double tp = measure(launch, n), te = engine(p100, b100, n);
+    report("datasrc_b100", n * 100 / te, n * 100 / tp, "images/s", "jobdatasrc ! jobfunction ! jobsink, LeNet batch 100");
+  }
+  {  // video_frame
+    const int64_t n = opt.frames;
+    const std::string launch = video + std::to_string(n) + gray + " ! jobfunction job=" + p1 + sink;
+    const double tp = measure(launch, n), te = engine(p1, b1, n);
+    report("video_frame", n / te, n / tp, "images/s", "videotestsrc ! jobconvert ! jobfunction ! jobsink, batch 1");
+  }
+  {  // video_b100
+    const int64_t n = opt.batches;
+    const std::string launch = video + std::to_string(n * 100) + gray + " ! jobbatch batch-size=100 ! jobfunction job=" +
+                               p100 + sink;
+    const double tp = measure(launch, n), te = engine(p100, b100, n);
+    report("video_b100", n * 100 / te, n * 100 / tp, "images/s",
+           "videotestsrc ! jobconvert ! jobbatch ! jobfunction ! jobsink, batch 100");
+  }
+  {  // trivial: the element's cost per buffer
+    const int64_t n = opt.trivial;
+    const int64_t epochs = (n + 9999) / 10000;
+    const std::string src = "jobdatasrc set=test batch-size=1 epochs=" + std::to_string(epochs) +
+                            " num-samples=" + std::to_string(n / epochs);
+    const double base = measure(src + sink, n);
+    const double with_fn = measure(src + " ! jobfunction job=" + id1 + sink, n);
+    const double te = engine(id1, id_in, n);
+    const double per_buffer_us = (with_fn - base) / n * 1e6;
+    const double engine_us = te / n * 1e6;
+    std::printf("%-12s without jobfunction %.2f us/buffer, with %.2f us/buffer: jobfunction adds %.2f us/buffer "
+                "(of which the engine's own call %.2f us, the element %.2f us)\n",
+                "trivial", base / n * 1e6, with_fn / n * 1e6, per_buffer_us, engine_us, per_buffer_us - engine_us);
+  }
+  fs::remove_all(tmp);
+  return 0;
+}
