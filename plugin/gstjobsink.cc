@@ -112,6 +112,11 @@ static GstSample* pull_locked(JobflowSink* self, GstClockTime timeout) {
     if (p->is_eos || !p->started) return nullptr;
     if (forever) {
       p->cond.wait(lk);
+    } else if (std::chrono::steady_clock::now() >= deadline) {
+      /* Never sleep past the deadline: a timed wait whose deadline has
+       * passed still costs the kernel's timer slack (~50 us), which made
+       * try-pull-result(0) in a new-result callback cost ~80 us. */
+      return nullptr;
     } else if (p->cond.wait_until(lk, deadline) == std::cv_status::timeout) {
       if (!p->queue.empty()) continue;
       return nullptr;
