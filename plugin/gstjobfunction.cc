@@ -65,6 +65,7 @@ struct Settings {
   guint max_in_flight = kDefaultMaxInFlight;
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
+  guint num_threads = 0;
 };
 
 /* A loaded job and what the element derived from its signature. */
@@ -205,6 +206,7 @@ enum {
   PROP_LOSS,
   PROP_OPTIMIZER,
   PROP_MESSAGE_INTERVAL,
+  PROP_NUM_THREADS,
   PROP_SIGNATURE,
   PROP_STEPS,
 };
@@ -245,6 +247,7 @@ std::shared_ptr<Loaded> load_job(JobflowFunction* self, const Settings& s) {
   jobflow::onnx::LoadOptions opts;
   opts.device = s.device;
   opts.max_in_flight = s.max_in_flight;
+  opts.num_threads = static_cast<int>(s.num_threads);
   if (!s.loss.empty() || !s.optimizer.empty()) {
     if (s.loss.empty()) throw LoadError{"loss", "", "optimizer is set but loss is not: a train job needs both"};
     if (s.optimizer.empty()) throw LoadError{"optimizer", "", "loss is set but optimizer is not: a train job needs both"};
@@ -880,6 +883,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_SAVE_INTERVAL: s.save_interval = g_value_get_uint(value); break;
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
+      case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   }
@@ -910,6 +914,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
     case PROP_SAVE_INTERVAL: g_value_set_uint(value, s.save_interval); break;
     case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
     case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
+    case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
 }
@@ -1050,6 +1055,13 @@ static void jobflow_function_class_init(JobflowFunctionClass* klass) {
       g_param_spec_uint("message-interval", "Message interval",
                         "Post a jobflow-step element message every this many calls (0 = none)", 0, G_MAXUINT,
                         kDefaultMessageInterval, rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_NUM_THREADS,
+      g_param_spec_uint("num-threads", "Threads",
+                        "CPU threads (OpenMP) of this job's kernels (0 = $JOBFLOW_NUM_THREADS or one per core). In "
+                        "pipelines on few cores, 1 often wins for small per-frame jobs: the pipeline's own threads "
+                        "then do not preempt the kernel's team",
+                        0, 1024, 0, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SIGNATURE,
       g_param_spec_string("signature", "Signature", "The loaded job's signature (NULL before READY)", nullptr, ro));

@@ -58,6 +58,8 @@ struct LoadOptions {
   // Where the job runs ("cpu", "gpu"/"cuda:0").
   std::string device = "cpu";
   size_t max_in_flight = 4;
+  // OpenMP threads of the job's worker (0 = $JOBFLOW_NUM_THREADS or OpenMP's default).
+  int num_threads = 0;
   // Job name (default: the graph's name, or the file's stem).
   std::string name;
   // Limits for untrusted files: checked before anything is allocated.

@@ -2005,6 +2005,8 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
   if (name.empty()) name = file_stem(what);
   cfg.name(name);
   cfg.max_in_flight(opts.max_in_flight == 0 ? 1 : opts.max_in_flight);
+  if (opts.num_threads < 0) fail(what, "num_threads must be >= 0, got " + std::to_string(opts.num_threads));
+  cfg.num_threads(opts.num_threads);
   std::string dev = opts.device;
   if (dev == "cpu" || dev.empty()) cfg.default_placement("cpu");
   else if (dev == "gpu" || dev == "cuda") cfg.default_placement("gpu");
