@@ -342,9 +342,11 @@ void post_structure(JobflowFunction* self, GstStructure* s) {
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
-/* Saves the session's variables to `dir` (atomic), announces it. */
-void save_checkpoint(JobflowFunction* self, const std::string& dir, guint64 step, bool final) {
+/* Saves the session's variables to `dir` (atomic), announces it with the
+ * steps `job` has run once the save has waited for its calls in flight. */
+void save_checkpoint(JobflowFunction* self, const std::string& dir, const CompiledJob& job, bool final) {
   jobflow::CheckPoint().save(dir);
+  const guint64 step = static_cast<guint64>(job.steps_run());
   GST_INFO_OBJECT(self, "checkpoint saved to %s at step %" G_GUINT64_FORMAT, dir.c_str(), step);
   post_structure(self, gst_structure_new(JOBFLOW_CHECKPOINT_MESSAGE_NAME, "path", G_TYPE_STRING, dir.c_str(), "step",
                                          G_TYPE_UINT64, step, "final", G_TYPE_BOOLEAN, final, nullptr));
@@ -462,7 +464,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
     const Settings s = get_settings(self);
     if (l && l->train && !s.checkpoint.empty() && self->stats->steps > 0) {
       try {
-        save_checkpoint(self, s.checkpoint, static_cast<guint64>(l->job->steps_run()), true);
+        save_checkpoint(self, s.checkpoint, *l->job, true);
       } catch (const std::exception& e) {
         GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("checkpoint=\"%s\": saving failed: %s", s.checkpoint.c_str(), e.what()),
                           (nullptr));
@@ -472,7 +474,23 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
     gst_pad_push_event(self->srcpad, event);
     return GST_FLOW_EOS;
   }
+  /* A sticky event pushed while a flush starts is refused by the flushing
+   * pad (and may not be stored there): give it back to the queue, whose
+   * FLUSH_STOP keeps sticky events on the pad, and stop as flushing, not
+   * as a not-negotiated error. */
+  GstEvent* keep = is_sticky(event) ? gst_event_ref(event) : nullptr;
   const bool ok = gst_pad_push_event(self->srcpad, event);
+  if (!ok && GST_PAD_IS_FLUSHING(self->srcpad)) {
+    if (keep) {
+      std::shared_ptr<Queue> q = *self->queue;
+      std::lock_guard<std::mutex> lk(q->mu);
+      Item back;
+      back.event = keep;
+      q->items.push_front(std::move(back));
+    }
+    return GST_FLOW_FLUSHING;
+  }
+  if (keep) gst_event_unref(keep);
   if (type == GST_EVENT_CAPS && !ok) return GST_FLOW_NOT_NEGOTIATED;
   return GST_FLOW_OK;
 }
@@ -650,7 +668,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     const Settings s = get_settings(self);
     if (l->train && s.save_interval > 0 && !s.checkpoint.empty() && pending->step % s.save_interval == 0) {
       try {
-        save_checkpoint(self, s.checkpoint, static_cast<guint64>(l->job->steps_run()), false);
+        save_checkpoint(self, s.checkpoint, *l->job, false);
       } catch (const std::exception& e) {
         GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("checkpoint=\"%s\": saving failed: %s", s.checkpoint.c_str(), e.what()),
                           (nullptr));
@@ -674,7 +692,11 @@ gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
   const auto& sig = l->job->signature();
   std::vector<TensorSpec> specs;
   std::string error;
-  if (!jobflow::gst::specs_from_caps(caps, &specs, &error, l->in_ranks)) {
+  /* Parsed with the job's ranks (NNStreamer's rank padding), a wrong tensor
+   * count or rank fails before the checks below; parse such caps as given
+   * so the error names the count or the placeholder. */
+  const bool fits = jobflow::gst::specs_from_caps(caps, &specs, &error, l->in_ranks);
+  if (!fits && !jobflow::gst::specs_from_caps(caps, &specs, nullptr)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
@@ -693,6 +715,10 @@ gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
                         ("%" GST_PTR_FORMAT, caps));
       return FALSE;
     }
+  if (!fits) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
   *self->in_specs = specs;
   int fps_n = 0, fps_d = 1;
   const GstStructure* st = gst_caps_get_structure(caps, 0);
@@ -1108,6 +1134,10 @@ static void jobflow_function_init(JobflowFunction* self) {
   self->stats = new Stats();
 
   self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
+  /* Accept any static tensor caps: set_sink_caps then refuses a mismatch
+   * with an error naming the placeholder (the default accept-caps check
+   * against the job's caps would refuse it silently, as not-negotiated). */
+  GST_PAD_SET_ACCEPT_TEMPLATE(self->sinkpad);
   gst_pad_set_chain_function(self->sinkpad, chain);
   gst_pad_set_event_function(self->sinkpad, sink_event);
   gst_pad_set_query_function(self->sinkpad, sink_query);
