@@ -278,7 +278,11 @@ std::shared_ptr<Loaded> load_job(JobflowFunction* self, const Settings& s) {
     l->train = first.type == jobflow::Train;
   }
   if (!s.checkpoint.empty()) {
-    if (fs::is_directory(s.checkpoint)) {
+    if (fs::is_directory(s.checkpoint) && fs::is_empty(s.checkpoint) && l->train) {
+      /* An empty folder made for the train job to fill: start fresh. */
+      GST_INFO_OBJECT(self, "checkpoint folder %s is empty: training starts from the job file's variables",
+                      s.checkpoint.c_str());
+    } else if (fs::is_directory(s.checkpoint)) {
       opts.checkpoint = s.checkpoint;
       try {
         l->job = jobflow::onnx::load(s.job, opts);
@@ -345,7 +349,7 @@ void post_structure(JobflowFunction* self, GstStructure* s) {
 /* Saves the session's variables to `dir` (atomic), announces it with the
  * steps `job` has run once the save has waited for its calls in flight. */
 void save_checkpoint(JobflowFunction* self, const std::string& dir, const CompiledJob& job, bool final) {
-  jobflow::CheckPoint().save(dir);
+  jobflow::CheckPoint().save(dir, job);  // only this job's variables: the folder restarts this job
   const guint64 step = static_cast<guint64>(job.steps_run());
   GST_INFO_OBJECT(self, "checkpoint saved to %s at step %" G_GUINT64_FORMAT, dir.c_str(), step);
   post_structure(self, gst_structure_new(JOBFLOW_CHECKPOINT_MESSAGE_NAME, "path", G_TYPE_STRING, dir.c_str(), "step",
@@ -383,12 +387,18 @@ void report_step(JobflowFunction* self, const Item& item, guint message_interval
   const Loaded& l = *item.pending->loaded;
   const std::vector<Tensor>& r = item.pending->result;
   const gint64 now = g_get_monotonic_time();
-  if (st.steps == 0) st.start_us = st.last_msg_us = item.pending->submitted_us;
-  st.steps++;
   const auto& in0 = l.job->signature().inputs[0].shape;
   const guint64 batch = in0.empty() ? 1 : static_cast<guint64>(in0[0]);
+  if (st.steps == 0) {
+    /* The rate in messages counts from the first result on: the first
+     * call also pays for the kernels' set-up. The summary counts it all. */
+    st.start_us = item.pending->submitted_us;
+    st.last_msg_us = now;
+  } else {
+    st.samples_since_msg += batch;
+  }
+  st.steps++;
   st.samples += batch;
-  st.samples_since_msg += batch;
   double loss = NAN, accuracy = NAN;
   if (l.loss_index >= 0) {
     loss = mean_of(r[l.loss_index]);

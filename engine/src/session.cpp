@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "jobflow/checkpoint_io.h"
 #include "jobflow/session.h"
 #include "session_internal.h"
+#include "state_ops.h"
 
 namespace jobflow {
 namespace internal {
@@ -162,6 +164,22 @@ void CheckPoint::init() {
 void CheckPoint::save(const std::string& dir) {
   VariableStore::get().sync_all();
   checkpoint_io::save(dir, VariableStore::get().snapshot());
+}
+
+void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
+  VariableStore::get().sync_all();
+  std::set<std::string> used;
+  if (const auto& g = job.definition().graph)
+    for (const Node& n : g->nodes)
+      if (auto* v = dynamic_cast<const internal::VariableOp*>(n.op.get())) used.insert(v->entry()->name);
+  if (used.empty())
+    throw Error("[CheckPoint.save] job '" + job.signature().job_name + "' has no variables to save");
+  std::map<std::string, Tensor> all = VariableStore::get().snapshot(), mine;
+  for (const std::string& name : used) {
+    auto it = all.find(name);
+    if (it != all.end()) mine.emplace(name, it->second);
+  }
+  checkpoint_io::save(dir, mine);
 }
 
 void CheckPoint::load(const std::string& dir) {

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -1024,6 +1025,37 @@ TEST_F(JobFunction, TrainContinuesFromAnExistingCheckpoint) {
   std::vector<Tensor> r;
   for (int k = 0; k < 3; ++k) r = job->run(train_inputs(k % 2));
   EXPECT_EQ(vec(r[0]), first_run_step3);
+}
+
+TEST_F(JobFunction, AnEmptyCheckpointFolderIsAFreshStartAndGetsOnlyThisJobsVariables) {
+  const std::string ck = fresh_path("ck_empty");
+  std::filesystem::create_directories(ck);  // made by the user for the job to fill
+  // Another job's variables live in the same process (the session).
+  auto other = flow::onnx::load(jobs().scaled);  // its variable fn_scale is not the train job's
+  Bus bus;
+  GstHarness* h = harness(make_function({{"job", jobs().train}, {"checkpoint", ck}}), bus, kTrainCaps);
+  ASSERT_EQ(gst_harness_push(h, buffer_of(train_inputs(0))), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h);
+  const std::vector<float> loss = tensor<float>(out, 0);
+  gst_buffer_unref(out);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  ASSERT_TRUE(pull_until_eos(h));
+  EXPECT_EQ(errors_text(bus), "");
+  gst_harness_teardown(h);
+  // A fresh start: the first loss is the job file's own first step.
+  flow::session::reset();
+  auto job = flow::onnx::load(jobs().train);
+  EXPECT_EQ(vec(job->run(train_inputs(0))[0]), loss);
+  // The folder holds the train job's variables and nothing of the other job.
+  std::set<std::string> saved;
+  for (const auto& e : std::filesystem::directory_iterator(ck))
+    if (e.is_directory()) saved.insert(e.path().filename().string());
+  std::set<std::string> train_vars;
+  for (const std::string& n : job->definition().trainable) train_vars.insert(n);
+  EXPECT_FALSE(saved.empty());
+  for (const std::string& n : train_vars) EXPECT_TRUE(saved.count(n)) << n;
+  for (const std::string& n : saved)
+    EXPECT_TRUE(train_vars.count(n) || n.find("momentum") != std::string::npos) << "unexpected variable " << n;
 }
 
 TEST_F(JobFunction, EvalJobReportsAccuracy) {

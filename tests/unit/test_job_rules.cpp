@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace flow = jobflow;
@@ -349,6 +350,25 @@ TEST_F(JobRules, CheckpointRoundTripIsBitExact) {
   train(iota({2, 3}), iota({2, 2}));  // changes everything
   ck.load(dir);
   for (auto& [n, t] : saved) EXPECT_TRUE(flow::session::variable(n).equal(t)) << n;
+  fs::remove_all(dir);
+}
+
+TEST_F(JobRules, SavingAJobsCheckpointWritesOnlyItsVariables) {
+  auto train = make_linear_train(0.9, "ckpt_job");
+  auto other = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 4, {.kernel_initializer = flow::constant_initializer(1.0), .name = "unrelated"});
+  });
+  flow::CheckPoint ck;
+  ck.init();
+  train(iota({2, 3}), iota({2, 2}));
+  other(iota({2, 3}));
+  const std::string dir = tmpdir("job_only");
+  ck.save(dir, *train.compiled());
+  std::set<std::string> saved;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory()) saved.insert(e.path().filename().string());
+  EXPECT_EQ(saved, (std::set<std::string>{"lin-bias", "lin-bias-momentum", "lin-weight", "lin-weight-momentum"}));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "snapshot_done"));
   fs::remove_all(dir);
 }
 

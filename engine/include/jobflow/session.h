@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "jobflow/ops.h"
+#include "jobflow/runtime.h"
 #include "jobflow/tensor.h"
 
 namespace jobflow {
@@ -27,6 +28,10 @@ class CheckPoint {
   // dir/<var>/out (raw little-endian bytes), dir/<var>/meta, dir/snapshot_done.
   // Atomic: a crash leaves the previous checkpoint at `dir` intact.
   void save(const std::string& dir);
+  // The same, with only the variables `job` uses (its body's, and for a
+  // train job its optimizer state): what a pipeline element saves, so a
+  // checkpoint restarts that job even when the process holds other jobs.
+  void save(const std::string& dir, const CompiledJob& job);
   // Loads every variable found in `dir`. Variables already defined must match
   // in shape and dtype (error names the variable); others are kept and used
   // when a job defines them.
