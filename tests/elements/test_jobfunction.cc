@@ -1058,6 +1058,49 @@ TEST_F(JobFunction, AnEmptyCheckpointFolderIsAFreshStartAndGetsOnlyThisJobsVaria
     EXPECT_TRUE(train_vars.count(n) || n.find("momentum") != std::string::npos) << "unexpected variable " << n;
 }
 
+TEST_F(JobFunction, AnOrdinaryModelTrainsWithLossAndOptimizer) {
+  // A predict job file trained through the element: loss=mse adds a
+  // "targets" placeholder, and each buffer is one SGD step on fn_scale.
+  const Tensor x = Tensor::from<float>({4}, {1, 2, 3, 4});
+  const Tensor t = Tensor::from<float>({4}, {2, 2, 2, 2});
+  Bus bus;
+  GstElement* e = make_function({{"job", jobs().scaled}, {"loss", "mse"}, {"optimizer", "sgd:lr=0.05"}});
+  GstHarness* h = harness(e, bus,
+                          "other/tensors,format=static,num_tensors=2,dimensions=(string)\"4,4\","
+                          "types=(string)\"float32,float32\"");
+  std::vector<std::vector<float>> got;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(gst_harness_push(h, buffer_of({x, t})), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(h);
+    ASSERT_NE(out, nullptr);
+    got.push_back(tensor<float>(out, 0));
+    gst_buffer_unref(out);
+  }
+  EXPECT_EQ(errors_text(bus), "");
+  gchar* sig = nullptr;
+  g_object_get(e, "signature", &sig, nullptr);
+  EXPECT_NE(std::string(sig).find("[train]"), std::string::npos) << sig;
+  EXPECT_NE(std::string(sig).find("targets"), std::string::npos) << sig;
+  g_free(sig);
+  gst_harness_teardown(h);
+  // The same job loaded by the engine, on the same data, step by step.
+  flow::session::reset();
+  flow::onnx::LoadOptions o;
+  o.type = flow::Train;
+  o.loss = "mse";
+  o.optimizer = "sgd:lr=0.05";
+  auto job = flow::onnx::load(jobs().scaled, o);
+  double first = 0, last = 0;
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<float> want = vec(job->run({x, t})[0]);
+    EXPECT_EQ(got[k], want) << "step " << k + 1;
+    double m = 0;
+    for (float v : want) m += v;
+    (k == 0 ? first : last) = m;
+  }
+  EXPECT_LT(last, first);  // it learns
+}
+
 TEST_F(JobFunction, EvalJobReportsAccuracy) {
   Bus bus;
   Recorder rec;

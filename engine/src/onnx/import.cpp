@@ -2029,7 +2029,10 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
   I.inspect_mode = inspect;
   I.train = type == JobType::Train;
   I.job_file = job_file;
-  if (job_file) {
+  // A Jobflow predict file trained with a loss given at load (LoadOptions)
+  // has no jobflow.trainable: like an ordinary model, its float weights are.
+  const bool file_trainable = job_file && !(type == JobType::Train && !file_loss && meta(ou::kTrainable).empty());
+  if (file_trainable) {
     for (auto& n : split_list(meta(ou::kTrainable))) I.trainable.insert(n);
   } else {
     for (auto& n : param_inputs(g))
