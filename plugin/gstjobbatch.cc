@@ -9,6 +9,7 @@
  * segment events first push the partial batch. */
 #include "gstjobbatch.h"
 
+#include "element_util.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -122,27 +123,10 @@ GstBuffer* new_aligned(size_t bytes) {
   return gst_buffer_new_allocate(nullptr, bytes, &params);
 }
 
-bool is_serialized(GstEvent* e) {
-  return (static_cast<int>(GST_EVENT_TYPE(e)) & static_cast<int>(GST_EVENT_TYPE_SERIALIZED)) != 0;
-}
-
-bool is_sticky(GstEvent* e) {
-  return (static_cast<int>(GST_EVENT_TYPE(e)) & static_cast<int>(GST_EVENT_TYPE_STICKY)) != 0;
-}
-
 gboolean caps_query_reply(GstPad* pad, GstQuery* query, bool current_first) {
-  GstCaps* filter;
-  gst_query_parse_caps(query, &filter);
   GstCaps* caps = current_first ? gst_pad_get_current_caps(pad) : nullptr;
   if (!caps) caps = gst_pad_get_pad_template_caps(pad);
-  if (filter) {
-    GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(caps);
-    caps = tmp;
-  }
-  gst_query_set_caps_result(query, caps);
-  gst_caps_unref(caps);
-  return TRUE;
+  return jobflow::gst::answer_caps_query(query, caps);
 }
 
 /* ------------------------------------------------------------ jobbatch */
@@ -476,7 +460,7 @@ gboolean batch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
         for (Item& it : st->items) {
           if (!it.event) continue;
           const GstEventType type = GST_EVENT_TYPE(it.event);
-          if (!is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
+          if (!jobflow::gst::is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
           if (type == GST_EVENT_CAPS) st->config = it.config;
           gst_pad_store_sticky_event(self->srcpad, it.event);
         }
@@ -502,7 +486,7 @@ gboolean batch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
       default:
         break;
     }
-    if (is_serialized(event)) {
+    if (jobflow::gst::is_serialized(event)) {
       Item item;
       item.event = event;
       return enqueue(self, item) == GST_FLOW_OK;
@@ -839,7 +823,7 @@ gboolean unbatch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
         unbatch_push_pending_events(self);
         break;
       default:
-        if (is_serialized(event) && st->have_caps && !gst_pad_has_current_caps(self->srcpad)) {
+        if (jobflow::gst::is_serialized(event) && st->have_caps && !gst_pad_has_current_caps(self->srcpad)) {
           st->pending_events.push_back(event);
           return TRUE;
         }

@@ -15,6 +15,7 @@
  * completion never touches a finalized element. */
 #include "gstjobfunction.h"
 
+#include "element_util.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -119,13 +120,6 @@ void clear_items(std::deque<Item>* items) {
     if (it.event) gst_event_unref(it.event);
   }
   items->clear();
-}
-
-bool is_serialized(GstEvent* e) {
-  return (static_cast<int>(GST_EVENT_TYPE(e)) & static_cast<int>(GST_EVENT_TYPE_SERIALIZED)) != 0;
-}
-bool is_sticky(GstEvent* e) {
-  return (static_cast<int>(GST_EVENT_TYPE(e)) & static_cast<int>(GST_EVENT_TYPE_STICKY)) != 0;
 }
 
 bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
@@ -488,7 +482,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
    * pad (and may not be stored there): give it back to the queue, whose
    * FLUSH_STOP keeps sticky events on the pad, and stop as flushing, not
    * as a not-negotiated error. */
-  GstEvent* keep = is_sticky(event) ? gst_event_ref(event) : nullptr;
+  GstEvent* keep = jobflow::gst::is_sticky(event) ? gst_event_ref(event) : nullptr;
   const bool ok = gst_pad_push_event(self->srcpad, event);
   if (!ok && GST_PAD_IS_FLUSHING(self->srcpad)) {
     if (keep) {
@@ -768,7 +762,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
           for (Item& it : q->items) {
             if (!it.event) continue;
             const GstEventType type = GST_EVENT_TYPE(it.event);
-            if (!is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
+            if (!jobflow::gst::is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
             gst_pad_store_sticky_event(self->srcpad, it.event);
           }
           clear_items(&q->items);
@@ -790,7 +784,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
       default:
         break;
     }
-    if (is_serialized(event)) {
+    if (jobflow::gst::is_serialized(event)) {
       Item item;
       item.event = event;
       return enqueue(self, std::move(item)) == GST_FLOW_OK;
@@ -802,25 +796,12 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   }
 }
 
-gboolean caps_reply(GstQuery* query, GstCaps* caps) {
-  GstCaps* filter;
-  gst_query_parse_caps(query, &filter);
-  if (filter) {
-    GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(caps);
-    caps = tmp;
-  }
-  gst_query_set_caps_result(query, caps);
-  gst_caps_unref(caps);
-  return TRUE;
-}
-
 gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   JobflowFunction* self = JOBFLOW_FUNCTION(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CAPS: {
       std::shared_ptr<const Loaded> l = current(self);
-      return caps_reply(query, l ? open_caps(l->job->signature().inputs) : gst_pad_get_pad_template_caps(pad));
+      return jobflow::gst::answer_caps_query(query, l ? open_caps(l->job->signature().inputs) : gst_pad_get_pad_template_caps(pad));
     }
     case GST_QUERY_ALLOCATION:
       return FALSE;  // the outputs are new tensors: downstream's pool says nothing about our inputs
@@ -834,9 +815,9 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CAPS: {
       GstCaps* current_caps = gst_pad_get_current_caps(pad);
-      if (current_caps) return caps_reply(query, current_caps);
+      if (current_caps) return jobflow::gst::answer_caps_query(query, current_caps);
       std::shared_ptr<const Loaded> l = current(self);
-      return caps_reply(query, l ? open_caps(l->job->signature().outputs) : gst_pad_get_pad_template_caps(pad));
+      return jobflow::gst::answer_caps_query(query, l ? open_caps(l->job->signature().outputs) : gst_pad_get_pad_template_caps(pad));
     }
     case GST_QUERY_LATENCY: {
       if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
