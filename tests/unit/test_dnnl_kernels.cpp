@@ -292,11 +292,14 @@ TEST(Conv2d, ConcurrentCallsFromTwoThreads) {
         if (std::abs(y[i] - want[i]) > 1e-4 * (1 + std::abs(want[i]))) *ok = false;
     }
   };
-  bool ok_a = false, ok_b = false;
-  std::thread ta(work, std::cref(pa), 21u, &ok_a), tb(work, std::cref(pb), 31u, &ok_b);
-  ta.join(), tb.join();
+  // Two threads on the same shapes too: each has its own cached entry.
+  bool ok_a = false, ok_b = false, ok_c = false;
+  std::thread ta(work, std::cref(pa), 21u, &ok_a), tb(work, std::cref(pb), 31u, &ok_b),
+      tc(work, std::cref(pa), 41u, &ok_c);
+  ta.join(), tb.join(), tc.join();
   EXPECT_TRUE(ok_a);
   EXPECT_TRUE(ok_b);
+  EXPECT_TRUE(ok_c);
 }
 
 TEST(Conv2d, ErrorsAreRuntimeErrorsNamingShapes) {

@@ -1,17 +1,19 @@
 // cpu/dnnl_kernels.cpp — oneDNN-backed conv2d / pool2d kernels (see dnnl_kernels.h).
 //
 // Design:
-//  * One dnnl::engine and one dnnl::stream for the whole process, created on
-//    first use.
+//  * One dnnl::engine for the whole process; a dnnl::stream and a cache per
+//    calling thread (a job's worker), created on first use.
 //  * A cache maps the full parameter set (+ pass, bias/relu flags, layout
 //    choice) to an Entry holding the primitive, the dnnl::memory objects that
 //    wrap the caller's buffers (re-pointed with set_data_handle on every call),
 //    internal buffers for layout reorders, and a user-mode scratchpad. Hence a
 //    steady-state call creates nothing and allocates nothing.
-//  * A single mutex guards both the cache and execution. Each call already
-//    uses every core through oneDNN's OpenMP threading, so running two calls at
-//    once would only oversubscribe; serialising also makes sharing the one
-//    stream and the per-entry buffers safe.
+//  * The cache is per thread: an entry's buffers and stream belong to the
+//    thread that runs it, so no lock is taken and two jobs (two pipeline
+//    elements) run their convolutions at the same time. A job runs on its
+//    one worker thread, so each job builds its entries once. (Each call uses
+//    the job's OpenMP threads; give concurrent jobs num_threads that add up
+//    to the cores.)
 //  * Weights are never cached across calls in reordered form: they change at
 //    every training step, and a stale copy would be silently wrong.
 //
@@ -58,7 +60,7 @@ dnnl::engine& cpu_engine() {
 }
 
 dnnl::stream& cpu_stream() {
-  static dnnl::stream strm(cpu_engine());
+  thread_local dnnl::stream strm(cpu_engine());
   return strm;
 }
 
@@ -128,7 +130,7 @@ struct Entry {
   }
 
   // Binds the caller's buffers, runs input reorders, the primitive, output
-  // reorders, and waits. Caller holds g_mu.
+  // reorders, and waits. Runs on the thread whose cache holds the entry.
   void run(std::initializer_list<std::pair<int, const void*>> bufs) {
     for (const auto& [arg, ptr] : bufs) {
       for (auto& op : operands) {
@@ -158,20 +160,35 @@ struct KeyHash {
   }
 };
 
-std::mutex g_mu;  // guards g_cache and all execution (see header comment)
-std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> g_cache;
+// The calling thread's entries. clear_dnnl_cache() bumps the generation; each
+// thread drops its entries when it next looks one up.
+std::atomic<uint64_t> g_generation{0};
+struct ThreadCache {
+  uint64_t generation = 0;
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> entries;
+};
+ThreadCache& thread_cache() {
+  thread_local ThreadCache c;
+  const uint64_t g = g_generation.load(std::memory_order_acquire);
+  if (c.generation != g) {
+    c.entries.clear();
+    c.generation = g;
+  }
+  return c;
+}
 
 // Per-pass layout policy; Auto is resolved per shape in conv_entry().
 std::atomic<ConvLayout> g_layout[3] = {ConvLayout::Auto, ConvLayout::Auto, ConvLayout::Auto};
 
-// Looks up or builds an entry; `build` runs only on a miss. Caller holds g_mu.
+// Looks up or builds an entry of this thread; `build` runs only on a miss.
 template <class Build>
 Entry& get_entry(const Key& key, Build&& build) {
-  auto it = g_cache.find(key);
-  if (it != g_cache.end()) return *it->second;
+  auto& cache = thread_cache().entries;
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
   auto e = std::make_unique<Entry>();
   build(*e);
-  return *g_cache.emplace(key, std::move(e)).first->second;
+  return *cache.emplace(key, std::move(e)).first->second;
 }
 
 // ---------------------------------------------------------------------------
@@ -308,7 +325,7 @@ void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, Conv
   e.add_scratchpad(pd.scratchpad_desc());
 }
 
-// Finds/creates the entry for one conv pass. Caller holds g_mu.
+// Finds/creates the entry for one conv pass (this thread's).
 Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu) {
   ConvLayout layout = g_layout[static_cast<int>(pass)].load(std::memory_order_relaxed);
   if (layout == ConvLayout::Auto) {
@@ -426,7 +443,6 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
   check("forward", p);
   if (!x || !w || !y) conv_fail("forward", p, "null buffer");
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     Entry& e = conv_entry(p, ConvPass::Forward, bias != nullptr, fuse_relu);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}});
   } catch (const dnnl::error& err) {
@@ -438,7 +454,6 @@ void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy
   check("backward_data", p);
   if (!w || !dy || !dx) conv_fail("backward_data", p, "null buffer");
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     Entry& e = conv_entry(p, ConvPass::BackwardData, false, false);
     e.run({{DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
   } catch (const dnnl::error& err) {
@@ -450,7 +465,6 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
   check("backward_weights", p);
   if (!x || !dy || !dw) conv_fail("backward_weights", p, "null buffer");
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     Entry& e = conv_entry(p, ConvPass::BackwardWeights, dbias != nullptr, false);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, dbias}});
   } catch (const dnnl::error& err) {
@@ -462,7 +476,6 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p) {
   check("workspace_bytes", p);
   if (p.kind != PoolKind::Max) return 0;
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     return pool_entry(p, PoolPass::Training).workspace_bytes;
   } catch (const dnnl::error& err) {
     pool_fail("workspace_bytes", p, std::string("oneDNN error: ") + err.what());
@@ -473,7 +486,6 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
   check("forward", p);
   if (!x || !y) pool_fail("forward", p, "null buffer");
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     // Without a workspace there is nothing to record, so use the (slightly
     // cheaper) inference primitive; average pooling never needs one.
     const bool train = workspace != nullptr && p.kind == PoolKind::Max;
@@ -490,7 +502,6 @@ void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspa
   if (p.kind == PoolKind::Max && !workspace)
     pool_fail("backward", p, "max pooling backward needs the workspace filled by pool2d_forward");
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
     Entry& e = pool_entry(p, PoolPass::Backward);
     e.run({{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WORKSPACE, workspace}, {DNNL_ARG_DIFF_SRC, dx}});
   } catch (const dnnl::error& err) {
@@ -507,8 +518,8 @@ ConvLayout conv_layout(ConvPass pass) { return g_layout[static_cast<int>(pass)].
 const char* conv2d_impl_name(const Conv2dParams& p, ConvPass pass, bool has_bias) {
   check("impl_name", p);
   try {
-    std::lock_guard<std::mutex> lock(g_mu);
-    // Entries are never erased except by clear_dnnl_cache, so the string outlives this call.
+    // Entries are never erased except by clear_dnnl_cache, so the string outlives this call
+    // (on this thread: the entry is this thread's).
     return conv_entry(p, pass, has_bias, false).impl.c_str();
   } catch (const dnnl::error& err) {
     conv_fail("impl_name", p, std::string("oneDNN error: ") + err.what());
@@ -516,8 +527,8 @@ const char* conv2d_impl_name(const Conv2dParams& p, ConvPass pass, bool has_bias
 }
 
 void clear_dnnl_cache() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_cache.clear();
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
+  thread_cache();  // this thread's entries go now; other threads' at their next call
 }
 
 }  // namespace jobflow::cpu

@@ -16,8 +16,10 @@
 // Errors (bad parameters, oneDNN failures) are reported as std::runtime_error
 // whose message starts with "[conv2d]" or "[pool2d]" and lists the shapes.
 //
-// All functions are thread-safe. oneDNN parallelises each call internally
-// (OpenMP), so concurrent calls are serialised rather than oversubscribing.
+// All functions are thread-safe and take no lock: each calling thread has
+// its own cache of primitives and its own stream, so calls from two threads
+// (two jobs) run at the same time. Each call is parallelised by OpenMP with
+// the calling thread's thread count.
 #pragma once
 
 #include <cstddef>
