@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -33,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 GST_DEBUG_CATEGORY_STATIC(jobfunction_debug);
@@ -104,6 +106,28 @@ struct Queue {
   bool flushing = true;
   GstFlowReturn srcresult = GST_FLOW_FLUSHING;
   GstClockTime step_time = 0;  // moving average of one call's compute + wait (LATENCY)
+  std::atomic<uint64_t> changes{0};  // bumped by notify(): what a polling waiter watches
+
+  /* Call with `mu` held after changing the queue's state. */
+  void notify() {
+    changes.fetch_add(1, std::memory_order_release);
+    cv.notify_all();
+  }
+  /* cv.wait(lk, ready), but first polls for up to jobflow::spin_us(): a
+   * result or a slot usually comes within microseconds for small jobs, and
+   * a sleep + wake-up costs tens of them. */
+  template <class Ready>
+  void wait(std::unique_lock<std::mutex>& lk, Ready ready) {
+    if (!ready() && jobflow::spin_us() > 0) {
+      const uint64_t seen = changes.load(std::memory_order_acquire);
+      lk.unlock();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(jobflow::spin_us());
+      while (changes.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lk.lock();
+    }
+    cv.wait(lk, ready);
+  }
 };
 
 /* Task-only running totals for messages. */
@@ -505,7 +529,7 @@ void loop(gpointer user_data) {
   Item item;
   {
     std::unique_lock<std::mutex> lk(q->mu);
-    q->cv.wait(lk, [&] {
+    q->wait(lk, [&] {
       if (q->flushing) return true;
       if (q->items.empty()) return false;
       const Item& f = q->items.front();
@@ -523,7 +547,7 @@ void loop(gpointer user_data) {
       const GstClockTime t = static_cast<GstClockTime>(g_get_monotonic_time() - item.pending->submitted_us) * 1000;
       q->step_time = q->step_time ? (q->step_time * 7 + t) / 8 : t;
     }
-    q->cv.notify_all();
+    q->notify();
   }
 
   GstFlowReturn ret;
@@ -540,7 +564,7 @@ void loop(gpointer user_data) {
     {
       std::lock_guard<std::mutex> lk(q->mu);
       if (!q->flushing) q->srcresult = ret;
-      q->cv.notify_all();
+      q->notify();
     }
     gst_pad_pause_task(self->srcpad);
     if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
@@ -558,7 +582,7 @@ GstFlowReturn enqueue(JobflowFunction* self, Item item) {
   std::shared_ptr<Queue> q = *self->queue;
   std::unique_lock<std::mutex> lk(q->mu);
   if (item.buffer)
-    q->cv.wait(lk, [&] { return q->flushing || q->srcresult != GST_FLOW_OK || q->queued_buffers < q->limit; });
+    q->wait(lk, [&] { return q->flushing || q->srcresult != GST_FLOW_OK || q->queued_buffers < q->limit; });
   const GstFlowReturn ret = q->srcresult;
   if (ret != GST_FLOW_OK) {
     lk.unlock();
@@ -568,7 +592,7 @@ GstFlowReturn enqueue(JobflowFunction* self, Item item) {
   }
   if (item.buffer) q->queued_buffers++;
   q->items.push_back(std::move(item));
-  q->cv.notify_all();
+  q->notify();
   return GST_FLOW_OK;
 }
 
@@ -662,7 +686,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
       pending->result = std::move(r);
       pending->error = e;
       pending->ready = true;
-      q->cv.notify_all();
+      q->notify();
     };
     try {
       l->job->submit(std::move(inputs), complete);
@@ -748,7 +772,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
           std::lock_guard<std::mutex> lk(q->mu);
           q->flushing = true;
           q->srcresult = GST_FLOW_FLUSHING;
-          q->cv.notify_all();
+          q->notify();
         }
         gst_pad_pause_task(self->srcpad);
         return ok;
@@ -862,7 +886,7 @@ gboolean src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode, gboo
     std::lock_guard<std::mutex> lk(q->mu);
     q->flushing = true;
     q->srcresult = GST_FLOW_FLUSHING;
-    q->cv.notify_all();
+    q->notify();
   }
   const gboolean ok = gst_pad_stop_task(pad);
   std::lock_guard<std::mutex> lk(q->mu);

@@ -59,6 +59,7 @@ struct CallState {
   bool sync = false;       // a blocking run(): the caller waits on `finished`
   bool ran = false;
   bool finished = false;
+  std::atomic<bool> finished_flag{false};  // `finished`, readable without the lock (run()'s spin)
   bool abandoned = false;  // async: the Callbacker died without a callback
   CompiledJob::Done done;  // async: set by attach()
   CompiledJob::Finished finished_cb;  // async via submit(): gets the error too
@@ -72,6 +73,7 @@ CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_i
     if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
   if (num_threads < 0) throw Error("[" + sig_.job_name + "] num_threads must be >= 0, got " + std::to_string(num_threads));
   threads_ = num_threads > 0 ? num_threads : omp_get_max_threads();
+  spin_us_ = spin_us();
   worker_ = std::thread([this, num_threads] {
     // OpenMP's thread count is per calling thread: this sets it for every
     // kernel of this job and nothing else.
@@ -100,6 +102,22 @@ CompiledJob::~CompiledJob() {
   cv_deliver_.notify_all();
   worker_.join();
   callbacker_.join();
+}
+
+int spin_us() {
+  static const int us = [] {
+    const char* env = std::getenv("JOBFLOW_SPIN_US");
+    return env && *env ? std::max(0, std::atoi(env)) : 50;
+  }();
+  return us;
+}
+
+// Polls `waiting` (yielding the core) for at most spin_us_, so a wait that
+// ends soon needs no sleep and no wake-up.
+template <class Pred>
+void CompiledJob::spin_while(Pred waiting) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+  while (waiting() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 void CompiledJob::check_inputs(const std::vector<Tensor>& in) const {
@@ -141,10 +159,16 @@ std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool
   lk = std::unique_lock<std::mutex>(mu_);
   rethrow_pending();
   ++blocked_;
+  if (in_flight_ >= max_in_flight_ && spin_us_ > 0) {  // a slot frees within the spin for small jobs
+    lk.unlock();
+    spin_while([&] { return in_flight_.load(std::memory_order_acquire) >= max_in_flight_; });
+    lk.lock();
+  }
   cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
   --blocked_;
   ++in_flight_;
   queue_.push_back(c);
+  queued_.store(queue_.size(), std::memory_order_release);
   cv_work_.notify_one();
   return c;
 }
@@ -157,6 +181,11 @@ std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) {
 CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
   std::unique_lock<std::mutex> lk;
   auto c = enqueue(std::move(inputs), true, lk);
+  if (spin_us_ > 0) {  // small jobs finish within the spin: no sleep, no wake-up
+    lk.unlock();
+    spin_while([&] { return !c->finished_flag.load(std::memory_order_acquire); });
+    lk.lock();
+  }
   c->cv.wait(lk, [&] { return c->finished; });
   if (c->error) std::rethrow_exception(c->error);
   return std::move(c->result);
@@ -221,10 +250,19 @@ size_t CompiledJob::blocked_callers() const {
 void CompiledJob::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
+    if (queue_.empty() && !stopping_ && spin_us_ > 0) {
+      // Calls often come back to back (a pipeline's frames): poll a little
+      // before sleeping, so the next call needs no futex wake-up (on a VM
+      // each sleep/wake pair costs tens of microseconds).
+      lk.unlock();
+      spin_while([&] { return queued_.load(std::memory_order_acquire) == 0; });
+      lk.lock();
+    }
     cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping
     std::shared_ptr<CallState> c = queue_.front();
     queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_release);
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
@@ -241,6 +279,7 @@ void CompiledJob::worker_loop() {
     if (!err) ++steps_;  // like the plan's step: only steps that ran
     if (c->sync) {
       c->finished = true;
+      c->finished_flag.store(true, std::memory_order_release);
       --in_flight_;
       c->cv.notify_all();
       cv_space_.notify_one();

@@ -9,6 +9,7 @@
 // rethrows the first error of an asynchronous call or callback.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,12 @@ struct Signature {
   bool callback = false;                  // declared Callback<T>
   std::string str() const;
 };
+
+// How long a thread that waits for a call's result or a free slot polls
+// before it sleeps: $JOBFLOW_SPIN_US, default 50 (0 = never poll). Polling
+// (yielding the core) spares the futex sleep and wake-up that cost tens of
+// microseconds per call on a VM, which dominate small jobs.
+int spin_us();
 
 class Plan;   // compiler.h
 struct CallState;
@@ -130,6 +137,8 @@ class CompiledJob {
   std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
                                      Finished finished = nullptr);
   void worker_loop();
+  template <class Pred>
+  void spin_while(Pred waiting) const;
   void callback_loop();
   void rethrow_pending();
 
@@ -141,8 +150,10 @@ class CompiledJob {
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
+  std::atomic<size_t> queued_{0};                     // queue_.size(), readable without mu_ (the worker's spin)
+  int spin_us_ = 0;                                   // how long the idle worker polls before sleeping
   std::deque<std::shared_ptr<CallState>> delivery_;   // ran, waiting for callback
-  size_t in_flight_ = 0;
+  std::atomic<size_t> in_flight_{0};  // changed under mu_; atomic so a spinning caller can read it
   size_t blocked_ = 0;
   bool stopping_ = false;
   std::exception_ptr error_;
