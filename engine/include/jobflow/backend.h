@@ -1,10 +1,11 @@
 // jobflow/backend.h — the small interface every backend implements.
 //
 // A backend runs primitives for one device kind ("cpu", "gpu"). The
-// registry (backend.cpp) is the only code that knows which backends were
-// compiled in; the compiler asks it for the backend of each node's
-// placement. A CPU-only build has one backend and runs "gpu"-placed ops on
-// the CPU after a one-line warning.
+// registry (backend.cpp) is the only code that knows which backends exist;
+// the compiler asks it for the backend of each node's placement. The CUDA
+// backend is a library the registry loads at run time (cuda/README.md);
+// without it, or without a device, "gpu"-placed ops run on the CPU after a
+// one-line warning.
 #pragma once
 
 #include <string>
@@ -29,7 +30,8 @@ class Backend {
 // The backend for a placement's device tag; falls back to the CPU backend
 // (and sets *fell_back) when none is built or no device is present.
 const Backend& backend_for(const std::string& device, bool* fell_back = nullptr);
-// Names of the compiled-in backends, e.g. {"cpu"} or {"cpu", "cuda"}.
+// Names of the backends this process has: {"cpu"}, or {"cpu", "cuda"} when
+// the CUDA backend's library loads (whether or not a device is present).
 std::vector<std::string> compiled_backends();
 
 }  // namespace jobflow
