@@ -364,8 +364,8 @@ void post_structure(JobflowFunction* self, GstStructure* s) {
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
-/* Saves the session's variables to `dir` (atomic), announces it with the
- * steps `job` has run once the save has waited for its calls in flight. */
+/* Saves `job`'s variables to `dir` (atomic), announces it with the steps
+ * `job` has run once the save has waited for its calls in flight. */
 void save_checkpoint(JobflowFunction* self, const std::string& dir, const CompiledJob& job, bool final) {
   jobflow::CheckPoint().save(dir, job);  // only this job's variables: the folder restarts this job
   const guint64 step = static_cast<guint64>(job.steps_run());
