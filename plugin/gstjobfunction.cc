@@ -121,9 +121,7 @@ struct Queue {
     if (!ready() && jobflow::spin_us() > 0) {
       const uint64_t seen = changes.load(std::memory_order_acquire);
       lk.unlock();
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(jobflow::spin_us());
-      while (changes.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
-        std::this_thread::yield();
+      jobflow::poll_while([&] { return changes.load(std::memory_order_acquire) == seen; });
       lk.lock();
     }
     cv.wait(lk, ready);

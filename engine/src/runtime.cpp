@@ -112,14 +112,6 @@ int spin_us() {
   return us;
 }
 
-// Polls `waiting` (yielding the core) for at most spin_us_, so a wait that
-// ends soon needs no sleep and no wake-up.
-template <class Pred>
-void CompiledJob::spin_while(Pred waiting) const {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-  while (waiting() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-}
-
 void CompiledJob::check_inputs(const std::vector<Tensor>& in) const {
   if (in.size() != sig_.inputs.size())
     throw Error("[" + sig_.job_name + "] expects " + std::to_string(sig_.inputs.size()) + " input tensors, got " +
@@ -161,7 +153,7 @@ std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool
   ++blocked_;
   if (in_flight_ >= max_in_flight_ && spin_us_ > 0) {  // a slot frees within the spin for small jobs
     lk.unlock();
-    spin_while([&] { return in_flight_.load(std::memory_order_acquire) >= max_in_flight_; });
+    poll_while([&] { return in_flight_.load(std::memory_order_acquire) >= max_in_flight_; });
     lk.lock();
   }
   cv_space_.wait(lk, [&] { return in_flight_ < max_in_flight_; });
@@ -183,7 +175,7 @@ CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
   auto c = enqueue(std::move(inputs), true, lk);
   if (spin_us_ > 0) {  // small jobs finish within the spin: no sleep, no wake-up
     lk.unlock();
-    spin_while([&] { return !c->finished_flag.load(std::memory_order_acquire); });
+    poll_while([&] { return !c->finished_flag.load(std::memory_order_acquire); });
     lk.lock();
   }
   c->cv.wait(lk, [&] { return c->finished; });
@@ -255,7 +247,7 @@ void CompiledJob::worker_loop() {
       // before sleeping, so the next call needs no futex wake-up (on a VM
       // each sleep/wake pair costs tens of microseconds).
       lk.unlock();
-      spin_while([&] { return queued_.load(std::memory_order_acquire) == 0; });
+      poll_while([&] { return queued_.load(std::memory_order_acquire) == 0; });
       lk.lock();
     }
     cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty(); });

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,19 @@ struct Signature {
 // (yielding the core) spares the futex sleep and wake-up that cost tens of
 // microseconds per call on a VM, which dominate small jobs.
 int spin_us();
+
+// Polls `waiting()`, yielding the core between looks, until it is false or
+// spin_us() microseconds have passed; the caller then sleeps on its
+// condition variable if it still has to wait. (Yielding, not pausing: in a
+// pipeline on two cores several threads wait at once, and a pause-spin
+// starves the one doing the work; measured 61 us vs 13 us per buffer.)
+template <class Pred>
+inline void poll_while(Pred waiting) {
+  const int us = spin_us();
+  if (us <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (waiting() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
 
 class Plan;   // compiler.h
 struct CallState;
@@ -137,8 +151,6 @@ class CompiledJob {
   std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
                                      Finished finished = nullptr);
   void worker_loop();
-  template <class Pred>
-  void spin_while(Pred waiting) const;
   void callback_loop();
   void rethrow_pending();
 
