@@ -83,7 +83,7 @@ struct Loaded {
 
 /* The result of one call, filled by the engine's callback thread. */
 struct Pending {
-  bool ready = false;
+  std::vector<Tensor> inputs;   // views of the input buffer's memories
   std::vector<Tensor> result;
   std::exception_ptr error;
   guint64 step = 0;
@@ -106,6 +106,7 @@ struct Queue {
   bool flushing = true;
   GstFlowReturn srcresult = GST_FLOW_FLUSHING;
   GstClockTime step_time = 0;  // moving average of one call's compute + wait (LATENCY)
+  bool busy = false;           // the task is computing or pushing a buffer's result
   std::atomic<uint64_t> changes{0};  // bumped by notify(): what a polling waiter watches
 
   /* Call with `mu` held after changing the queue's state. */
@@ -521,18 +522,45 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
   return GST_FLOW_OK;
 }
 
+/* Runs the call of a buffer item on this thread (the src task: the
+ * element's own streaming thread), after the calls before it; then, for
+ * train jobs, saves the checkpoint when the step is a save-interval one. */
+GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
+  Pending& p = *item.pending;
+  const Loaded& l = *p.loaded;
+  try {
+    p.result = l.job->run_here(std::move(p.inputs));
+  } catch (...) {
+    p.error = std::current_exception();
+  }
+  p.inputs.clear();
+  {
+    std::shared_ptr<Queue> q = *self->queue;
+    const GstClockTime t = static_cast<GstClockTime>(g_get_monotonic_time() - p.submitted_us) * 1000;
+    std::lock_guard<std::mutex> lk(q->mu);
+    q->step_time = q->step_time ? (q->step_time * 7 + t) / 8 : t;
+  }
+  if (p.error || !l.train) return GST_FLOW_OK;
+  const Settings s = get_settings(self);
+  if (s.save_interval > 0 && !s.checkpoint.empty() && p.step % s.save_interval == 0) {
+    try {
+      save_checkpoint(self, s.checkpoint, *l.job, false);
+    } catch (const std::exception& e) {
+      GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("checkpoint=\"%s\": saving failed: %s", s.checkpoint.c_str(), e.what()),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+  }
+  return GST_FLOW_OK;
+}
+
 void loop(gpointer user_data) {
   JobflowFunction* self = JOBFLOW_FUNCTION(user_data);
   std::shared_ptr<Queue> q = *self->queue;
   Item item;
   {
     std::unique_lock<std::mutex> lk(q->mu);
-    q->wait(lk, [&] {
-      if (q->flushing) return true;
-      if (q->items.empty()) return false;
-      const Item& f = q->items.front();
-      return f.event != nullptr || f.pending->ready;
-    });
+    q->wait(lk, [&] { return q->flushing || !q->items.empty(); });
     if (q->flushing) {
       lk.unlock();
       gst_pad_pause_task(self->srcpad);
@@ -542,21 +570,27 @@ void loop(gpointer user_data) {
     q->items.pop_front();
     if (item.buffer) {
       q->queued_buffers--;
-      const GstClockTime t = static_cast<GstClockTime>(g_get_monotonic_time() - item.pending->submitted_us) * 1000;
-      q->step_time = q->step_time ? (q->step_time * 7 + t) / 8 : t;
+      q->busy = true;
     }
     q->notify();
   }
 
-  GstFlowReturn ret;
+  GstFlowReturn ret = GST_FLOW_OK;
+  const bool was_buffer = item.buffer != nullptr;  // push_item takes the item's buffer and result
   try {
-    ret = push_item(self, item);
+    if (item.buffer) ret = compute_item(self, item);
+    if (ret == GST_FLOW_OK) ret = push_item(self, item);
   } catch (const std::exception& e) {
     GST_ELEMENT_ERROR(self, CORE, FAILED, ("jobfunction failed"), ("%s", e.what()));
     ret = GST_FLOW_ERROR;
   }
   if (item.buffer) gst_buffer_unref(item.buffer);
   if (item.event) gst_event_unref(item.event);
+  if (was_buffer) {
+    std::lock_guard<std::mutex> lk(q->mu);
+    q->busy = false;
+    q->notify();
+  }
 
   if (ret != GST_FLOW_OK) {
     {
@@ -598,7 +632,15 @@ GstFlowReturn enqueue(JobflowFunction* self, Item item) {
 bool apply_reload(JobflowFunction* self) {
   const Settings s = get_settings(self);
   std::shared_ptr<const Loaded> old = current(self);
-  if (old) old->job->sync();  // its variables are about to be overwritten
+  {
+    /* The buffers before this one run with the old job and variables:
+     * wait until the task has pushed them all. */
+    std::shared_ptr<Queue> q = *self->queue;
+    std::unique_lock<std::mutex> lk(q->mu);
+    q->wait(lk, [&] { return q->flushing || (q->queued_buffers == 0 && !q->busy); });
+    if (q->flushing) return false;
+  }
+  if (old) old->job->sync();  // and any call of another caller
   std::shared_ptr<Loaded> l;
   try {
     l = load_job(self, s);
@@ -669,39 +711,15 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
       gst_buffer_unref(buf);
       return GST_FLOW_ERROR;
     }
-    std::shared_ptr<Queue> q = *self->queue;
     auto pending = std::make_shared<Pending>();
     pending->step = ++self->submitted;
     pending->loaded = l;
+    pending->inputs = std::move(inputs);
     pending->submitted_us = g_get_monotonic_time();
     Item item;
     item.buffer = buf;
-    item.pending = pending;
-    const GstFlowReturn ret = enqueue(self, std::move(item));
-    if (ret != GST_FLOW_OK) return ret;
-    auto complete = [q, pending](CompiledJob::Result r, std::exception_ptr e) {
-      std::lock_guard<std::mutex> lk(q->mu);
-      pending->result = std::move(r);
-      pending->error = e;
-      pending->ready = true;
-      q->notify();
-    };
-    try {
-      l->job->submit(std::move(inputs), complete);
-    } catch (...) {
-      complete({}, std::current_exception());  // the task reports it in order
-    }
-    const Settings s = get_settings(self);
-    if (l->train && s.save_interval > 0 && !s.checkpoint.empty() && pending->step % s.save_interval == 0) {
-      try {
-        save_checkpoint(self, s.checkpoint, *l->job, false);
-      } catch (const std::exception& e) {
-        GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("checkpoint=\"%s\": saving failed: %s", s.checkpoint.c_str(), e.what()),
-                          (nullptr));
-        return GST_FLOW_ERROR;
-      }
-    }
-    return GST_FLOW_OK;
+    item.pending = std::move(pending);
+    return enqueue(self, std::move(item));  // the task computes it
   } catch (const std::exception& e) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("jobfunction: %s", e.what()), (nullptr));
     return GST_FLOW_ERROR;

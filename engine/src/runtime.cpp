@@ -239,6 +239,37 @@ size_t CompiledJob::blocked_callers() const {
   return blocked_ > 0 && in_flight_ >= max_in_flight_ ? blocked_ : 0;
 }
 
+CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] run_here() called from the job's own callback");
+  check_inputs(inputs);
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    rethrow_pending();
+    // After every call made before it: nothing queued, nothing running.
+    cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_; });
+    ++in_flight_;  // sync() and CheckPoint.save wait for it like any call
+  }
+  if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+  std::vector<Tensor> result;
+  std::exception_ptr err;
+  try {
+    std::lock_guard<std::mutex> exec(exec_mu_);
+    result = plan_->run(inputs);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!err) ++steps_;
+    --in_flight_;
+    cv_space_.notify_one();
+    if (in_flight_ == 0) cv_idle_.notify_all();
+  }
+  if (err) std::rethrow_exception(err);
+  return result;
+}
+
 void CompiledJob::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
@@ -255,15 +286,19 @@ void CompiledJob::worker_loop() {
     std::shared_ptr<CallState> c = queue_.front();
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_release);
+    worker_running_ = true;
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
     try {
+      std::lock_guard<std::mutex> exec(exec_mu_);
       result = plan_->run(c->inputs);
     } catch (...) {
       err = std::current_exception();
     }
     lk.lock();
+    worker_running_ = false;
+    cv_here_.notify_all();
     c->inputs.clear();
     c->result = std::move(result);
     c->error = err;

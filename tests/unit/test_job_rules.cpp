@@ -245,6 +245,38 @@ TEST_F(JobRules, SubmitDeliversResultsAndErrorsInCallOrder) {
   EXPECT_EQ(impl.steps_run(), 4);
 }
 
+TEST_F(JobRules, RunHereRunsAfterEarlierCallsOnTheCallingThread) {
+  auto job = flow::global_function(
+      flow::Predict, {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2}, flow::Int32)},
+      [](Blob logits, Blob labels) -> flow::Numpy {
+        return flow::nn::sparse_softmax_cross_entropy_with_logits(labels, logits);
+      });
+  auto& impl = *job.compiled();
+  Tensor good({2}, flow::Int32), bad({2}, flow::Int32);
+  good.data<int32_t>()[0] = 1, good.data<int32_t>()[1] = 0;
+  bad.data<int32_t>()[0] = 9, bad.data<int32_t>()[1] = 0;
+  std::mutex mu;
+  std::vector<int> order;
+  for (int i = 0; i < 3; ++i)
+    impl.submit({iota({2, 3}), good}, [&, i](flow::CompiledJob::Result, std::exception_ptr) {
+      std::lock_guard<std::mutex> lk(mu);
+      order.push_back(i);
+    });
+  const Tensor here = impl.run_here({iota({2, 3}), good})[0];
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    EXPECT_EQ(order.size(), 3u);  // every earlier call ran first
+  }
+  EXPECT_TRUE(here.equal(impl.run({iota({2, 3}), good})[0]));
+  std::string e = error_of([&] { impl.run_here({iota({2, 3}), bad}); });
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  e = error_of([&] { impl.run_here({iota({2, 2}), good}); });
+  EXPECT_NE(e.find("expected"), std::string::npos) << e;
+  EXPECT_NO_THROW(impl.sync());
+  EXPECT_EQ(impl.steps_run(), 5);  // 3 submitted + run_here + run; the failed call is no step
+  EXPECT_EQ(impl.in_flight(), 0u);
+}
+
 namespace {
 auto make_linear_train(double momentum, const char* name) {
   return flow::global_function(

@@ -132,6 +132,13 @@ class CompiledJob {
   // Lower level: the result is delivered when `attach` is given a callback
   // or abandoned; used by Callback<T> where the callback comes after the call.
   std::shared_ptr<CallState> launch(std::vector<Tensor> inputs);
+  // Runs the call on the calling thread, after every call made before it,
+  // and returns its result (or throws its error). It counts as in flight
+  // (sync() and CheckPoint.save wait for it) and as a step. For a caller
+  // that already has a thread of its own for the job (the GStreamer
+  // element's streaming task): no hand-off to the worker and back. The
+  // calling thread's OpenMP thread count is set to the job's.
+  Result run_here(std::vector<Tensor> inputs);
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
@@ -168,6 +175,9 @@ class CompiledJob {
   std::atomic<size_t> in_flight_{0};  // changed under mu_; atomic so a spinning caller can read it
   size_t blocked_ = 0;
   bool stopping_ = false;
+  bool worker_running_ = false;        // the worker is inside a call (run_here waits)
+  std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
+  std::mutex exec_mu_;                 // one plan_->run at a time (worker or run_here)
   std::exception_ptr error_;
   int64_t steps_ = 0;
   std::thread worker_, callbacker_;
