@@ -1,18 +1,16 @@
 /* jobfunction. See gstjobfunction.h and docs/elements.md.
  *
  * Threads:
- *   sink chain   wraps the buffer's memories as tensors (no copy), appends
- *                an item to the queue and submits the call to the job
- *                (CompiledJob::submit); blocks while `max-in-flight` items
- *                are queued. Serialized events are queued as items too, so
- *                they keep their place among the results.
- *   engine       the job's worker computes; its callback thread stores each
- *                result (or error) in its item and wakes the src task.
- *   src task     pops items in order, waits for a result to be ready,
- *                builds the output buffer (the result tensors as memories,
- *                no copy; timestamps and metas of the input) and pushes it.
- * The queue lives in a shared_ptr that the engine's completions hold, so a
- * completion never touches a finalized element. */
+ *   sink chain   wraps the buffer's memories as tensors (no copy) and
+ *                appends an item to the queue; blocks while `max-in-flight`
+ *                items are queued. Serialized events are queued as items
+ *                too, so they keep their place among the results.
+ *   src task     pops items in order, runs each buffer's call itself
+ *                (CompiledJob::run_here: no hand-off to the engine's
+ *                worker), builds the output buffer (the result tensors as
+ *                memories, no copy; timestamps and metas of the input) and
+ *                pushes it; train jobs save the checkpoint here too.
+ * Upstream is never blocked by compute: only by a full queue. */
 #include "gstjobfunction.h"
 
 #include "element_util.h"
@@ -1091,8 +1089,8 @@ static void jobflow_function_class_init(JobflowFunctionClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint("max-in-flight", "Max in flight",
-                        "Buffers accepted and not yet pushed (queued, computing or waiting to be pushed); upstream "
-                        "blocks beyond it",
+                        "Buffers waiting in the queue besides the one the element's task computes and pushes; "
+                        "upstream blocks beyond it",
                         1, 1024, kDefaultMaxInFlight, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_LOSS,

@@ -3,10 +3,9 @@
  *
  * The `job` property names a job file (docs/job-files.md): its placeholders
  * give the sink caps, its returns the src caps (other/tensors, one
- * GstMemory per tensor). Each buffer is one call of the job; calls run on
- * the engine's worker while this element's src task pushes finished
- * results in input order, so upstream is blocked only when `max-in-flight`
- * buffers are accepted and not yet pushed. EOS is pushed after every result
+ * GstMemory per tensor). Each buffer is one call of the job; the calls run
+ * on this element's src task, which pushes the results in input order, so
+ * upstream is blocked only when `max-in-flight` buffers are waiting. EOS is pushed after every result
  * before it. Train jobs: each buffer is one step; the loss goes downstream
  * (it is the job's return), in "jobflow-step" element messages and in the
  * "step-done" signal; the checkpoint is saved every `save-interval` steps
