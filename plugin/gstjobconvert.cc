@@ -7,6 +7,7 @@
  * next caps. */
 #include "gstjobconvert.h"
 
+#include "element_util.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -630,18 +631,9 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
       return TRUE;
     }
     case GST_QUERY_CAPS: {
-      GstCaps* filter;
-      gst_query_parse_caps(query, &filter);
       GstCaps* caps = gst_pad_get_current_caps(pad);
       if (!caps) caps = gst_pad_get_pad_template_caps(pad);
-      if (filter) {
-        GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-        gst_caps_unref(caps);
-        caps = tmp;
-      }
-      gst_query_set_caps_result(query, caps);
-      gst_caps_unref(caps);
-      return TRUE;
+      return jobflow::gst::answer_caps_query(query, caps);
     }
     default:
       return gst_pad_query_default(pad, parent, query);
