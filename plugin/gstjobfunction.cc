@@ -234,6 +234,12 @@ Settings get_settings(JobflowFunction* self) {
   return *self->settings;
 }
 
+/* One numeric setting, without copying the strings (per-buffer reads). */
+guint setting(JobflowFunction* self, guint Settings::*field) {
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);
+  return self->settings->*field;
+}
+
 std::shared_ptr<const Loaded> current(JobflowFunction* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->loaded_lock);
   return *self->loaded;
@@ -473,8 +479,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
                         ("%s", what.c_str()));
       return GST_FLOW_ERROR;
     }
-    const Settings s = get_settings(self);
-    report_step(self, item, s.message_interval);
+    report_step(self, item, setting(self, &Settings::message_interval));
     GstBuffer* out = output_buffer(item);
     gst_buffer_unref(item.buffer);
     item.buffer = nullptr;
@@ -539,8 +544,10 @@ GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
     q->step_time = q->step_time ? (q->step_time * 7 + t) / 8 : t;
   }
   if (p.error || !l.train) return GST_FLOW_OK;
+  const guint interval = setting(self, &Settings::save_interval);
+  if (interval == 0 || p.step % interval != 0) return GST_FLOW_OK;
   const Settings s = get_settings(self);
-  if (s.save_interval > 0 && !s.checkpoint.empty() && p.step % s.save_interval == 0) {
+  if (!s.checkpoint.empty()) {
     try {
       save_checkpoint(self, s.checkpoint, *l.job, false);
     } catch (const std::exception& e) {
