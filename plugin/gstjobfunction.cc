@@ -201,8 +201,8 @@ struct _JobflowFunction {
   std::vector<TensorSpec>* in_specs;  // negotiated; empty before caps
   int fps_n, fps_d;
   guint64 submitted;
-  /* Shared with the engine's completions. */
-  std::shared_ptr<Queue>* queue;
+  /* Chain and src task; owned. */
+  Queue* queue;
   Stats* stats;  // src task only
 };
 
@@ -279,46 +279,60 @@ std::shared_ptr<Loaded> load_job(JobflowFunction* self, const Settings& s) {
   if (s.device != "cpu" && s.device != "gpu" && s.device.rfind("cuda:", 0) != 0)
     throw LoadError{"device", s.device, "expected cpu, gpu or cuda:<n>"};
 
+  /* One load in the normal case: with the checkpoint when there is one to
+   * load. Only when that fails is the job loaded alone, to tell whether
+   * the job (loss, optimizer) or the checkpoint is at fault. */
+  auto load = [&](bool with_checkpoint) {
+    opts.checkpoint = with_checkpoint ? s.checkpoint : "";
+    return jobflow::onnx::load(s.job, opts);
+  };
+  auto job_error = [&](const std::exception& e) {
+    const std::string what = e.what();
+    if (!s.loss.empty() && what.find("loss") != std::string::npos) return LoadError{"loss", s.loss, what};
+    if (!s.optimizer.empty() && what.find("optimizer") != std::string::npos)
+      return LoadError{"optimizer", s.optimizer, what};
+    return LoadError{"job", s.job, what};
+  };
+  const bool ckpt_dir = !s.checkpoint.empty() && fs::is_directory(s.checkpoint);
+  if (!s.checkpoint.empty() && !ckpt_dir && fs::exists(s.checkpoint))
+    throw LoadError{"checkpoint", s.checkpoint, "not a folder (a checkpoint is a folder, OneFlow's layout)"};
+  const bool use_ckpt = ckpt_dir && !fs::is_empty(s.checkpoint);
+
   auto l = std::make_shared<Loaded>();
   l->job_path = s.job;
   try {
-    l->job = jobflow::onnx::load(s.job, opts);
+    l->job = load(use_ckpt);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const char* prop = "job";
-    if (!s.loss.empty() && what.find("loss") != std::string::npos) prop = "loss";
-    else if (!s.optimizer.empty() && what.find("optimizer") != std::string::npos) prop = "optimizer";
-    throw LoadError{prop, prop == std::string("job") ? s.job : (prop == std::string("loss") ? s.loss : s.optimizer),
-                    what};
+    if (!use_ckpt) throw job_error(e);
+    try {
+      load(false);
+    } catch (const std::exception& alone) {
+      throw job_error(alone);
+    }
+    throw LoadError{"checkpoint", s.checkpoint, e.what()};
   }
-  {
-    const jobflow::Signature& first = l->job->signature();
-    if (!s.function.empty() && s.function != first.job_name)
-      throw LoadError{"function", s.function, "the job file '" + s.job + "' holds the job function '" +
-                                                  first.job_name + "' (a job file holds one job function)"};
-    l->train = first.type == jobflow::Train;
-  }
-  if (!s.checkpoint.empty()) {
-    if (fs::is_directory(s.checkpoint) && fs::is_empty(s.checkpoint) && l->train) {
-      /* An empty folder made for the train job to fill: start fresh. */
-      GST_INFO_OBJECT(self, "checkpoint folder %s is empty: training starts from the job file's variables",
-                      s.checkpoint.c_str());
-    } else if (fs::is_directory(s.checkpoint)) {
-      opts.checkpoint = s.checkpoint;
+  if (use_ckpt) l->checkpoint = s.checkpoint;
+  const jobflow::Signature& sig = l->job->signature();
+  if (!s.function.empty() && s.function != sig.job_name)
+    throw LoadError{"function", s.function, "the job file '" + s.job + "' holds the job function '" + sig.job_name +
+                                                "' (a job file holds one job function)"};
+  l->train = sig.type == jobflow::Train;
+  if (!s.checkpoint.empty() && !use_ckpt) {
+    if (!l->train && ckpt_dir) {
       try {
-        l->job = jobflow::onnx::load(s.job, opts);
+        load(true);  // the engine says what the empty folder lacks
       } catch (const std::exception& e) {
         throw LoadError{"checkpoint", s.checkpoint, e.what()};
       }
-      l->checkpoint = s.checkpoint;
-    } else if (fs::exists(s.checkpoint)) {
-      throw LoadError{"checkpoint", s.checkpoint, "not a folder (a checkpoint is a folder, OneFlow's layout)"};
-    } else if (!l->train) {
-      throw LoadError{"checkpoint", s.checkpoint,
-                      "no such folder; a predict job needs trained variables (train first, or unset checkpoint to use the job file's own)"};
     }
+    if (!l->train)
+      throw LoadError{"checkpoint", s.checkpoint,
+                      std::string(ckpt_dir ? "an empty folder" : "no such folder") +
+                          "; a predict job needs trained variables (train first, or unset checkpoint to use the job "
+                          "file's own)"};
+    GST_INFO_OBJECT(self, "checkpoint %s is %s: training starts from the job file's variables", s.checkpoint.c_str(),
+                    ckpt_dir ? "an empty folder" : "not there yet");
   }
-  const jobflow::Signature& sig = l->job->signature();  // of the job kept (loaded again with the checkpoint)
   if (sig.inputs.size() > static_cast<size_t>(jobflow::gst::kMaxTensors) ||
       sig.outputs.size() > static_cast<size_t>(jobflow::gst::kMaxTensors))
     throw LoadError{"job", s.job, "more than 16 placeholders or returns (other/tensors carries at most 16)"};
@@ -512,7 +526,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
   const bool ok = gst_pad_push_event(self->srcpad, event);
   if (!ok && GST_PAD_IS_FLUSHING(self->srcpad)) {
     if (keep) {
-      std::shared_ptr<Queue> q = *self->queue;
+      Queue* q = self->queue;
       std::lock_guard<std::mutex> lk(q->mu);
       Item back;
       back.event = keep;
@@ -538,7 +552,7 @@ GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
   }
   p.inputs.clear();
   {
-    std::shared_ptr<Queue> q = *self->queue;
+    Queue* q = self->queue;
     const GstClockTime t = static_cast<GstClockTime>(g_get_monotonic_time() - p.submitted_us) * 1000;
     std::lock_guard<std::mutex> lk(q->mu);
     q->step_time = q->step_time ? (q->step_time * 7 + t) / 8 : t;
@@ -561,7 +575,7 @@ GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
 
 void loop(gpointer user_data) {
   JobflowFunction* self = JOBFLOW_FUNCTION(user_data);
-  std::shared_ptr<Queue> q = *self->queue;
+  Queue* q = self->queue;
   Item item;
   {
     std::unique_lock<std::mutex> lk(q->mu);
@@ -616,7 +630,7 @@ void loop(gpointer user_data) {
 /* Appends an item for the task; buffers wait while the queue is full.
  * Takes the item's references. */
 GstFlowReturn enqueue(JobflowFunction* self, Item item) {
-  std::shared_ptr<Queue> q = *self->queue;
+  Queue* q = self->queue;
   std::unique_lock<std::mutex> lk(q->mu);
   if (item.buffer)
     q->wait(lk, [&] { return q->flushing || q->srcresult != GST_FLOW_OK || q->queued_buffers < q->limit; });
@@ -633,6 +647,24 @@ GstFlowReturn enqueue(JobflowFunction* self, Item item) {
   return GST_FLOW_OK;
 }
 
+/* Why tensors `given` do not fit the job's placeholders ("" when they do),
+ * naming the count or the placeholder, expected vs given; `source` says
+ * who gives them ("upstream", "the stream"). */
+std::string inputs_mismatch(const jobflow::Signature& sig, const std::vector<TensorSpec>& given, const char* source) {
+  std::string why;
+  if (given.size() != sig.inputs.size())
+    why = "job '" + sig.job_name + "' takes " + std::to_string(sig.inputs.size()) + " tensors (" + sig.str() + "), " +
+          source + " gives " + std::to_string(given.size());
+  for (size_t i = 0; i < given.size() && i < sig.inputs.size(); ++i)
+    if (given[i].shape != sig.inputs[i].shape || given[i].dtype != sig.inputs[i].dtype) {
+      why += std::string(why.empty() ? "job '" + sig.job_name + "': " : "; ") + "placeholder '" +
+             sig.input_names[i] + "' expects " + jobflow::spec_str(sig.inputs[i]) + ", " + source + " gives " +
+             jobflow::spec_str(given[i]);
+      break;
+    }
+  return why;
+}
+
 /* Applies a `job`/`checkpoint` change made while streaming. Chain thread. */
 bool apply_reload(JobflowFunction* self) {
   const Settings s = get_settings(self);
@@ -640,7 +672,7 @@ bool apply_reload(JobflowFunction* self) {
   {
     /* The buffers before this one run with the old job and variables:
      * wait until the task has pushed them all. */
-    std::shared_ptr<Queue> q = *self->queue;
+    Queue* q = self->queue;
     std::unique_lock<std::mutex> lk(q->mu);
     q->wait(lk, [&] { return q->flushing || (q->queued_buffers == 0 && !q->busy); });
     if (q->flushing) return false;
@@ -655,19 +687,9 @@ bool apply_reload(JobflowFunction* self) {
   }
   const auto& sig = l->job->signature();
   if (!self->in_specs->empty()) {
-    for (size_t i = 0; i < sig.inputs.size() && i < self->in_specs->size(); ++i)
-      if (sig.inputs[i].shape != (*self->in_specs)[i].shape || sig.inputs[i].dtype != (*self->in_specs)[i].dtype) {
-        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                          ("job=\"%s\": the new job's placeholder '%s' expects %s, the stream carries %s",
-                           s.job.c_str(), sig.input_names[i].c_str(), jobflow::spec_str(sig.inputs[i]).c_str(),
-                           jobflow::spec_str((*self->in_specs)[i]).c_str()),
-                          (nullptr));
-        return false;
-      }
-    if (sig.inputs.size() != self->in_specs->size()) {
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("job=\"%s\": the new job takes %zu tensors, the stream carries %zu", s.job.c_str(),
-                         sig.inputs.size(), self->in_specs->size()),
+    const std::string why = inputs_mismatch(sig, *self->in_specs, "the stream");
+    if (!why.empty()) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("job=\"%s\": the new job does not fit: %s", s.job.c_str(), why.c_str()),
                         (nullptr));
       return false;
     }
@@ -749,21 +771,11 @@ gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
-  if (specs.size() != sig.inputs.size()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                      ("job '%s' takes %zu tensors (%s), upstream gives %zu", sig.job_name.c_str(), sig.inputs.size(),
-                       sig.str().c_str(), specs.size()),
-                      ("%" GST_PTR_FORMAT, caps));
+  const std::string why = inputs_mismatch(sig, specs, "upstream");
+  if (!why.empty()) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", why.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].shape != sig.inputs[i].shape || specs[i].dtype != sig.inputs[i].dtype) {
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("job '%s': placeholder '%s' expects %s, upstream gives %s", sig.job_name.c_str(),
-                         sig.input_names[i].c_str(), jobflow::spec_str(sig.inputs[i]).c_str(), jobflow::spec_str(specs[i]).c_str()),
-                        ("%" GST_PTR_FORMAT, caps));
-      return FALSE;
-    }
   if (!fits) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
@@ -784,7 +796,7 @@ gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   JobflowFunction* self = JOBFLOW_FUNCTION(parent);
-  std::shared_ptr<Queue> q = *self->queue;
+  Queue* q = self->queue;
   try {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_FLUSH_START: {
@@ -869,7 +881,7 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
       gboolean live;
       GstClockTime min, max;
       gst_query_parse_latency(query, &live, &min, &max);
-      std::shared_ptr<Queue> q = *self->queue;
+      Queue* q = self->queue;
       GstClockTime step;
       guint limit;
       {
@@ -893,7 +905,7 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 gboolean src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode, gboolean active) {
   JobflowFunction* self = JOBFLOW_FUNCTION(parent);
   if (mode != GST_PAD_MODE_PUSH) return FALSE;
-  std::shared_ptr<Queue> q = *self->queue;
+  Queue* q = self->queue;
   if (active) {
     {
       std::lock_guard<std::mutex> lk(q->mu);
@@ -1038,7 +1050,7 @@ void finalize(GObject* object) {
   delete self->in_specs;
   delete self->stats;
   {
-    std::shared_ptr<Queue> q = *self->queue;
+    Queue* q = self->queue;
     std::lock_guard<std::mutex> lk(q->mu);
     clear_items(&q->items);
   }
@@ -1166,7 +1178,7 @@ static void jobflow_function_init(JobflowFunction* self) {
   self->fps_n = 0;
   self->fps_d = 1;
   self->submitted = 0;
-  self->queue = new std::shared_ptr<Queue>(std::make_shared<Queue>());
+  self->queue = new Queue();
   self->stats = new Stats();
 
   self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");

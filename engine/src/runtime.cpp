@@ -239,6 +239,13 @@ size_t CompiledJob::blocked_callers() const {
   return blocked_ > 0 && in_flight_ >= max_in_flight_ ? blocked_ : 0;
 }
 
+// A call has ended (delivered, or failed): frees its slot. Holds mu_.
+void CompiledJob::release_slot_locked() {
+  --in_flight_;
+  cv_space_.notify_one();
+  if (in_flight_ == 0) cv_idle_.notify_all();
+}
+
 CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
     throw Error("[" + sig_.job_name + "] run_here() called from the job's own callback");
@@ -262,9 +269,7 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!err) ++steps_;
-    --in_flight_;
-    cv_space_.notify_one();
-    if (in_flight_ == 0) cv_idle_.notify_all();
+    release_slot_locked();
   }
   if (err) std::rethrow_exception(err);
   return result;
@@ -307,10 +312,8 @@ void CompiledJob::worker_loop() {
     if (c->sync) {
       c->finished = true;
       c->finished_flag.store(true, std::memory_order_release);
-      --in_flight_;
       c->cv.notify_all();
-      cv_space_.notify_one();
-      if (in_flight_ == 0) cv_idle_.notify_all();
+      release_slot_locked();
     } else if (c->finished_cb && delivery_.empty()) {
       // submit(): nothing older waits for delivery, so the completion can
       // run here, in order, without waking the callback thread (one thread
@@ -327,9 +330,7 @@ void CompiledJob::worker_loop() {
       lk.lock();
       if (cb_err && !error_) error_ = cb_err;
       c->finished = true;
-      --in_flight_;
-      cv_space_.notify_one();
-      if (in_flight_ == 0) cv_idle_.notify_all();
+      release_slot_locked();
     } else {
       delivery_.push_back(c);
       cv_deliver_.notify_all();
@@ -376,9 +377,7 @@ void CompiledJob::callback_loop() {
     if (err && !error_) error_ = err;
     if (cb_err && !error_) error_ = cb_err;
     c->finished = true;
-    --in_flight_;
-    cv_space_.notify_one();
-    if (in_flight_ == 0) cv_idle_.notify_all();
+    release_slot_locked();
   }
 }
 

@@ -125,8 +125,8 @@ class CompiledJob {
   // thread, in call order. Inputs are held by reference until the step runs.
   void run_async(std::vector<Tensor> inputs, Done done);
   // As run_async, but `finished` also receives the call's error, so a
-  // caller that waits for each result (the GStreamer element) is never left
-  // waiting for one that failed. Runs in call order on the worker (when no
+  // caller that waits for each result is never left waiting for one that
+  // failed. Runs in call order on the worker (when no
   // older result awaits delivery) or the callback thread: keep it short.
   void submit(std::vector<Tensor> inputs, Finished finished);
   // Lower level: the result is delivered when `attach` is given a callback
@@ -158,6 +158,7 @@ class CompiledJob {
   std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
                                      Finished finished = nullptr);
   void worker_loop();
+  void release_slot_locked();
   void callback_loop();
   void rethrow_pending();
 
