@@ -189,6 +189,7 @@ void CompiledJob::submit(std::vector<Tensor> inputs, Finished finished) {
   if (!finished) throw Error("[" + sig_.job_name + "] submit() needs a completion function");
   std::unique_lock<std::mutex> lk;
   enqueue(std::move(inputs), false, lk, std::move(finished));
+  ++submits_open_;  // still under mu_: the worker cannot complete it before this
 }
 
 void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
@@ -239,6 +240,11 @@ size_t CompiledJob::blocked_callers() const {
   return blocked_ > 0 && in_flight_ >= max_in_flight_ ? blocked_ : 0;
 }
 
+// A submit()'s `finished` has returned. Holds mu_.
+void CompiledJob::submit_completed_locked() {
+  if (--submits_open_ == 0) cv_here_.notify_all();
+}
+
 // A call has ended (delivered, or failed): frees its slot. Holds mu_.
 void CompiledJob::release_slot_locked() {
   --in_flight_;
@@ -253,8 +259,10 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   {
     std::unique_lock<std::mutex> lk(mu_);
     rethrow_pending();
-    // After every call made before it: nothing queued, nothing running.
-    cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_; });
+    // After every call made before it: nothing queued, nothing running, and
+    // every earlier submit() completed (its `finished` returned), so a
+    // caller mixing the two sees results in call order.
+    cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_ && submits_open_ == 0; });
     ++in_flight_;  // sync() and CheckPoint.save wait for it like any call
   }
   if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
@@ -330,6 +338,7 @@ void CompiledJob::worker_loop() {
       lk.lock();
       if (cb_err && !error_) error_ = cb_err;
       c->finished = true;
+      submit_completed_locked();
       release_slot_locked();
     } else {
       delivery_.push_back(c);
@@ -377,6 +386,7 @@ void CompiledJob::callback_loop() {
     if (err && !error_) error_ = err;
     if (cb_err && !error_) error_ = cb_err;
     c->finished = true;
+    if (finished_cb) submit_completed_locked();
     release_slot_locked();
   }
 }

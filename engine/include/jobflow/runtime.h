@@ -132,8 +132,9 @@ class CompiledJob {
   // Lower level: the result is delivered when `attach` is given a callback
   // or abandoned; used by Callback<T> where the callback comes after the call.
   std::shared_ptr<CallState> launch(std::vector<Tensor> inputs);
-  // Runs the call on the calling thread, after every call made before it,
-  // and returns its result (or throws its error). It counts as in flight
+  // Runs the call on the calling thread, after every call made before it
+  // (and after every earlier submit()'s `finished` returned), and returns
+  // its result (or throws its error). It counts as in flight
   // (sync() and CheckPoint.save wait for it) and as a step. For a caller
   // that already has a thread of its own for the job (the GStreamer
   // element's streaming task): no hand-off to the worker and back. The
@@ -159,6 +160,7 @@ class CompiledJob {
                                      Finished finished = nullptr);
   void worker_loop();
   void release_slot_locked();
+  void submit_completed_locked();
   void callback_loop();
   void rethrow_pending();
 
@@ -177,6 +179,7 @@ class CompiledJob {
   size_t blocked_ = 0;
   bool stopping_ = false;
   bool worker_running_ = false;        // the worker is inside a call (run_here waits)
+  size_t submits_open_ = 0;            // submit() calls whose `finished` has not returned (run_here waits)
   std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
   std::mutex exec_mu_;                 // one plan_->run at a time (worker or run_here)
   std::exception_ptr error_;
