@@ -18,6 +18,11 @@ namespace {
 
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, T beta) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta * C (BLAS refuses leading dimensions of 0)
+    if (beta == T(0)) std::fill(C, C + M * N, T(0));
+    return;
+  }
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   if constexpr (std::is_same_v<T, float>) {
     const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
