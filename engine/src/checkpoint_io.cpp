@@ -2,6 +2,8 @@
 // the layout and the atomic-save protocol).
 #include "jobflow/checkpoint_io.h"
 
+#include "checkpoint_io_testing.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -84,18 +86,22 @@ void fsync_path(const std::string& path, bool directory) {
   ::close(fd);
 }
 
-// Test hook: JOBFLOW_CKPT_CRASH_AFTER_FILES=N makes the process die (_exit)
-// after N files of a save were written, as a kill during save would; the
-// crash tests use it in a forked child.
-long g_crash_countdown = -1;  // set at the start of each save()
-void arm_crash_for_test() {
-  const char* env = std::getenv("JOBFLOW_CKPT_CRASH_AFTER_FILES");
-  g_crash_countdown = env ? std::atol(env) : -1;
-}
+// Fault hooks (checkpoint_io_testing.h), only in builds with test hooks.
+#ifdef JOBFLOW_TEST_HOOKS
+long g_crash_after = -1;      // set by testing::crash_after_files
+long g_crash_countdown = -1;  // armed at the start of each save()
+bool g_plain_rename = false;
+void arm_crash_for_test() { g_crash_countdown = g_crash_after; }
 void maybe_crash_for_test() {
   if (g_crash_countdown < 0) return;
   if (g_crash_countdown-- == 0) ::_exit(86);
 }
+bool plain_rename_for_test() { return g_plain_rename; }
+#else
+void arm_crash_for_test() {}
+void maybe_crash_for_test() {}
+bool plain_rename_for_test() { return false; }
+#endif
 
 void write_file(const std::string& path, const void* data, size_t n) {
   maybe_crash_for_test();
@@ -466,9 +472,7 @@ void save(const std::string& dir_in, const std::map<std::string, Tensor>& vars) 
   } else {
     bool swapped = false;
 #ifdef RENAME_EXCHANGE
-    // JOBFLOW_CKPT_NO_EXCHANGE=1 forces the two-rename path (for tests).
-    const char* no_x = std::getenv("JOBFLOW_CKPT_NO_EXCHANGE");
-    if (!(no_x && *no_x && std::strcmp(no_x, "0") != 0)) {
+    if (!plain_rename_for_test()) {
       if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
         swapped = true;
         fsync_path(parent, true);
@@ -543,5 +547,12 @@ Tensor load_variable(const std::string& dir_in, const std::string& name, const S
   }
   return read_out(dir, vdir, name, expect_shape, expect_dtype, kLoadVar);
 }
+
+#ifdef JOBFLOW_TEST_HOOKS
+namespace testing {
+void crash_after_files(long files) { g_crash_after = files; }
+void force_plain_rename(bool on) { g_plain_rename = on; }
+}  // namespace testing
+#endif
 
 }  // namespace jobflow::checkpoint_io

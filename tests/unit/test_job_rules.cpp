@@ -8,6 +8,8 @@
 #include <jobflow/compiler.h>
 #include <jobflow/jobflow.h>
 
+#include "checkpoint_io_testing.h"
+
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -422,6 +424,7 @@ TEST_F(JobRules, LoadingAMismatchedCheckpointNamesTheVariable) {
 }
 
 TEST_F(JobRules, KilledSaveNeverReplacesAGoodCheckpoint) {
+  if (!flow::checkpoint_io::testing::kEnabled) GTEST_SKIP() << "built without -Dtest_hooks=true";
   auto train = make_linear_train(0.0, "ckpt_kill");
   flow::CheckPoint ck;
   ck.init();
@@ -434,7 +437,7 @@ TEST_F(JobRules, KilledSaveNeverReplacesAGoodCheckpoint) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       // The child dies after `files` files of the new checkpoint were written.
-      ::setenv("JOBFLOW_CKPT_CRASH_AFTER_FILES", std::to_string(files).c_str(), 1);
+      flow::checkpoint_io::testing::crash_after_files(files);
       try {
         flow::checkpoint_io::save(dir, {{"lin-weight", flow::session::variable("lin-weight")},
                                         {"lin-bias", flow::session::variable("lin-bias")}});
