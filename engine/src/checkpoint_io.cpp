@@ -356,7 +356,7 @@ Tensor read_out(const std::string& dir, const std::string& vdir, const std::stri
   if (have != want) {
     ::close(fd);
     throw Error(std::string(where) + dir + ": variable '" + name + "': " + path + " has " + std::to_string(have) +
-                " bytes, expected " + std::to_string(want) + " for " + describe(shape, dtype));
+                " bytes, expected " + std::to_string(want) + " bytes for " + describe(shape, dtype));
   }
   Tensor t(shape, dtype);
   auto* p = static_cast<unsigned char*>(t.raw());
@@ -510,9 +510,9 @@ void save(const std::string& dir_in, const std::map<std::string, Tensor>& vars) 
   remove_stale_siblings(dir);
 }
 
-std::map<std::string, Tensor> load(const std::string& dir_in) {
+Contents load_any(const std::string& dir_in, const SpecOf& spec_of) {
   const std::string dir = resolve_for_load(dir_in, kLoad);
-  std::map<std::string, Tensor> out;
+  Contents out;
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;
   if (ec) throw Error(std::string(kLoad) + dir + ": cannot list: " + ec.message());
@@ -521,14 +521,30 @@ std::map<std::string, Tensor> load(const std::string& dir_in) {
     const std::string name = it->path().filename().string();
     const std::string vdir = it->path().string();
     if (!is_dir(vdir) || !is_file(vdir + "/" + kOut)) continue;  // not a variable
-    if (!is_file(vdir + "/" + kMeta))
+    if (is_file(vdir + "/" + kMeta)) {
+      const Meta m = read_meta(vdir, name, kLoad);
+      out.typed.emplace(name, read_out(dir, vdir, name, m.shape, m.dtype, kLoad));
+      continue;
+    }
+    // OneFlow 0.2/0.3: `out` only. The job's definition gives the spec.
+    std::optional<std::pair<Shape, DType>> spec;
+    if (spec_of) spec = spec_of(name);
+    if (spec) {
+      out.typed.emplace(name, read_out(dir, vdir, name, spec->first, spec->second, kLoad));
+      continue;
+    }
+    if (!spec_of)
       throw Error(std::string(kLoad) + dir + ": variable '" + name + "' has no meta file (" + vdir +
                   "/meta); use load_variable() with the expected shape and dtype");
-    const Meta m = read_meta(vdir, name, kLoad);
-    out.emplace(name, read_out(dir, vdir, name, m.shape, m.dtype, kLoad));
+    struct stat st;
+    if (::stat((vdir + "/" + kOut).c_str(), &st) != 0) sys_fail(kLoad, vdir + "/" + kOut, "cannot stat", errno);
+    const auto bytes = static_cast<int64_t>(st.st_size);
+    out.untyped.emplace(name, read_out(dir, vdir, name, Shape{bytes}, DType::UInt8, kLoad));
   }
   return out;
 }
+
+std::map<std::string, Tensor> load(const std::string& dir) { return load_any(dir, nullptr).typed; }
 
 Tensor load_variable(const std::string& dir_in, const std::string& name, const Shape& expect_shape,
                      DType expect_dtype) {

@@ -298,6 +298,13 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
                                   G.blobs[b].spec.shape});
     }
   }
+  if (!plan->opts_.step_variable.empty()) {
+    auto e = internal::VariableStore::get().find(plan->opts_.step_variable);
+    if (!e || e->spec != TensorSpec{{1}, DType::Int64})
+      throw Error("[compile] job '" + plan->opts_.job_name + "': step variable '" + plan->opts_.step_variable +
+                  "' is not an int64 (1,) session variable");
+    plan->step_var_ = e;
+  }
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
@@ -309,15 +316,22 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     auto* e = static_cast<internal::VariableEntry*>(v.get());
     if (!e->initialized.load(std::memory_order_acquire)) internal::VariableStore::get().ensure_initialized(*e);
   }
+  int64_t* step_var = nullptr;
+  if (step_var_) {
+    auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
+    if (!e->initialized.load(std::memory_order_acquire)) internal::VariableStore::get().ensure_initialized(*e);
+    step_var = e->value.data<int64_t>();
+  }
+  const int64_t step = step_var ? *step_var : step_;
   for (const Patch& p : patches_) {
     Tensor t = inputs[p.input].reshape(p.shape);
     (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = std::move(t);
   }
   ExecContext ctx;
-  ctx.step = step_;
+  ctx.step = step;
   ctx.seed = opts_.seed;
   ctx.training = opts_.type == JobType::Train;
-  ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step_) : 0.0;
+  ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step) : 0.0;
   if (!profile_) {
     for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
   } else {
@@ -330,12 +344,32 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   // Drop the references to the caller's tensors.
   for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();
   ++step_;
+  if (step_var) *step_var = step + 1;
   std::vector<Tensor> out;
   out.reserve(out_views_.size());
   for (size_t i = 0; i < out_views_.size(); ++i)
     out.push_back(out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].reshape(out_shapes_[i]).clone()
                                           : out_views_[i].clone());
   return out;
+}
+
+int64_t Plan::steps_run() const {
+  if (step_var_) {
+    auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
+    if (e->initialized.load(std::memory_order_acquire)) return e->value.data<int64_t>()[0];
+    return 0;
+  }
+  return step_;
+}
+
+void Plan::set_steps_run(int64_t s) {
+  if (step_var_) {
+    auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
+    internal::VariableStore::get().ensure_initialized(*e);
+    e->value.data<int64_t>()[0] = s;
+  } else {
+    step_ = s;
+  }
 }
 
 Plan::~Plan() {

@@ -1,6 +1,7 @@
 // Definition of job functions: placeholders, variables, the objective, and
 // the step that turns the body's graph into a compiled job.
 #include "jobflow/job.h"
+#include "jobflow/session.h"
 
 #include <atomic>
 #include <cstring>
@@ -208,6 +209,12 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   po.fusion = S.config.enable_fusion();
   po.seed = S.config.seed();
   if (S.opt) po.schedule = S.opt->scheduler();
+  if (S.type == JobType::Train) {
+    // OneFlow's step counter: a variable, so checkpoints carry it and a
+    // resumed job continues its learning-rate schedule.
+    po.step_variable = session::train_step_variable(job);
+    internal::VariableStore::get().define(po.step_variable, {{1}, DType::Int64}, zeros_initializer(), false);
+  }
   std::vector<int> in_ids, out_ids;
   for (auto& b : S.inputs) in_ids.push_back(b.id());
   for (auto& b : outputs) out_ids.push_back(b.id());

@@ -220,14 +220,13 @@ void CompiledJob::sync() {
 }
 
 int64_t CompiledJob::steps_run() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return steps_;
+  std::lock_guard<std::mutex> exec(exec_mu_);  // not in the middle of a step
+  return plan_->steps_run();
 }
 void CompiledJob::set_steps_run(int64_t steps) {
   if (steps < 0) throw Error("[" + sig_.job_name + "] a step count cannot be negative (" + std::to_string(steps) + ")");
   sync();
-  std::lock_guard<std::mutex> lk(mu_);
-  steps_ = steps;
+  std::lock_guard<std::mutex> exec(exec_mu_);
   plan_->set_steps_run(steps);
 }
 
@@ -276,7 +275,6 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!err) ++steps_;
     release_slot_locked();
   }
   if (err) std::rethrow_exception(err);
@@ -316,7 +314,6 @@ void CompiledJob::worker_loop() {
     c->result = std::move(result);
     c->error = err;
     c->ran = true;
-    if (!err) ++steps_;  // like the plan's step: only steps that ran
     if (c->sync) {
       c->finished = true;
       c->finished_flag.store(true, std::memory_order_release);

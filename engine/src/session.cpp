@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "jobflow/compiler.h"
 #include "jobflow/checkpoint_io.h"
 #include "jobflow/session.h"
 #include "session_internal.h"
@@ -11,6 +12,19 @@
 
 namespace jobflow {
 namespace internal {
+
+namespace {
+// The bytes of a variable saved without `meta` as the tensor the job defines.
+Tensor typed_from_bytes(const std::string& name, const Tensor& bytes, const TensorSpec& spec, const std::string& from) {
+  Tensor t(spec.shape, spec.dtype);
+  if (static_cast<size_t>(bytes.nbytes()) != static_cast<size_t>(t.nbytes()))
+    throw Error("[CheckPoint.load] variable '" + name + "' in " + from + " has no meta file and " +
+                std::to_string(bytes.nbytes()) + " bytes, but the job defines it as " + spec_str(spec) + " (" +
+                std::to_string(t.nbytes()) + " bytes)");
+  std::memcpy(t.raw(), bytes.raw(), t.nbytes());
+  return t;
+}
+}  // namespace
 
 VariableStore& VariableStore::get() {
   static VariableStore s;
@@ -41,6 +55,11 @@ std::shared_ptr<VariableEntry> VariableStore::define(const std::string& name, co
     std::memcpy(e->value.raw(), p->second.raw(), e->value.nbytes());
     e->initialized = true;
     pending_.erase(p);
+  } else if (auto u = pending_untyped_.find(name); u != pending_untyped_.end()) {
+    const Tensor t = typed_from_bytes(name, u->second.bytes, spec, u->second.from);
+    std::memcpy(e->value.raw(), t.raw(), e->value.nbytes());
+    e->initialized = true;
+    pending_untyped_.erase(u);
   }
   vars_[name] = e;
   return e;
@@ -70,6 +89,7 @@ void VariableStore::init_all() {
     e->initialized = true;
   }
   pending_.clear();
+  pending_untyped_.clear();
 }
 
 std::map<std::string, Tensor> VariableStore::snapshot() {
@@ -86,8 +106,19 @@ std::map<std::string, Tensor> VariableStore::snapshot() {
   return out;
 }
 
-void VariableStore::load(std::map<std::string, Tensor> values, const std::string& from) {
+void VariableStore::load(std::map<std::string, Tensor> values, const std::string& from,
+                         std::map<std::string, Tensor> untyped) {
   std::lock_guard<std::mutex> lk(mu_);
+  // Untyped values of variables defined by now are typed (size checked) here.
+  for (auto it = untyped.begin(); it != untyped.end();) {
+    auto v = vars_.find(it->first);
+    if (v == vars_.end()) {
+      ++it;
+      continue;
+    }
+    values[it->first] = typed_from_bytes(it->first, it->second, v->second->spec, from);
+    it = untyped.erase(it);
+  }
   // Validate everything first so a bad checkpoint changes nothing.
   std::vector<std::string> missing;
   for (auto& [n, e] : vars_) {
@@ -106,9 +137,14 @@ void VariableStore::load(std::map<std::string, Tensor> values, const std::string
     for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     throw Error("[CheckPoint.load] " + from + " has no value for variable(s): " + list);
   }
+  for (auto& [n, v] : untyped) {
+    pending_.erase(n);
+    pending_untyped_[n] = {v, from};
+  }
   for (auto& [n, v] : values) {
     auto it = vars_.find(n);
     if (it == vars_.end()) {
+      pending_untyped_.erase(n);
       pending_[n] = v;
       continue;
     }
@@ -128,6 +164,7 @@ void VariableStore::reset() {
   std::lock_guard<std::mutex> lk(mu_);
   vars_.clear();
   pending_.clear();
+  pending_untyped_.clear();
 }
 
 int VariableStore::add_syncer(std::function<bool()> f) {
@@ -172,6 +209,7 @@ void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
   if (const auto& g = job.definition().graph)
     for (const Node& n : g->nodes)
       if (auto* v = dynamic_cast<const internal::VariableOp*>(n.op.get())) used.insert(v->entry()->name);
+  if (!job.plan().options().step_variable.empty()) used.insert(job.plan().options().step_variable);
   if (used.empty())
     throw Error("[CheckPoint.save] job '" + job.signature().job_name + "' has no variables to save");
   std::map<std::string, Tensor> all = VariableStore::get().snapshot(), mine;
@@ -183,11 +221,21 @@ void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
 }
 
 void CheckPoint::load(const std::string& dir) {
-  VariableStore::get().sync_all();
-  VariableStore::get().load(checkpoint_io::load(dir), dir);
+  VariableStore& store = VariableStore::get();
+  store.sync_all();
+  // Folders without `meta` (OneFlow 0.2/0.3) are read with the spec the jobs
+  // define; those no job defines yet are typed when one does.
+  checkpoint_io::Contents c =
+      checkpoint_io::load_any(dir, [&store](const std::string& name) -> std::optional<std::pair<Shape, DType>> {
+        auto e = store.find(name);
+        if (!e) return std::nullopt;
+        return std::make_pair(e->spec.shape, e->spec.dtype);
+      });
+  store.load(std::move(c.typed), dir, std::move(c.untyped));
 }
 
 namespace session {
+std::string train_step_variable(const std::string& job_name) { return "System-Train-TrainStep-" + job_name; }
 std::vector<std::string> variable_names() { return VariableStore::get().names(); }
 bool has_variable(const std::string& name) { return VariableStore::get().find(name) != nullptr; }
 Tensor variable(const std::string& name) {

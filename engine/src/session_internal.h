@@ -34,7 +34,10 @@ class VariableStore {
   void ensure_initialized(VariableEntry& e);
   void init_all();
   std::map<std::string, Tensor> snapshot();  // every variable (initializing those not yet set)
-  void load(std::map<std::string, Tensor> values, const std::string& from);
+  // Values read from checkpoint `from`; `untyped` are the raw bytes of
+  // variables saved without `meta` (typed when a job defines them).
+  void load(std::map<std::string, Tensor> values, const std::string& from,
+            std::map<std::string, Tensor> untyped = {});
   std::vector<std::string> names();
   void reset();
   // Jobs register a way to wait for their calls in flight; the function
@@ -48,6 +51,11 @@ class VariableStore {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<VariableEntry>> vars_;
   std::map<std::string, Tensor> pending_;  // loaded before the job defined them
+  struct Untyped {
+    Tensor bytes;      // (nbytes,) UInt8: `out` of a folder without `meta`
+    std::string from;  // the checkpoint, for errors
+  };
+  std::map<std::string, Untyped> pending_untyped_;
   std::map<int, std::function<bool()>> syncers_;
   int next_syncer_ = 0;
   uint64_t seed_ = 0;

@@ -1014,6 +1014,9 @@ TEST_F(JobFunction, TrainContinuesFromAnExistingCheckpoint) {
       gst_buffer_unref(out);
       if (run == 1 && k == 0) first_run_step3 = loss;  // continues: the 3rd step overall
     }
+    guint64 steps = 0;
+    g_object_get(h->element, "steps", &steps, nullptr);
+    EXPECT_EQ(steps, guint64(2 * (run + 1))) << "the checkpoint's train step is restored (run " << run << ")";
     ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
     ASSERT_TRUE(pull_until_eos(h));
     EXPECT_EQ(errors_text(bus), "");
@@ -1054,8 +1057,11 @@ TEST_F(JobFunction, AnEmptyCheckpointFolderIsAFreshStartAndGetsOnlyThisJobsVaria
   for (const std::string& n : job->definition().trainable) train_vars.insert(n);
   EXPECT_FALSE(saved.empty());
   for (const std::string& n : train_vars) EXPECT_TRUE(saved.count(n)) << n;
+  const std::string step_var = flow::session::train_step_variable(job->signature().job_name);
+  EXPECT_TRUE(saved.count(step_var)) << "the train step is saved with the weights";
   for (const std::string& n : saved)
-    EXPECT_TRUE(train_vars.count(n) || n.find("momentum") != std::string::npos) << "unexpected variable " << n;
+    EXPECT_TRUE(train_vars.count(n) || n.find("momentum") != std::string::npos || n == step_var)
+        << "unexpected variable " << n;
 }
 
 TEST_F(JobFunction, AnOrdinaryModelTrainsWithLossAndOptimizer) {

@@ -401,7 +401,8 @@ TEST_F(JobRules, SavingAJobsCheckpointWritesOnlyItsVariables) {
   std::set<std::string> saved;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_directory()) saved.insert(e.path().filename().string());
-  EXPECT_EQ(saved, (std::set<std::string>{"lin-bias", "lin-bias-momentum", "lin-weight", "lin-weight-momentum"}));
+  EXPECT_EQ(saved, (std::set<std::string>{"lin-bias", "lin-bias-momentum", "lin-weight", "lin-weight-momentum",
+                                          flow::session::train_step_variable("ckpt_job")}));
   EXPECT_TRUE(fs::exists(fs::path(dir) / "snapshot_done"));
   fs::remove_all(dir);
 }
@@ -568,4 +569,133 @@ TEST_F(JobRules, DefaultPlacementIsValidated) {
                           {flow::Numpy::Placeholder({2})}, [](Blob x) -> flow::Numpy { return x; });
   });
   EXPECT_NE(e.find("default_placement device must be \"cpu\" or \"gpu\", got \"tpu\""), std::string::npos) << e;
+}
+
+namespace {
+// Writes dir/<name>/out (and meta when asked) and dir/snapshot_done by hand,
+// as OneFlow 0.2/0.3 (no meta) or 0.4 (meta) did.
+void write_variable(const std::string& dir, const std::string& name, const std::vector<float>& values,
+                    const flow::Shape& shape, bool with_meta) {
+  fs::create_directories(dir + "/" + name);
+  std::FILE* f = std::fopen((dir + "/" + name + "/out").c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fwrite(values.data(), sizeof(float), values.size(), f);
+  std::fclose(f);
+  if (with_meta) {
+    f = std::fopen((dir + "/" + name + "/meta").c_str(), "w");
+    const std::string meta = flow::checkpoint_io::meta_text(shape, flow::Float);
+    std::fwrite(meta.data(), 1, meta.size(), f);
+    std::fclose(f);
+  }
+  std::fclose(std::fopen((dir + "/snapshot_done").c_str(), "w"));
+}
+}  // namespace
+
+TEST_F(JobRules, CheckpointsWithAndWithoutMetaLoadAndEvaluate) {
+  // y = x W^T + b with W (2, 3) and b (2,) written by hand; y computed here.
+  const std::vector<float> W = {0.5f, -1.f, 2.f, 1.5f, 0.25f, -0.75f}, b = {0.125f, -2.f};
+  const std::vector<float> x = {1, 2, 3, -1, 0, 4};
+  std::vector<float> want(4);
+  for (int i = 0; i < 2; ++i)
+    for (int o = 0; o < 2; ++o) {
+      float acc = b[o];
+      for (int k = 0; k < 3; ++k) acc += x[i * 3 + k] * W[o * 3 + k];
+      want[i * 2 + o] = acc;
+    }
+  for (bool with_meta : {true, false}) {
+    flow::session::reset();
+    const std::string dir = tmpdir(with_meta ? "with_meta" : "without_meta");
+    write_variable(dir, "lin-weight", W, {2, 3}, with_meta);
+    write_variable(dir, "lin-bias", b, {2}, with_meta);
+    auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob in) -> flow::Numpy {
+      return flow::layers::dense(in, 2, {.name = "lin"});
+    });
+    flow::CheckPoint().load(dir);
+    const Tensor y = job(Tensor::from<float>({2, 3}, x));
+    const std::vector<float> got = y.to_vector<float>();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "meta " << with_meta << " at " << i;
+    fs::remove_all(dir);
+  }
+}
+
+TEST_F(JobRules, CheckpointWithoutMetaLoadedBeforeTheJobIsTypedByIt) {
+  const std::string dir = tmpdir("no_meta_early");
+  write_variable(dir, "lin-weight", {1, 0, 0, 0, 1, 0}, {2, 3}, false);
+  write_variable(dir, "lin-bias", {0.5f, -0.5f}, {2}, false);
+  flow::CheckPoint().load(dir);  // no job defines the variables yet: kept as bytes
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({1, 3})}, [](Blob in) -> flow::Numpy {
+    return flow::layers::dense(in, 2, {.name = "lin"});
+  });
+  EXPECT_EQ(job(Tensor::from<float>({1, 3}, {3, 4, 5})).to_vector<float>(), (std::vector<float>{3.5f, 3.5f}));
+  fs::remove_all(dir);
+}
+
+TEST_F(JobRules, CheckpointWithoutMetaOfTheWrongSizeNamesVariableAndSizes) {
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({1, 3})}, [](Blob in) -> flow::Numpy {
+    return flow::layers::dense(in, 2, {.name = "lin"});
+  });
+  const std::string dir = tmpdir("no_meta_wrong");
+  write_variable(dir, "lin-weight", {1, 2, 3, 4}, {2, 2}, false);  // 16 bytes, the job wants (2, 3): 24
+  write_variable(dir, "lin-bias", {0, 0}, {2}, false);
+  std::string e = error_of([&] { flow::CheckPoint().load(dir); });
+  EXPECT_NE(e.find("'lin-weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("16 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("24 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("(2, 3) float32"), std::string::npos) << e;
+  // Loaded before the job: the same error when the job defines it.
+  flow::session::reset();
+  flow::CheckPoint().load(dir);
+  e = error_of([&] {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({1, 3})},
+                          [](Blob in) -> flow::Numpy { return flow::layers::dense(in, 2, {.name = "lin"}); });
+  });
+  EXPECT_NE(e.find("'lin-weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("16 bytes"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+namespace {
+// loss = sum(w * x): its gradient is x, so one SGD step moves w by -lr * x.
+auto make_schedule_job() {
+  return flow::global_function(
+      flow::Train, flow::function_config().name("resume_job"), {flow::Numpy::Placeholder({2})},
+      [](Blob x) -> flow::Numpy {
+        Blob w = flow::get_variable("w", {2}, flow::Float, flow::constant_initializer(1.0));
+        Blob loss = flow::reduce_sum(w * x, {0});
+        flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({3}, {0.1, 0.01}), 0).minimize(loss);
+        return loss;
+      });
+}
+}  // namespace
+
+TEST_F(JobRules, ResumedTrainingContinuesItsLearningRateSchedule) {
+  const std::string dir = tmpdir("resume_schedule");
+  const Tensor x = Tensor::from<float>({2}, {1.f, 2.f});
+  {
+    auto job = make_schedule_job();
+    flow::CheckPoint().init();
+    job(x);
+    job(x);  // steps 0 and 1 at lr 0.1
+    EXPECT_EQ(job.compiled()->steps_run(), 2);
+    flow::CheckPoint().save(dir);
+  }
+  ASSERT_TRUE(fs::exists(dir + "/" + flow::session::train_step_variable("resume_job") + "/out"))
+      << "the train step is saved as OneFlow's System-Train-TrainStep-<job> variable";
+  flow::session::reset();
+  auto job = make_schedule_job();
+  flow::CheckPoint().load(dir);
+  EXPECT_EQ(job.compiled()->steps_run(), 2);
+  auto w = [] { return flow::session::variable("w").clone().to_vector<float>(); };
+  std::vector<float> before = w();
+  EXPECT_NEAR(before[0], 1.f - 2 * 0.1f, 1e-6);
+  job(x);  // step 2: still lr 0.1
+  std::vector<float> after = w();
+  EXPECT_NEAR(before[1] - after[1], 0.1f * 2, 1e-6) << "step 2 runs before the boundary at 3";
+  before = after;
+  job(x);  // step 3: lr 0.01 (a job restarted at step 0 would still use 0.1)
+  after = w();
+  EXPECT_NEAR(before[0] - after[0], 0.01f * 1, 1e-6) << "step 3 is past the boundary";
+  EXPECT_NEAR(before[1] - after[1], 0.01f * 2, 1e-6);
+  EXPECT_EQ(job.compiled()->steps_run(), 4);
+  fs::remove_all(dir);
 }

@@ -54,8 +54,11 @@
 // system-call failures).
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "jobflow/tensor.h"
 
@@ -69,6 +72,24 @@ void save(const std::string& dir, const std::map<std::string, Tensor>& vars);
 // checkpoint at `dir`. Requires dir/snapshot_done; every variable needs its
 // `meta`, and its `out` must hold exactly numel * dtype_size bytes.
 std::map<std::string, Tensor> load(const std::string& dir);
+
+// The shape and dtype a job defines for a variable, if any.
+using SpecOf = std::function<std::optional<std::pair<Shape, DType>>(const std::string& name)>;
+// What load_any() found.
+struct Contents {
+  std::map<std::string, Tensor> typed;  // with their shape and dtype
+  // Folders without `meta` whose variable no job defines (yet): the bytes
+  // of `out` as a (nbytes,) UInt8 tensor, to be typed when a job defines
+  // the variable.
+  std::map<std::string, Tensor> untyped;
+};
+// As load(), and also OneFlow 0.2/0.3 checkpoints, which wrote `out`
+// without `meta`: such a variable is read with the spec `spec_of` gives
+// (its `out` must hold exactly that many bytes; the error names the
+// variable, the expected and the found sizes), or kept untyped when
+// `spec_of` knows none. A variable that has `meta` is read by it; when
+// `spec_of` also knows it, the caller checks the two agree.
+Contents load_any(const std::string& dir, const SpecOf& spec_of);
 
 // Reads one variable, for checkpoints whose `meta` may be missing (OneFlow
 // 0.2's legacy format): the expectation gives the shape and dtype then.

@@ -34,6 +34,10 @@ struct PlanOptions {
   bool fusion = true;
   uint64_t seed = 0;
   optimizer::Scheduler schedule;  // train jobs
+  // Train jobs: the session variable that counts their steps (OneFlow's
+  // "System-Train-TrainStep-<job>", int64 (1,)); the schedule reads it, each
+  // step adds one, and checkpoints save and restore it with the weights.
+  std::string step_variable;
 };
 
 class Plan {
@@ -51,8 +55,9 @@ class Plan {
   // Sum of all intermediate blob sizes (what a plan without reuse needs).
   size_t unshared_bytes() const { return unshared_bytes_; }
   size_t num_nodes() const { return steps_.size(); }
-  int64_t steps_run() const { return step_; }
-  void set_steps_run(int64_t s) { step_ = s; }
+  // Steps run: the step variable's value for train jobs, else the calls.
+  int64_t steps_run() const;
+  void set_steps_run(int64_t s);
   // One line per node: name, op, attributes, shapes, backend; the header
   // line gives the arena size.
   std::string describe() const;
@@ -88,9 +93,10 @@ class Plan {
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
-  int64_t step_ = 0;
+  int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   bool profile_ = false;
   std::vector<double> prof_seconds_;  // per step
 };

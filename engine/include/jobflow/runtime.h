@@ -181,9 +181,8 @@ class CompiledJob {
   bool worker_running_ = false;        // the worker is inside a call (run_here waits)
   size_t submits_open_ = 0;            // submit() calls whose `finished` has not returned (run_here waits)
   std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
-  std::mutex exec_mu_;                 // one plan_->run at a time (worker or run_here)
+  mutable std::mutex exec_mu_;         // one plan_->run at a time (worker or run_here)
   std::exception_ptr error_;
-  int64_t steps_ = 0;
   std::thread worker_, callbacker_;
 };
 

@@ -34,11 +34,16 @@ class CheckPoint {
   void save(const std::string& dir, const CompiledJob& job);
   // Loads every variable found in `dir`. Variables already defined must match
   // in shape and dtype (error names the variable); others are kept and used
-  // when a job defines them.
+  // when a job defines them. Folders without `meta` (OneFlow 0.2/0.3) take
+  // the spec the job defines, their size checked against it.
   void load(const std::string& dir);
 };
 
 namespace session {
+// The variable that counts a train job's steps, as OneFlow names it:
+// "System-Train-TrainStep-<job name>", int64 of shape (1,). Its value is the
+// step the next call runs (the schedule's input); checkpoints hold it.
+std::string train_step_variable(const std::string& job_name);
 // Names of the variables defined so far, sorted.
 std::vector<std::string> variable_names();
 bool has_variable(const std::string& name);

@@ -1912,8 +1912,28 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
   std::map<std::string, Tensor> inits;
   for (const auto& t : g.initializer())
     inits[t.name()] = read_tensor(t, P.base_dir, opts.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
+  // Train step counters in the checkpoint (System-Train-TrainStep-<job>):
+  // the one of this job sets its step once the job exists.
+  std::map<std::string, int64_t> ckpt_steps;
   if (!opts.checkpoint.empty() && !inspect) {
-    for (auto& [name, v] : checkpoint_io::load(opts.checkpoint)) {
+    // Variables saved without `meta` (OneFlow 0.2/0.3) take the initializer's spec.
+    checkpoint_io::Contents c = checkpoint_io::load_any(
+        opts.checkpoint, [&inits](const std::string& n) -> std::optional<std::pair<Shape, DType>> {
+          auto it = inits.find(n);
+          if (it == inits.end()) return std::nullopt;
+          return std::make_pair(it->second.shape(), it->second.dtype());
+        });
+    for (auto& [name, v] : c.untyped)
+      fail(what, "checkpoint '" + opts.checkpoint + "' has variable '" + name + "', which the model does not have");
+    const std::string step_prefix = session::train_step_variable("");
+    for (auto& [name, v] : c.typed) {
+      if (name.rfind(step_prefix, 0) == 0 && !inits.count(name)) {
+        if (v.dtype() != DType::Int64 || numel(v.shape()) != 1)
+          fail(what, "checkpoint variable '" + name + "' is " + spec_str({v.shape(), v.dtype()}) +
+                         ", expected a train step: int64 (1,)");
+        ckpt_steps[name] = v.data<int64_t>()[0];
+        continue;
+      }
       auto it = inits.find(name);
       if (it == inits.end())
         fail(what, "checkpoint '" + opts.checkpoint + "' has variable '" + name + "', which the model does not have");
@@ -2204,9 +2224,12 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
 
   R.job = B.finish(outs, out_struct, meta(ou::kCallback) == "1");
 
-  // The step the saved job had reached.
+  // The step the saved job had reached: the checkpoint's step variable,
+  // else the file's jobflow.step, else 0 (a train job's step is a session
+  // variable: a job loaded again starts where its file or checkpoint says,
+  // not where an earlier load of it stopped).
+  int64_t step = 0;
   if (job_file && !meta(ou::kStep).empty()) {
-    int64_t step = 0;
     try {
       size_t used = 0;
       step = std::stoll(meta(ou::kStep), &used);
@@ -2214,8 +2237,9 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
     } catch (...) {
       fail(what, "jobflow.step is not a non-negative integer: \"" + meta(ou::kStep) + "\"");
     }
-    if (step > 0) R.job->set_steps_run(step);  // schedules, dropout masks, Adam continue from here
   }
+  if (auto it = ckpt_steps.find(session::train_step_variable(name)); it != ckpt_steps.end()) step = it->second;
+  if (type == JobType::Train || step > 0) R.job->set_steps_run(step);  // schedules, dropout masks, Adam continue from here
   // Optimizer state saved with the job (after finish() created it).
   if (type == JobType::Train) {
     for (const auto& n : split_list(meta(ou::kState))) {
