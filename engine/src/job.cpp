@@ -166,7 +166,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
       for (auto& [name, b] : S.variables) {
         if (!reaches[b.id()]) continue;
         auto* v = dynamic_cast<const internal::VariableOp*>(S.graph->nodes[S.graph->blobs[b.id()].producer].op.get());
-        if (v && v->entry()->trainable && is_floating(b.dtype())) {
+        if (v && v->trainable() && is_floating(b.dtype())) {
           vars.push_back(b);
           names.push_back(name);
         }
@@ -358,7 +358,7 @@ Blob get_variable(const std::string& name, const Shape& shape, DType dtype, cons
     return it->second;
   }
   auto entry = internal::VariableStore::get().define(name, {shape, dtype}, initializer, trainable);
-  Blob b = st->graph->add(std::make_shared<internal::VariableOp>(entry), {}, name)[0];
+  Blob b = st->graph->add(std::make_shared<internal::VariableOp>(entry, trainable), {}, name)[0];
   st->variables[name] = b;
   return b;
 }

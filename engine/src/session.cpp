@@ -39,6 +39,9 @@ std::shared_ptr<VariableEntry> VariableStore::define(const std::string& name, co
     if (it->second->spec != spec)
       throw Error("[get_variable] variable '" + name + "' already exists as " + spec_str(it->second->spec) +
                   ", asked for " + spec_str(spec));
+    // Trainable in any job that uses it (each job's VariableOp decides
+    // whether that job trains it).
+    if (trainable) it->second->trainable = true;
     return it->second;
   }
   auto e = std::make_shared<VariableEntry>();

@@ -18,6 +18,9 @@ struct VariableEntry {
   std::string name;
   TensorSpec spec;
   Initializer init;
+  // Trainable in some job that uses it (CheckPoint.load requires a value for
+  // those); whether a job trains it is its VariableOp's flag. Under the
+  // store's lock.
   bool trainable = true;
   std::atomic<bool> initialized{false};
   Tensor value;  // stable storage for the lifetime of the entry

@@ -27,12 +27,16 @@ class PlaceholderOp final : public Primitive {
   std::string arg_;
 };
 
+// A job's use of a session variable. Whether the job trains it is a
+// property of this use, not of the variable (OneFlow's variable op carries
+// `trainable` per job): a predict job may define a variable as frozen and a
+// train job loaded later still trains it.
 class VariableOp final : public Primitive {
  public:
-  explicit VariableOp(std::shared_ptr<VariableEntry> e) : entry_(std::move(e)) {}
+  VariableOp(std::shared_ptr<VariableEntry> e, bool trainable) : entry_(std::move(e)), trainable_(trainable) {}
   const char* name() const override { return "variable"; }
   std::string attrs() const override {
-    return entry_->name + " " + spec_str(entry_->spec) + (entry_->trainable ? "" : " (not trainable)");
+    return entry_->name + " " + spec_str(entry_->spec) + (trainable_ ? "" : " (not trainable)");
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return {entry_->spec}; }
   void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const override {}
@@ -40,9 +44,12 @@ class VariableOp final : public Primitive {
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>&) const override { return {}; }
   const std::shared_ptr<VariableEntry>& entry() const { return entry_; }
+  // Whether the job this node belongs to may train the variable.
+  bool trainable() const { return trainable_; }
 
  private:
   std::shared_ptr<VariableEntry> entry_;
+  bool trainable_;
 };
 
 }  // namespace jobflow::internal

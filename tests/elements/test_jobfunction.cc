@@ -90,10 +90,12 @@ std::string fresh_path(const std::string& name) {
  *   train   (x: (2, 3), targets: (2, 2)) -> loss (2,): a dense layer fn_lin
  *           (kernel 0.5, bias 0), loss_i = sum_j (y_ij - t_ij)^2, SGD lr 0.1
  *   eval    (scores: (4, 3) float32, labels: (4,) int32) -> (labels, scores)
+ *   apply   (x: (2, 3)) -> (2, 2): train's dense layer fn_lin in a predict
+ *           job (its file declares fn_lin frozen: no jobflow.trainable)
  * and two checkpoints of `scaled`: fn_scale = 3 (ck_scale3) and a (5,)
  * fn_scale that does not fit (ck_scale_bad). */
 struct Jobs {
-  std::string affine, fold, scaled, train, eval, ck_scale3, ck_scale_bad;
+  std::string affine, fold, scaled, train, eval, apply, ck_scale3, ck_scale_bad;
 };
 
 const Jobs& jobs() {
@@ -107,6 +109,7 @@ const Jobs& jobs() {
     r.scaled = path("scaled.onnx");
     r.train = path("train.onnx");
     r.eval = path("eval.onnx");
+    r.apply = path("apply.onnx");
     r.ck_scale3 = path("ck_scale3");
     r.ck_scale_bad = path("ck_scale_bad");
     {
@@ -155,6 +158,17 @@ const Jobs& jobs() {
           });
       flow::onnx::save(*job.compiled(), r.eval);
     }
+    {
+      auto job = flow::global_function(flow::Predict, flow::function_config().name("fn_apply"),
+                                       {flow::Numpy::Placeholder({2, 3}, flow::Float, "x")}, [](Blob x) -> flow::Numpy {
+                                         return flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5),
+                                                                           .bias_initializer = flow::zeros_initializer(),
+                                                                           .name = "fn_lin",
+                                                                           .trainable = false});
+                                       });
+      flow::CheckPoint().init();
+      flow::onnx::save(*job.compiled(), r.apply);
+    }
     flow::checkpoint_io::save(r.ck_scale3, {{"fn_scale", Tensor::from<float>({4}, {3, 3, 3, 3})}});
     flow::checkpoint_io::save(r.ck_scale_bad, {{"fn_scale", Tensor::from<float>({5}, {3, 3, 3, 3, 3})}});
     flow::session::reset();
@@ -169,6 +183,8 @@ constexpr const char* kAffineCaps =
     "other/tensors,format=static,num_tensors=1,dimensions=(string)4,types=(string)float32,framerate=30/1";
 constexpr const char* kTrainCaps =
     "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:2,2:2\",types=(string)\"float32,float32\"";
+constexpr const char* kApplyCaps =
+    "other/tensors,format=static,num_tensors=1,dimensions=(string)3:2,types=(string)float32";
 constexpr const char* kEvalCaps =
     "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:4,4\",types=(string)\"float32,int32\"";
 
@@ -997,6 +1013,61 @@ TEST_F(JobFunction, TrainStepsReportLossAndSaveCheckpoints) {
   }
   EXPECT_EQ(vec(flow::session::variable("fn_lin-weight")), saved_w);
   EXPECT_EQ(vec(flow::session::variable("fn_lin-bias")), saved_b);
+}
+
+/* A train element and a predict element over the same variables (a tee
+ * into train and eval), started in either order: the predict file declares
+ * fn_lin frozen, which is its own use; the train element trains it, and the
+ * predict element computes with what it trained. */
+void train_beside_predict(bool predict_first) {
+  SCOPED_TRACE(predict_first ? "predict element started first" : "train element started first");
+  flow::session::reset();
+  Bus bus;
+  GstElement* t = make_function({{"job", jobs().train}});
+  GstElement* a = make_function({{"job", jobs().apply}});
+  bus.attach(t);
+  bus.attach(a);
+  // The job files load at NULL -> READY, in this order.
+  for (GstElement* e : predict_first ? std::vector<GstElement*>{a, t} : std::vector<GstElement*>{t, a})
+    EXPECT_EQ(gst_element_set_state(e, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS) << errors_text(bus);
+  if (::testing::Test::HasFailure()) {
+    for (GstElement* e : {t, a}) {
+      gst_element_set_state(e, GST_STATE_NULL);
+      gst_object_unref(e);
+    }
+    return;
+  }
+  GstHarness* train = harness(t, bus, kTrainCaps);
+  GstHarness* apply = harness(a, bus, kApplyCaps);
+  const Tensor x = Tensor::from<float>({2, 3}, {1, 2, 3, 0, 1, 0});
+  auto run_apply = [&] {
+    EXPECT_EQ(gst_harness_push(apply, buffer_of({x})), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(apply);
+    std::vector<float> y = out ? tensor<float>(out, 0) : std::vector<float>{};
+    if (out) gst_buffer_unref(out);
+    return y;
+  };
+  // W = 0.5, b = 0: y = 0.5 * sum(x_i).
+  EXPECT_EQ(run_apply(), (std::vector<float>{3, 3, 0.5f, 0.5f}));
+  ASSERT_EQ(gst_harness_push(train, buffer_of(train_inputs(0))), GST_FLOW_OK);
+  GstBuffer* loss = gst_harness_pull(train);
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(tensor<float>(loss, 0), (std::vector<float>{18, 0.5f}));
+  gst_buffer_unref(loss);
+  // One step (TrainStepsReportLossAndSaveCheckpoints): W rows = [0.2, -0.15,
+  // -0.4], b = -0.35, so y = [-1.65, -1.65, -0.5, -0.5].
+  const std::vector<float> y = run_apply();
+  ASSERT_EQ(y.size(), 4u);
+  const float want[4] = {-1.65f, -1.65f, -0.5f, -0.5f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  EXPECT_EQ(errors_text(bus), "");
+  gst_harness_teardown(train);
+  gst_harness_teardown(apply);
+}
+
+TEST_F(JobFunction, APredictElementStartedFirstDoesNotFreezeATrainElement) {
+  train_beside_predict(true);
+  train_beside_predict(false);
 }
 
 TEST_F(JobFunction, TrainContinuesFromAnExistingCheckpoint) {

@@ -561,6 +561,62 @@ TEST_F(JobFiles, ExternalDataRoundTrip) {
   expect_same_outputs(*p, *p2, {random_images(3)});
 }
 
+// A train file and an eval file of the same net share their variables by
+// name in the session (a tee into a train and an eval jobfunction), and the
+// train job trains them whichever file is loaded first: the eval file
+// declares them frozen (no jobflow.trainable), and that is its own use.
+void train_and_eval_files(bool eval_first) {
+  SCOPED_TRACE(eval_first ? "eval file loaded first" : "train file loaded first");
+  const fs::path d = tmp_dir(eval_first ? "eval_then_train" : "train_then_eval");
+  {
+    flow::session::reset();
+    auto t = models::train_job(models::Net::MLP);
+    auto e = models::eval_job(models::Net::MLP);
+    flow::CheckPoint().init();
+    flow::onnx::save(*t, (d / "mlp_train.onnx").string());
+    flow::onnx::save(*e, (d / "mlp_eval.onnx").string());
+  }
+  flow::session::reset();
+  std::shared_ptr<flow::CompiledJob> train, eval;
+  if (eval_first) {
+    eval = flow::onnx::load((d / "mlp_eval.onnx").string(), {});
+    train = flow::onnx::load((d / "mlp_train.onnx").string(), {});
+  } else {
+    train = flow::onnx::load((d / "mlp_train.onnx").string(), {});
+    eval = flow::onnx::load((d / "mlp_eval.onnx").string(), {});
+  }
+  ASSERT_EQ(train->signature().type, flow::JobType::Train);
+  EXPECT_EQ(train->definition().trainable,
+            (std::vector<std::string>{"hidden-bias", "hidden-weight", "output-bias", "output-weight"}));
+  EXPECT_TRUE(eval->definition().trainable.empty());
+
+  const std::vector<Tensor> batch{random_images(21), random_labels(21)};
+  const Tensor logits0 = eval->run(batch)[1].clone();
+  std::map<std::string, Tensor> before;
+  for (auto& n : train->definition().trainable) before[n] = flow::session::variable(n).clone();
+  train->run(batch);
+  train->sync();
+  for (auto& [n, v] : before) EXPECT_FALSE(flow::session::variable(n).equal(v)) << n << " did not change in a step";
+  // The eval job reads the trained values: its logits are those of the new
+  // weights, and the old weights give the old logits back.
+  std::map<std::string, Tensor> after;
+  for (auto& [n, v] : before) after[n] = flow::session::variable(n).clone();
+  const Tensor logits1 = eval->run(batch)[1].clone();
+  EXPECT_FALSE(logits1.equal(logits0));
+  for (auto& [n, v] : before) flow::session::assign(n, v);
+  EXPECT_TRUE(eval->run(batch)[1].equal(logits0));
+  for (auto& [n, v] : after) flow::session::assign(n, v);
+  EXPECT_TRUE(eval->run(batch)[1].equal(logits1));
+  fs::remove_all(d);
+}
+
+TEST_F(JobFiles, EvalFileLoadedFirstDoesNotFreezeTheTrainFile) {
+  train_and_eval_files(true);
+}
+TEST_F(JobFiles, TrainFileLoadedFirstThenEvalFile) {
+  train_and_eval_files(false);
+}
+
 void train_round_trip(models::Net net, double momentum) {
   flow::session::reset();
   auto t = models::train_job(net, "", 0.1, momentum);

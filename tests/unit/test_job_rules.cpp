@@ -368,6 +368,71 @@ TEST(Schedulers, PiecewiseCosineWarmup) {
   EXPECT_NE(e.find("len(values) == len(boundaries) + 1"), std::string::npos) << e;
 }
 
+// Whether a job trains a variable is that job's use of it: a predict job
+// that defines the variables as not trainable first does not freeze them
+// for a train job defined after it, and the predict job sees what the train
+// job wrote (variables are shared by name).
+TEST_F(JobRules, AFrozenUseInAnotherJobDoesNotStopTraining) {
+  auto predict = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "lin", .trainable = false});
+  });
+  auto train = make_linear_train(0.0, "after_frozen");
+  EXPECT_EQ(train.compiled()->definition().trainable, (std::vector<std::string>{"lin-bias", "lin-weight"}));
+  EXPECT_TRUE(predict.compiled()->definition().trainable.empty());
+  flow::CheckPoint().init();
+  const Tensor x = Tensor::from<float>({2, 3}, {1, 2, 3, 0, 1, 0});
+  Tensor before = predict(x);
+  EXPECT_FLOAT_EQ(before.data<float>()[0], 3.0f);  // 0.5 * (1 + 2 + 3)
+  train(x, Tensor({2, 2}, flow::Float));
+  // The hand-computed step of SgdStepMatchesHandComputation: W row
+  // [0.2, -0.15, -0.4], b = -0.35, so y_00 = 0.2 - 0.3 - 1.2 - 0.35 = -1.65.
+  Tensor w = flow::session::variable("lin-weight");
+  EXPECT_NEAR(w.data<float>()[0], 0.5f - 0.1f * 3.0f, 1e-6);
+  Tensor after = predict(x);
+  EXPECT_NEAR(after.data<float>()[0], -1.65f, 1e-5);
+  // The graph shows each job's own use.
+  const auto& pg = *predict.compiled()->definition().graph;
+  const auto& tg = *train.compiled()->definition().graph;
+  auto attrs_of = [](const flow::Graph& g, const std::string& var) {
+    for (const auto& n : g.nodes)
+      if (std::string(n.op->name()) == "variable" && n.op->attrs().rfind(var + " ", 0) == 0) return n.op->attrs();
+    return std::string("(none)");
+  };
+  EXPECT_EQ(attrs_of(pg, "lin-weight"), "lin-weight (2, 3) float32 (not trainable)");
+  EXPECT_EQ(attrs_of(tg, "lin-weight"), "lin-weight (2, 3) float32");
+}
+
+// The other order, and what CheckPoint.load asks of the session: a value
+// for every variable some job trains, whichever job defined it first.
+TEST_F(JobRules, AVariableIsTrainableWhenAnyJobTrainsIt) {
+  const std::string dir = tmpdir("trainable_any");
+  {
+    auto other = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+      return flow::layers::dense(x, 4, {.name = "unrelated"});
+    });
+    flow::CheckPoint ck;
+    ck.init();
+    ck.save(dir);  // holds only unrelated-*
+  }
+  flow::session::reset();
+  auto frozen = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "lin", .trainable = false});
+  });
+  EXPECT_NO_THROW(flow::CheckPoint().load(dir)) << "only frozen uses: the checkpoint need not hold lin-*";
+  auto train = make_linear_train(0.0, "any_trains");
+  auto frozen_again = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5), .name = "lin", .trainable = false});
+  });
+  std::string e = error_of([&] { flow::CheckPoint().load(dir); });
+  EXPECT_NE(e.find("has no value for variable(s): lin-bias, lin-weight"), std::string::npos) << e;
+  // The train job still trains them after a later frozen use.
+  flow::CheckPoint().init();
+  const Tensor w0 = flow::session::variable("lin-weight").clone();
+  train(iota({2, 3}), Tensor({2, 2}, flow::Float));
+  EXPECT_FALSE(flow::session::variable("lin-weight").equal(w0));
+  fs::remove_all(dir);
+}
+
 TEST_F(JobRules, CheckpointRoundTripIsBitExact) {
   auto train = make_linear_train(0.9, "ckpt_rt");
   flow::CheckPoint ck;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Training and evaluating in one pipeline, the two jobfunction elements
+# sharing the variables by name (plugin from the build tree, a private
+# registry, no GPU, no network):
+#   (a) jobdatasrc ! tee, one branch into lenet_train.onnx and one into
+#       lenet_eval.onnx, with the train branch first and with the eval
+#       branch first: both orders preroll, train and reach EOS
+#   (b) pipelines/gst/train-eval-lenet: the held-out accuracy of the live
+#       weights, at fixed step counts (gated, so independent of timing),
+#       rises from an untrained LeNet's to well above it
+# Usage: train_eval.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+jobs=$build/pipelines/jobs
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+data=/usr/share/datasets/fashion-mnist
+
+fail() { echo "FAIL: $*"; exit 1; }
+show() { sed 's/^/    /' "$1"; }
+greater() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+[ -d "$data" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
+[ -f "$build/plugin/libgstjobflow.so" ] || fail "no plugin in $build/plugin"
+for f in lenet_train.onnx lenet_eval.onnx; do [ -f "$jobs/$f" ] || fail "no $jobs/$f"; done
+export GST_PLUGIN_PATH=$build/plugin
+export GST_REGISTRY=$work/registry.bin JOBFLOW_GST_REGISTRY=$work/registry.bin
+export LC_ALL=C
+
+# (a) the tee pipeline in both orders: 10 steps of 100 images.
+train_branch="t. ! queue ! jobfunction job=$jobs/lenet_train.onnx ! fakesink"
+eval_branch="t. ! queue ! jobfunction job=$jobs/lenet_eval.onnx ! fakesink"
+for order in train-first eval-first; do
+  if [ $order = train-first ]; then branches="$train_branch  $eval_branch"; else branches="$eval_branch  $train_branch"; fi
+  # shellcheck disable=SC2086  # a launch line: split into words as gst-launch takes them
+  gst-launch-1.0 -m jobdatasrc set=train batch-size=100 epochs=1 num-samples=1000 ! tee name=t $branches \
+    > "$work/$order.txt" 2>&1 || { show "$work/$order.txt"; fail "$order: the pipeline failed"; }
+  summaries=$(grep -E '\(element\): jobflow-summary, ' "$work/$order.txt" || true)
+  # the train element's summary has the mean loss, the eval element's the accuracy
+  echo "$summaries" | grep -E 'steps=\(guint64\)10,.*mean-loss=' >/dev/null ||
+    { show "$work/$order.txt"; fail "$order: no summary of 10 train steps"; }
+  echo "$summaries" | grep -E 'steps=\(guint64\)10,.*accuracy=.*counted=\(guint64\)1000' >/dev/null ||
+    { show "$work/$order.txt"; fail "$order: no eval summary of 1000 samples"; }
+  grep -q '^Got EOS from element "pipeline0"' "$work/$order.txt" || { show "$work/$order.txt"; fail "$order: no EOS"; }
+  echo "tee, $order: prerolled, 10 train and 10 eval steps, EOS"
+done
+
+# (b) 100 steps on 10000 training samples, evaluated on 1000 test samples
+# before training and every 25 steps.
+"$src/pipelines/gst/train-eval-lenet" --build "$build" --epochs 1 --num-samples 10000 --eval-interval 25 \
+  --eval-samples 1000 > "$work/live.txt" 2>&1 || { show "$work/live.txt"; fail "train-eval-lenet failed"; }
+steps=$(sed -nE 's/^step ([0-9]+): .*test accuracy [01]\.[0-9]{4} \([0-9]+\/1000\)$/\1/p' "$work/live.txt" | tr '\n' ' ')
+[ "$steps" = "0 25 50 75 100 " ] || { show "$work/live.txt"; fail "expected eval passes at steps 0 25 50 75 100, got '$steps'"; }
+grep -qE '^step 25: loss [0-9]+\.[0-9]{4}, test accuracy ' "$work/live.txt" || { show "$work/live.txt"; fail "no loss in the step lines"; }
+first=$(sed -nE 's/^step 0: test accuracy ([01]\.[0-9]{4}) .*/\1/p' "$work/live.txt")
+last=$(sed -nE 's/^step 100: .*test accuracy ([01]\.[0-9]{4}) .*/\1/p' "$work/live.txt")
+greater 0.5 "$first" || { show "$work/live.txt"; fail "the untrained LeNet's accuracy $first is not below 0.5"; }
+greater "$last" 0.7 || { show "$work/live.txt"; fail "the accuracy after 100 steps, $last, is not above 0.7"; }
+greater "$last" "$(awk -v f="$first" 'BEGIN { print f + 0.4 }')" ||
+  { show "$work/live.txt"; fail "the accuracy rose only from $first to $last"; }
+grep -qxF "test accuracy: $first -> $last over 100 steps" "$work/live.txt" || { show "$work/live.txt"; fail "no totals line"; }
+out=$("$src/pipelines/gst/train-eval-lenet" --build "$build" --eval-interval 0 2>&1) &&
+  fail "--eval-interval 0 was accepted"
+echo "$out" | grep -q -- "--eval-interval needs a whole number >= 1" || fail "unclear error for --eval-interval 0: $out"
+echo "train-eval-lenet: test accuracy $first -> $last over 100 steps"
+echo "all train-and-eval pipelines pass"
