@@ -260,15 +260,18 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
   std::vector<Tensor> result;
   std::exception_ptr err;
+  bool ran = false;  // the step ran (an observer's error still counts it)
   try {
     std::lock_guard<std::mutex> exec(exec_mu_);
     result = plan_->run(inputs);
+    ran = true;
+    if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!err) ++steps_;
+    if (ran) ++steps_;
     release_slot_locked();
   }
   if (err) std::rethrow_exception(err);
@@ -295,9 +298,12 @@ void CompiledJob::worker_loop() {
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
+    bool ran = false;  // the step ran (an observer's error still counts it)
     try {
       std::lock_guard<std::mutex> exec(exec_mu_);
       result = plan_->run(c->inputs);
+      ran = true;
+      if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();
     }
@@ -308,7 +314,7 @@ void CompiledJob::worker_loop() {
     c->result = std::move(result);
     c->error = err;
     c->ran = true;
-    if (!err) ++steps_;  // like the plan's step: only steps that ran
+    if (ran) ++steps_;  // like the plan's step: only steps that ran
     if (c->sync) {
       c->finished = true;
       c->finished_flag.store(true, std::memory_order_release);
