@@ -19,7 +19,9 @@
 
 #include <jobflow/backend.h>
 #include <jobflow/onnx.h>
+#include <jobflow/optimizer.h>
 #include <jobflow/session.h>
+#include <jobflow/summary.h>
 
 #include <algorithm>
 #include <atomic>
@@ -67,6 +69,7 @@ struct Settings {
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
   guint num_threads = 0;
+  std::string summary_dir;
 };
 
 /* A loaded job and what the element derived from its signature. */
@@ -85,6 +88,7 @@ struct Pending {
   std::vector<Tensor> result;
   std::exception_ptr error;
   guint64 step = 0;
+  int64_t job_step = 0;         // the job's step count after this call (summary-dir's x axis)
   gint64 submitted_us = 0;
   std::shared_ptr<const Loaded> loaded;
 };
@@ -127,12 +131,16 @@ struct Queue {
   }
 };
 
-/* Task-only running totals for messages. */
+/* Task-only running totals for messages, and the summary-dir writer
+ * (made when the element starts, closed when it stops: the task is not
+ * running then). */
 struct Stats {
   guint64 steps = 0, samples = 0, correct = 0, counted = 0, loss_steps = 0;
   double loss_sum = 0;
   gint64 start_us = 0, last_msg_us = 0;
   guint64 samples_since_msg = 0;
+  std::unique_ptr<jobflow::summary::FileWriter> summary;
+  std::string summary_dir;
 };
 
 void clear_items(std::deque<Item>* items) {
@@ -222,6 +230,7 @@ enum {
   PROP_OPTIMIZER,
   PROP_MESSAGE_INTERVAL,
   PROP_NUM_THREADS,
+  PROP_SUMMARY_DIR,
   PROP_SIGNATURE,
   PROP_STEPS,
 };
@@ -417,7 +426,10 @@ GstBuffer* output_buffer(const Item& item) {
   return out;
 }
 
-void report_step(JobflowFunction* self, const Item& item, guint message_interval) {
+/* The step-done signal, the jobflow-step message every message-interval
+ * calls and, with summary-dir, the step's scalars. FALSE (and an element
+ * error) when the event file cannot be written. */
+bool report_step(JobflowFunction* self, const Item& item, guint message_interval) {
   Stats& st = *self->stats;
   const Loaded& l = *item.pending->loaded;
   const std::vector<Tensor>& r = item.pending->result;
@@ -449,11 +461,35 @@ void report_step(JobflowFunction* self, const Item& item, guint message_interval
   }
   if (g_signal_has_handler_pending(self, signals[SIGNAL_STEP_DONE], 0, FALSE))
     g_signal_emit(self, signals[SIGNAL_STEP_DONE], 0, item.pending->step, loss, accuracy);
-  if (message_interval == 0 || item.pending->step % message_interval != 0) return;
-  const double secs = static_cast<double>(now - st.last_msg_us) / 1e6;
+  const bool message = message_interval != 0 && item.pending->step % message_interval == 0;
+  double rate = NAN;
+  if (message) {
+    const double secs = static_cast<double>(now - st.last_msg_us) / 1e6;
+    rate = secs > 0 ? static_cast<double>(st.samples_since_msg) / secs : 0.0;
+  }
+  if (st.summary) {
+    /* The numbers of the signal and the message, at the job's step. */
+    std::vector<std::pair<std::string, double>> values;
+    if (!std::isnan(loss)) values.emplace_back("loss", loss);
+    const auto& opt = l.job->definition().optimizer;
+    if (l.train && opt && opt->scheduler().impl())
+      values.emplace_back("learning_rate", opt->scheduler().lr(item.pending->job_step - 1));
+    if (!std::isnan(accuracy)) values.emplace_back("accuracy", accuracy);
+    if (message) values.emplace_back("images_per_second", rate);
+    try {
+      if (!values.empty()) {
+        st.summary->scalars(values, item.pending->job_step);
+        st.summary->flush();
+      }
+    } catch (const std::exception& e) {
+      GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("summary-dir=\"%s\": %s", st.summary_dir.c_str(), e.what()),
+                        (nullptr));
+      return false;
+    }
+  }
+  if (!message) return true;
   GstStructure* s = gst_structure_new(JOBFLOW_STEP_MESSAGE_NAME, "step", G_TYPE_UINT64, item.pending->step, "samples",
-                                      G_TYPE_UINT64, st.samples, "images-per-second", G_TYPE_DOUBLE,
-                                      secs > 0 ? static_cast<double>(st.samples_since_msg) / secs : 0.0, nullptr);
+                                      G_TYPE_UINT64, st.samples, "images-per-second", G_TYPE_DOUBLE, rate, nullptr);
   if (!std::isnan(loss)) gst_structure_set(s, "loss", G_TYPE_DOUBLE, loss, nullptr);
   if (!std::isnan(accuracy))
     gst_structure_set(s, "accuracy", G_TYPE_DOUBLE, accuracy, "total-accuracy", G_TYPE_DOUBLE,
@@ -461,6 +497,7 @@ void report_step(JobflowFunction* self, const Item& item, guint message_interval
   post_structure(self, s);
   st.last_msg_us = now;
   st.samples_since_msg = 0;
+  return true;
 }
 
 void post_summary(JobflowFunction* self) {
@@ -493,7 +530,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
                         ("%s", what.c_str()));
       return GST_FLOW_ERROR;
     }
-    report_step(self, item, setting(self, &Settings::message_interval));
+    if (!report_step(self, item, setting(self, &Settings::message_interval))) return GST_FLOW_ERROR;
     GstBuffer* out = output_buffer(item);
     gst_buffer_unref(item.buffer);
     item.buffer = nullptr;
@@ -551,6 +588,7 @@ GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
     p.error = std::current_exception();
   }
   p.inputs.clear();
+  if (!p.error && self->stats->summary) p.job_step = l.job->steps_run();  // this task is the job's only caller
   {
     Queue* q = self->queue;
     const GstClockTime t = static_cast<GstClockTime>(g_get_monotonic_time() - p.submitted_us) * 1000;
@@ -958,6 +996,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
       case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
+      case PROP_SUMMARY_DIR: s.summary_dir = str(); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   }
@@ -989,6 +1028,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
     case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
     case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
     case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
+    case PROP_SUMMARY_DIR: g_value_set_string(value, opt(s.summary_dir)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
 }
@@ -1009,11 +1049,23 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
       }
       break;
     }
-    case GST_STATE_CHANGE_READY_TO_PAUSED:
+    case GST_STATE_CHANGE_READY_TO_PAUSED: {
       self->in_specs->clear();
       self->submitted = 0;
       *self->stats = Stats();
+      const std::string dir = get_settings(self).summary_dir;
+      if (!dir.empty()) {
+        try {
+          self->stats->summary = std::make_unique<jobflow::summary::FileWriter>(dir);
+          self->stats->summary_dir = dir;
+          GST_INFO_OBJECT(self, "TensorBoard events go to %s", self->stats->summary->path().c_str());
+        } catch (const std::exception& e) {
+          GST_ELEMENT_ERROR(self, RESOURCE, OPEN_WRITE, ("summary-dir=\"%s\": %s", dir.c_str(), e.what()), (nullptr));
+          return GST_STATE_CHANGE_FAILURE;
+        }
+      }
       break;
+    }
     default:
       break;
   }
@@ -1031,6 +1083,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
           GST_WARNING_OBJECT(self, "a call in flight failed while stopping: %s", e.what());
         }
       }
+      self->stats->summary.reset();  // the task is stopped: close the event file
       break;
     }
     case GST_STATE_CHANGE_READY_TO_NULL:
@@ -1136,6 +1189,14 @@ static void jobflow_function_class_init(JobflowFunctionClass* klass) {
                         "pipelines on few cores, 1 often wins for small per-frame jobs: the pipeline's own threads "
                         "then do not preempt the kernel's team",
                         0, 1024, 0, rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_SUMMARY_DIR,
+      g_param_spec_string("summary-dir", "Summary folder",
+                          "Write TensorBoard event files into this folder (made when missing; a new file each time "
+                          "the element starts): per call loss and learning_rate (train jobs), accuracy (jobs "
+                          "returning labels and logits), and images_per_second every message-interval calls, at the "
+                          "job's step. Watch with: tensorboard --logdir FOLDER (NULL: off)",
+                          nullptr, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SIGNATURE,
       g_param_spec_string("signature", "Signature", "The loaded job's signature (NULL before READY)", nullptr, ro));

@@ -10,6 +10,7 @@
 #include "jobflow/compiler.h"
 #include "jobflow/ops.h"
 #include "jobflow/optimizer.h"
+#include "jobflow/summary.h"
 #include "ops_internal.h"
 #include "session_internal.h"
 #include "state_ops.h"
@@ -76,6 +77,30 @@ Structure structure_of(const PlaceholderSpec& p, int& next) {
 void fill_dtype(PlaceholderSpec& p, DType def) {
   if (!p.dtype) p.dtype = def;
   for (auto& c : p.children) fill_dtype(c, def);
+}
+
+// The mean of a float tensor, read in place.
+double mean_value(const Tensor& t) {
+  const int64_t n = t.numel();
+  double sum = 0;
+  if (t.dtype() == DType::Float64) {
+    const double* p = t.data<double>();
+    for (int64_t i = 0; i < n; ++i) sum += p[i];
+  } else {
+    const float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) sum += p[i];
+  }
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+// FunctionConfig::summary_dir: "loss" and "learning_rate" at every step.
+void install_summary(CompiledJob& job, const std::string& dir, int loss_index, optimizer::Scheduler schedule) {
+  auto writer = std::make_shared<summary::FileWriter>(dir);
+  job.set_step_observer([writer, loss_index, schedule](int64_t step, const std::vector<Tensor>& result) {
+    // The plan ran step `step` (from 1) with the rate of its step - 1.
+    writer->scalars({{"loss", mean_value(result[loss_index])}, {"learning_rate", schedule.lr(step - 1)}}, step);
+    writer->flush();
+  });
 }
 
 void name_specs(std::vector<PlaceholderSpec>& specs, DType def) {
@@ -203,6 +228,19 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   sig.output_structure = std::move(s);
   sig.callback = callback;
 
+  // summary_dir: checked before compiling, so a refused job leaves no file.
+  int summary_loss = -1;
+  if (!S.config.summary_dir().empty()) {
+    if (S.type != JobType::Train)
+      throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): job '" + job +
+                  "' is a predict job; summary_dir logs a train job's loss and learning rate");
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i].id() == S.loss.id()) summary_loss = static_cast<int>(i);
+    if (summary_loss < 0)
+      throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): train job '" + job +
+                  "' does not return its loss (the blob given to minimize()); return it to log it");
+  }
+
   PlanOptions po;
   po.job_name = job;
   po.type = S.type;
@@ -233,6 +271,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   def.seed = S.config.seed();
   def.default_device = S.config.default_placement().device;
   compiled->set_definition(std::move(def));
+  if (summary_loss >= 0) install_summary(*compiled, S.config.summary_dir(), summary_loss, S.opt->scheduler());
   std::weak_ptr<CompiledJob> weak = compiled;
   internal::VariableStore::get().add_syncer([weak] {
     auto j = weak.lock();

@@ -269,7 +269,8 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   std::exception_ptr err;
   try {
     std::lock_guard<std::mutex> exec(exec_mu_);
-    result = plan_->run(inputs);
+    result = plan_->run(inputs);  // the step counts even if the observer then fails
+    if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
   }
@@ -301,9 +302,10 @@ void CompiledJob::worker_loop() {
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
-    try {
+      try {
       std::lock_guard<std::mutex> exec(exec_mu_);
       result = plan_->run(c->inputs);
+      if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();
     }

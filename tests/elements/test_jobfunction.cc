@@ -1401,6 +1401,25 @@ TEST_F(JobFunction, StartErrorsNameTheProperty) {
   }
 }
 
+TEST_F(JobFunction, ASummaryDirThatCannotBeMadeFailsTheStartNamingIt) {
+  // The event file is made when the element starts (READY -> PAUSED); a
+  // file where the folder should be stops it there.
+  const std::string blocked = fresh_path("summary_blocked");
+  std::ofstream(blocked) << "a file, not a folder";
+  GstElement* e = make_function({{"job", jobs().affine}, {"summary-dir", blocked + "/run"}});
+  Bus bus;
+  bus.attach(e);
+  EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  gst_element_set_state(e, GST_STATE_NULL);
+  std::vector<Bus::Error> errs = bus.errors();
+  ASSERT_FALSE(errs.empty());
+  EXPECT_EQ(errs[0].domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(errs[0].code, GST_RESOURCE_ERROR_OPEN_WRITE);
+  EXPECT_HAS(errs[0].text, "summary-dir=\"" + blocked + "/run\"");
+  EXPECT_HAS(errs[0].text, "[summary.FileWriter] cannot make the folder");
+  gst_object_unref(e);
+}
+
 TEST_F(JobFunction, ElementRecoversAfterAFailedStart) {
   GstElement* e = make_function({{"job", (tmp_root() / "missing.onnx").string()}});
   Bus bus;
@@ -1507,6 +1526,9 @@ TEST_F(JobFunction, Defaults) {
   EXPECT_EQ(mif, 2u);
   EXPECT_EQ(si, 0u);
   EXPECT_EQ(mi, 1u);
+  gchar* sd = reinterpret_cast<gchar*>(1);
+  g_object_get(e, "summary-dir", &sd, nullptr);
+  EXPECT_EQ(sd, nullptr);  // off
   g_free(device);
   gst_object_unref(e);
 }

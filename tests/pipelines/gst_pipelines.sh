@@ -3,6 +3,8 @@
 # a private registry (no GPU, no network):
 #   pipelines/gst/train-lenet    a quick training run: loss lines, a checkpoint
 #   pipelines/gst/eval-lenet     its test accuracy, above what a quick run reaches
+#   pipelines/gst/plot-curves    the PNG of both runs' curves (--summary-dir event
+#                                files; needs BUILD/venv, else skipped with a note)
 #   pipelines/gst/classify-video 30 test-pattern frames (and a short clip):
 #                                PNG files and a jobflow-labels message per frame
 #   pipelines/apps/*             the C++ and Python apps, synchronous and
@@ -30,7 +32,8 @@ export LC_ALL=C
 
 # (a) train: 60 steps of 100 images, the loss every 20 steps.
 ck=$work/ck
-"$gst/train-lenet" --build "$build" --epochs 1 --num-samples 6000 --checkpoint "$ck" > "$work/train.txt" 2>&1 ||
+"$gst/train-lenet" --build "$build" --epochs 1 --num-samples 6000 --checkpoint "$ck" --summary-dir "$work/runs/train" \
+  > "$work/train.txt" 2>&1 ||
   { show "$work/train.txt"; fail "train-lenet failed"; }
 losses=$(grep -cE '^step [0-9]+  loss [0-9]+\.[0-9]{4}  [0-9]+ images/s$' "$work/train.txt" || true)
 [ "$losses" -eq 3 ] || { show "$work/train.txt"; fail "expected 3 loss lines (steps 20, 40, 60), got $losses"; }
@@ -47,7 +50,7 @@ echo "$out" | grep -q "no lenet_train.onnx" || fail "unclear error without job f
 echo "train-lenet: loss $first -> $last, checkpoint saved"
 
 # (b) evaluate it on the whole test set.
-"$gst/eval-lenet" --build "$build" --checkpoint "$ck" > "$work/eval.txt" 2>&1 ||
+"$gst/eval-lenet" --build "$build" --checkpoint "$ck" --summary-dir "$work/runs/eval" > "$work/eval.txt" 2>&1 ||
   { show "$work/eval.txt"; fail "eval-lenet failed"; }
 line=$(grep -E '^test accuracy: [01]\.[0-9]{4} \([0-9]+/10000\)$' "$work/eval.txt" || true)
 [ -n "$line" ] || { show "$work/eval.txt"; fail "no 'test accuracy: 0.xxxx (N/10000)' line"; }
@@ -60,6 +63,19 @@ mkdir "$work/empty"
   fail "eval-lenet of an empty checkpoint folder succeeded"
 grep -q "not a complete checkpoint" "$work/empty.txt" || { show "$work/empty.txt"; fail "unclear error for an empty checkpoint"; }
 echo "eval-lenet: $line"
+ls "$work"/runs/train/events.out.tfevents.* "$work"/runs/eval/events.out.tfevents.* >/dev/null ||
+  fail "--summary-dir wrote no event files"
+
+# (b') the curves of (a) and (b) as a PNG (tests/summary checks the events' values).
+if [ -x "$build/venv/bin/python3" ]; then
+  "$gst/plot-curves" --build "$build" --train "$work/runs/train" --eval "$work/runs/eval" --out "$work/curves.png" \
+    > "$work/plot.txt" 2>&1 || { show "$work/plot.txt"; fail "plot-curves failed"; }
+  grep -qxF "training curves: $work/curves.png" "$work/plot.txt" || { show "$work/plot.txt"; fail "plot-curves: no path line"; }
+  [ "$(head -c 8 "$work/curves.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "curves.png is not a PNG"
+  echo "plot-curves: $(wc -c < "$work/curves.png") bytes of PNG"
+else
+  echo "plot-curves: not run (no $build/venv: scripts/setup makes it)"
+fi
 
 # (c) classify 30 frames of the test pattern.
 "$gst/classify-video" --build "$build" --checkpoint "$ck" --frames 30 --out "$work/frames" > "$work/video.txt" 2>&1 ||

@@ -65,6 +65,13 @@ class FunctionConfig {
   bool enable_fusion() const { return fusion_; }
   FunctionConfig& name(std::string n) { name_ = std::move(n); return *this; }
   const std::string& name() const { return name_; }
+  // Train jobs: write TensorBoard event files into `dir` (summary.h): at
+  // every step, "loss" (the mean of the returned loss, the blob given to
+  // minimize()) and "learning_rate" (the rate that step used), at the step
+  // number counted from 1. Watch with `tensorboard --logdir dir`. The job
+  // must return its loss; a build without protobuf refuses (summary.h).
+  FunctionConfig& summary_dir(std::string dir) { summary_dir_ = std::move(dir); return *this; }
+  const std::string& summary_dir() const { return summary_dir_; }
 
  private:
   DType dtype_ = DType::Float32;
@@ -74,6 +81,7 @@ class FunctionConfig {
   uint64_t seed_ = 0;
   bool fusion_ = true;
   std::string name_;
+  std::string summary_dir_;
 };
 inline FunctionConfig function_config() { return FunctionConfig(); }
 

@@ -104,6 +104,11 @@ class CompiledJob {
   // Called with the result, or with the call's error (then the result is
   // empty); the error is the callee's to handle and is not kept for sync().
   using Finished = std::function<void(Result, std::exception_ptr)>;
+  // Sees every successful call's result (by reference: no copy) and the
+  // job's step count after it (from 1), on the thread that ran the call,
+  // before the result goes to the caller. An exception it throws is the
+  // call's error. Keep it short: the next call waits for it.
+  using StepObserver = std::function<void(int64_t step, const Result& result)>;
 
   // num_threads: OpenMP threads of the worker (0 = $JOBFLOW_NUM_THREADS or
   // OpenMP's default).
@@ -116,6 +121,9 @@ class CompiledJob {
   const JobDefinition& definition() const { return def_; }
   void set_definition(JobDefinition d) { def_ = std::move(d); }
   const Plan& plan() const { return *plan_; }
+  // Installs the step observer (FunctionConfig::summary_dir uses it). Set it
+  // before the first call; it is not synchronized with calls.
+  void set_step_observer(StepObserver o) { observer_ = std::move(o); }
 
   // Checks count, shapes and dtypes; the error names the placeholder.
   void check_inputs(const std::vector<Tensor>& inputs) const;
@@ -183,6 +191,7 @@ class CompiledJob {
   std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
   mutable std::mutex exec_mu_;         // one plan_->run at a time (worker or run_here)
   std::exception_ptr error_;
+  StepObserver observer_;
   std::thread worker_, callbacker_;
 };
 
