@@ -172,7 +172,7 @@ struct BatchState {
 
 }  // namespace
 
-struct _JobflowBatch {
+struct _GstJobBatch {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
@@ -183,14 +183,14 @@ struct _JobflowBatch {
   BatchState* state;
 };
 
-G_DEFINE_TYPE(JobflowBatch, jobflow_batch, GST_TYPE_ELEMENT)
+G_DEFINE_TYPE(GstJobBatch, gst_job_batch, GST_TYPE_ELEMENT)
 
 namespace {
 
 enum { PROP_B_0, PROP_B_BATCH_SIZE, PROP_B_MAX_LATENCY };
 
 /* Copies the settings; the lock is released even if the copy throws. */
-BatchSettings batch_settings(JobflowBatch* self) {
+BatchSettings batch_settings(GstJobBatch* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);  // unlocks on return or throw
   return *self->settings;
 }
@@ -210,7 +210,7 @@ void clear_batch(BatchState* st) {
 }
 
 /* Assembles and pushes the current (possibly partial) batch. Task thread. */
-GstFlowReturn push_batch(JobflowBatch* self) {
+GstFlowReturn push_batch(GstJobBatch* self) {
   BatchState* st = self->state;
   if (st->batch.empty()) return GST_FLOW_OK;
   const BatchConfig& cfg = *st->config;
@@ -255,7 +255,7 @@ GstFlowReturn push_batch(JobflowBatch* self) {
   return gst_pad_push(self->srcpad, out);
 }
 
-bool frame_fits(JobflowBatch* self, GstBuffer* buf) {
+bool frame_fits(GstJobBatch* self, GstBuffer* buf) {
   const BatchConfig& cfg = *self->state->config;
   const size_t size = gst_buffer_get_size(buf);
   if (size == cfg.total_frame_bytes) return true;
@@ -266,7 +266,7 @@ bool frame_fits(JobflowBatch* self, GstBuffer* buf) {
 }
 
 void loop(gpointer user_data) {
-  JobflowBatch* self = JOBFLOW_BATCH(user_data);
+  GstJobBatch* self = GST_JOB_BATCH(user_data);
   BatchState* st = self->state;
   GstFlowReturn ret = GST_FLOW_OK;
   Item item;
@@ -350,7 +350,7 @@ void loop(gpointer user_data) {
 
 /* Enqueues a buffer or serialized event for the task (blocks while the
  * queue is full for buffers). Returns the flow state. */
-GstFlowReturn enqueue(JobflowBatch* self, Item item) {  // takes the item's references
+GstFlowReturn enqueue(GstJobBatch* self, Item item) {  // takes the item's references
   BatchState* st = self->state;
   g_mutex_lock(&self->queue_lock);
   if (item.buffer)
@@ -377,7 +377,7 @@ GstFlowReturn enqueue(JobflowBatch* self, Item item) {  // takes the item's refe
 }
 
 GstFlowReturn batch_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
-  JobflowBatch* self = JOBFLOW_BATCH(parent);
+  GstJobBatch* self = GST_JOB_BATCH(parent);
   try {
     Item item;
     item.buffer = buf;
@@ -390,7 +390,7 @@ GstFlowReturn batch_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 }
 
 /* Output caps for input caps; posts an error and returns null on failure. */
-GstEvent* batch_caps_event(JobflowBatch* self, GstCaps* caps, std::shared_ptr<const BatchConfig>* out_cfg) {
+GstEvent* batch_caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<const BatchConfig>* out_cfg) {
   auto cfg = std::make_shared<BatchConfig>();
   std::string error;
   if (!jobflow::gst::specs_from_caps(caps, &cfg->in_specs, &error)) {
@@ -438,7 +438,7 @@ GstEvent* batch_caps_event(JobflowBatch* self, GstCaps* caps, std::shared_ptr<co
 }
 
 gboolean batch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  JobflowBatch* self = JOBFLOW_BATCH(parent);
+  GstJobBatch* self = GST_JOB_BATCH(parent);
   BatchState* st = self->state;
   try {
     switch (GST_EVENT_TYPE(event)) {
@@ -499,7 +499,7 @@ gboolean batch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 }
 
 gboolean batch_src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  JobflowBatch* self = JOBFLOW_BATCH(parent);
+  GstJobBatch* self = GST_JOB_BATCH(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_LATENCY: {
       if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
@@ -528,7 +528,7 @@ gboolean batch_sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 gboolean batch_src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode, gboolean active) {
-  JobflowBatch* self = JOBFLOW_BATCH(parent);
+  GstJobBatch* self = GST_JOB_BATCH(parent);
   BatchState* st = self->state;
   if (mode != GST_PAD_MODE_PUSH) return FALSE;
   if (active) {
@@ -555,7 +555,7 @@ gboolean batch_src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode
 }
 
 void batch_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  JobflowBatch* self = JOBFLOW_BATCH(object);
+  GstJobBatch* self = GST_JOB_BATCH(object);
   g_mutex_lock(&self->settings_lock);
   switch (prop_id) {
     case PROP_B_BATCH_SIZE: self->settings->batch_size = g_value_get_uint(value); break;
@@ -566,7 +566,7 @@ void batch_set_property(GObject* object, guint prop_id, const GValue* value, GPa
 }
 
 void batch_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  JobflowBatch* self = JOBFLOW_BATCH(object);
+  GstJobBatch* self = GST_JOB_BATCH(object);
   g_mutex_lock(&self->settings_lock);
   switch (prop_id) {
     case PROP_B_BATCH_SIZE: g_value_set_uint(value, self->settings->batch_size); break;
@@ -577,7 +577,7 @@ void batch_get_property(GObject* object, guint prop_id, GValue* value, GParamSpe
 }
 
 void batch_finalize(GObject* object) {
-  JobflowBatch* self = JOBFLOW_BATCH(object);
+  GstJobBatch* self = GST_JOB_BATCH(object);
   clear_items(&self->state->items);
   clear_batch(self->state);
   delete self->state;
@@ -585,12 +585,12 @@ void batch_finalize(GObject* object) {
   g_mutex_clear(&self->settings_lock);
   g_mutex_clear(&self->queue_lock);
   g_cond_clear(&self->queue_cond);
-  G_OBJECT_CLASS(jobflow_batch_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_batch_parent_class)->finalize(object);
 }
 
 }  // namespace
 
-static void jobflow_batch_class_init(JobflowBatchClass* klass) {
+static void gst_job_batch_class_init(GstJobBatchClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   gobject_class->set_property = batch_set_property;
@@ -616,7 +616,7 @@ static void jobflow_batch_class_init(JobflowBatchClass* klass) {
                                         "Jobflow");
 }
 
-static void jobflow_batch_init(JobflowBatch* self) {
+static void gst_job_batch_init(GstJobBatch* self) {
   g_mutex_init(&self->settings_lock);
   g_mutex_init(&self->queue_lock);
   g_cond_init(&self->queue_cond);
@@ -652,7 +652,7 @@ struct UnbatchState {
 
 }  // namespace
 
-struct _JobflowUnbatch {
+struct _GstJobUnbatch {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
@@ -661,13 +661,13 @@ struct _JobflowUnbatch {
   UnbatchState* state;
 };
 
-G_DEFINE_TYPE(JobflowUnbatch, jobflow_unbatch, GST_TYPE_ELEMENT)
+G_DEFINE_TYPE(GstJobUnbatch, gst_job_unbatch, GST_TYPE_ELEMENT)
 
 namespace {
 
 enum { PROP_U_0, PROP_U_BATCH_SIZE };
 
-void unbatch_push_pending_events(JobflowUnbatch* self) {
+void unbatch_push_pending_events(GstJobUnbatch* self) {
   std::vector<GstEvent*> events;
   events.swap(self->state->pending_events);
   for (GstEvent* e : events) gst_pad_push_event(self->srcpad, e);
@@ -678,7 +678,7 @@ void unbatch_drop_pending_events(UnbatchState* st) {
   st->pending_events.clear();
 }
 
-bool unbatch_check_split(JobflowUnbatch* self, guint n) {
+bool unbatch_check_split(GstJobUnbatch* self, guint n) {
   for (size_t t = 0; t < self->state->in_specs.size(); ++t) {
     const TensorSpec& s = self->state->in_specs[t];
     if (s.shape.empty() || s.shape[0] % n != 0) {
@@ -692,7 +692,7 @@ bool unbatch_check_split(JobflowUnbatch* self, guint n) {
   return true;
 }
 
-bool unbatch_push_caps(JobflowUnbatch* self, guint n) {
+bool unbatch_push_caps(GstJobUnbatch* self, guint n) {
   UnbatchState* st = self->state;
   std::vector<TensorSpec> out = st->in_specs;
   for (TensorSpec& s : out) s.shape[0] /= n;
@@ -717,7 +717,7 @@ bool unbatch_push_caps(JobflowUnbatch* self, guint n) {
 }
 
 GstFlowReturn unbatch_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(parent);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(parent);
   UnbatchState* st = self->state;
   try {
     if (!st->have_caps) {
@@ -794,7 +794,7 @@ GstFlowReturn unbatch_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 }
 
 gboolean unbatch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(parent);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(parent);
   UnbatchState* st = self->state;
   try {
     switch (GST_EVENT_TYPE(event)) {
@@ -847,8 +847,8 @@ gboolean unbatch_sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 GstStateChangeReturn unbatch_change_state(GstElement* element, GstStateChange transition) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(element);
-  GstStateChangeReturn ret = GST_ELEMENT_CLASS(jobflow_unbatch_parent_class)->change_state(element, transition);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(element);
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_unbatch_parent_class)->change_state(element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     unbatch_drop_pending_events(self->state);
     *self->state = UnbatchState{};
@@ -857,7 +857,7 @@ GstStateChangeReturn unbatch_change_state(GstElement* element, GstStateChange tr
 }
 
 void unbatch_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(object);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(object);
   g_mutex_lock(&self->settings_lock);
   if (prop_id == PROP_U_BATCH_SIZE)
     self->batch_size = g_value_get_uint(value);
@@ -867,7 +867,7 @@ void unbatch_set_property(GObject* object, guint prop_id, const GValue* value, G
 }
 
 void unbatch_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(object);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(object);
   g_mutex_lock(&self->settings_lock);
   if (prop_id == PROP_U_BATCH_SIZE)
     g_value_set_uint(value, self->batch_size);
@@ -877,16 +877,16 @@ void unbatch_get_property(GObject* object, guint prop_id, GValue* value, GParamS
 }
 
 void unbatch_finalize(GObject* object) {
-  JobflowUnbatch* self = JOBFLOW_UNBATCH(object);
+  GstJobUnbatch* self = GST_JOB_UNBATCH(object);
   unbatch_drop_pending_events(self->state);
   delete self->state;
   g_mutex_clear(&self->settings_lock);
-  G_OBJECT_CLASS(jobflow_unbatch_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_unbatch_parent_class)->finalize(object);
 }
 
 }  // namespace
 
-static void jobflow_unbatch_class_init(JobflowUnbatchClass* klass) {
+static void gst_job_unbatch_class_init(GstJobUnbatchClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   gobject_class->set_property = unbatch_set_property;
@@ -908,7 +908,7 @@ static void jobflow_unbatch_class_init(JobflowUnbatchClass* klass) {
                                         "Jobflow");
 }
 
-static void jobflow_unbatch_init(JobflowUnbatch* self) {
+static void gst_job_unbatch_init(GstJobUnbatch* self) {
   g_mutex_init(&self->settings_lock);
   self->batch_size = kDefaultUnbatchSize;
   self->state = new UnbatchState();
@@ -924,6 +924,6 @@ static void jobflow_unbatch_init(JobflowUnbatch* self) {
 
 gboolean jobflow_register_jobbatch(GstPlugin* plugin) {
   GST_DEBUG_CATEGORY_INIT(jobbatch_debug, "jobbatch", 0, "Jobflow batcher and unbatcher");
-  return gst_element_register(plugin, "jobbatch", GST_RANK_NONE, JOBFLOW_TYPE_BATCH) &&
-         gst_element_register(plugin, "jobunbatch", GST_RANK_NONE, JOBFLOW_TYPE_UNBATCH);
+  return gst_element_register(plugin, "jobbatch", GST_RANK_NONE, GST_TYPE_JOB_BATCH) &&
+         gst_element_register(plugin, "jobunbatch", GST_RANK_NONE, GST_TYPE_JOB_UNBATCH);
 }

@@ -40,10 +40,10 @@ JobflowBatchMeta* jobflow_buffer_add_batch_meta(GstBuffer* buffer, guint batch_s
 #define jobflow_buffer_get_batch_meta(b) \
   ((JobflowBatchMeta*)gst_buffer_get_meta((b), JOBFLOW_BATCH_META_API_TYPE))
 
-#define JOBFLOW_TYPE_BATCH (jobflow_batch_get_type())
-G_DECLARE_FINAL_TYPE(JobflowBatch, jobflow_batch, JOBFLOW, BATCH, GstElement)
-#define JOBFLOW_TYPE_UNBATCH (jobflow_unbatch_get_type())
-G_DECLARE_FINAL_TYPE(JobflowUnbatch, jobflow_unbatch, JOBFLOW, UNBATCH, GstElement)
+#define GST_TYPE_JOB_BATCH (gst_job_batch_get_type())
+G_DECLARE_FINAL_TYPE(GstJobBatch, gst_job_batch, GST, JOB_BATCH, GstElement)
+#define GST_TYPE_JOB_UNBATCH (gst_job_unbatch_get_type())
+G_DECLARE_FINAL_TYPE(GstJobUnbatch, gst_job_unbatch, GST, JOB_UNBATCH, GstElement)
 
 /* Registers "jobbatch" and "jobunbatch" in `plugin`. */
 gboolean jobflow_register_jobbatch(GstPlugin* plugin);

@@ -96,7 +96,7 @@ GType layout_get_type() {
       {kNCHW, "Channels first: video (N, C, H, W), audio (C, F)", "nchw"},
       {kNHWC, "Channels last: video (N, H, W, C), audio (F, C)", "nhwc"},
       {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("JobflowConvertLayout", values));
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstJobConvertLayout", values));
   return type;
 }
 
@@ -107,7 +107,7 @@ GType dtype_get_type() {
       {kOutUInt8, "uint8 bytes as they are (8-bit input only)", "uint8"},
       {kOutNative, "the input's element type, values as they are", "native"},
       {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("JobflowConvertDType", values));
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstJobConvertDType", values));
   return type;
 }
 
@@ -137,7 +137,7 @@ bool parse_doubles(const std::string& text, std::vector<double>* out) {
 
 }  // namespace
 
-struct _JobflowConvert {
+struct _GstJobConvert {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
@@ -148,12 +148,12 @@ struct _JobflowConvert {
   GstClockTime latency;  // added latency, under the object lock
 };
 
-G_DEFINE_TYPE(JobflowConvert, jobflow_convert, GST_TYPE_ELEMENT)
+G_DEFINE_TYPE(GstJobConvert, gst_job_convert, GST_TYPE_ELEMENT)
 
 namespace {
 
 /* Copies the settings; the lock is released even if the copy throws. */
-Settings settings_copy(JobflowConvert* self) {
+Settings settings_copy(GstJobConvert* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->lock);  // unlocks on return or throw
   return *self->settings;
 }
@@ -168,7 +168,7 @@ void drop_pending(State* st) {
   st->first_pts = st->first_dts = st->end_ts = GST_CLOCK_TIME_NONE;
 }
 
-void reset_state(JobflowConvert* self) {
+void reset_state(GstJobConvert* self) {
   drop_pending(self->state);
   gst_adapter_clear(self->adapter);
   *self->state = State{};
@@ -179,7 +179,7 @@ void reset_state(JobflowConvert* self) {
 
 /* Checks mean/std strings; on failure posts a LIBRARY/SETTINGS error naming
  * the property and returns false. */
-bool parse_normalisation(JobflowConvert* self, const Settings& cfg, std::vector<double>* mean,
+bool parse_normalisation(GstJobConvert* self, const Settings& cfg, std::vector<double>* mean,
                          std::vector<double>* sd) {
   if (!parse_doubles(cfg.mean, mean)) {
     GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'mean': \"%s\"", cfg.mean.c_str()),
@@ -201,7 +201,7 @@ bool parse_normalisation(JobflowConvert* self, const Settings& cfg, std::vector<
   return true;
 }
 
-bool check_settings(JobflowConvert* self) {
+bool check_settings(GstJobConvert* self) {
   Settings cfg = settings_copy(self);
   std::vector<double> m, s;
   if (!parse_normalisation(self, cfg, &m, &s)) return false;
@@ -226,7 +226,7 @@ bool check_settings(JobflowConvert* self) {
 
 /* Builds the state for `caps`; posts an element error and returns false
  * when the caps and the settings do not fit. */
-bool configure(JobflowConvert* self, GstCaps* caps) {
+bool configure(GstJobConvert* self, GstCaps* caps) {
   State st;
   st.cfg = settings_copy(self);
   const Settings& cfg = st.cfg;
@@ -486,7 +486,7 @@ void convert_samples(const State& st, const guint8* src, guint frames, guint8* d
   }
 }
 
-GstFlowReturn push_pending(JobflowConvert* self) {
+GstFlowReturn push_pending(GstJobConvert* self) {
   State* st = self->state;
   GstBuffer* out = st->pending;
   gst_buffer_unmap(out, &st->pending_map);
@@ -501,7 +501,7 @@ GstFlowReturn push_pending(JobflowConvert* self) {
   return gst_pad_push(self->srcpad, out);
 }
 
-GstFlowReturn chain_video(JobflowConvert* self, GstBuffer* buf) {
+GstFlowReturn chain_video(GstJobConvert* self, GstBuffer* buf) {
   State* st = self->state;
   GstVideoFrame frame;
   if (!gst_video_frame_map(&frame, &st->vinfo, buf, GST_MAP_READ)) {
@@ -528,7 +528,7 @@ GstFlowReturn chain_video(JobflowConvert* self, GstBuffer* buf) {
   return push_pending(self);
 }
 
-GstFlowReturn chain_adapter(JobflowConvert* self, GstBuffer* buf) {
+GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
   State* st = self->state;
   gst_adapter_push(self->adapter, buf);
   const guint n = st->cfg.frames_per_tensor;
@@ -562,7 +562,7 @@ GstFlowReturn chain_adapter(JobflowConvert* self, GstBuffer* buf) {
 }
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
-  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  GstJobConvert* self = GST_JOB_CONVERT(parent);
   try {
     switch (self->state->media) {
       case Media::Video: return chain_video(self, buf);
@@ -583,7 +583,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  GstJobConvert* self = GST_JOB_CONVERT(parent);
   try {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_CAPS: {
@@ -614,7 +614,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 }
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  JobflowConvert* self = JOBFLOW_CONVERT(parent);
+  GstJobConvert* self = GST_JOB_CONVERT(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_LATENCY: {
       if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
@@ -658,10 +658,10 @@ gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
-  JobflowConvert* self = JOBFLOW_CONVERT(element);
+  GstJobConvert* self = GST_JOB_CONVERT(element);
   try {
     if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !check_settings(self)) return GST_STATE_CHANGE_FAILURE;
-    GstStateChangeReturn ret = GST_ELEMENT_CLASS(jobflow_convert_parent_class)->change_state(element, transition);
+    GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_convert_parent_class)->change_state(element, transition);
     if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) reset_state(self);
     return ret;
   } catch (const std::exception& e) {
@@ -671,7 +671,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
 }
 
 void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  GstJobConvert* self = GST_JOB_CONVERT(object);
   g_mutex_lock(&self->lock);
   try {  // std::string may throw; nothing escapes into GObject
     Settings* s = self->settings;
@@ -694,7 +694,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
 }
 
 void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  GstJobConvert* self = GST_JOB_CONVERT(object);
   g_mutex_lock(&self->lock);
   const Settings* s = self->settings;
   switch (prop_id) {
@@ -712,18 +712,18 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
 }
 
 void finalize(GObject* object) {
-  JobflowConvert* self = JOBFLOW_CONVERT(object);
+  GstJobConvert* self = GST_JOB_CONVERT(object);
   drop_pending(self->state);
   delete self->state;
   delete self->settings;
   g_object_unref(self->adapter);
   g_mutex_clear(&self->lock);
-  G_OBJECT_CLASS(jobflow_convert_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_convert_parent_class)->finalize(object);
 }
 
 }  // namespace
 
-static void jobflow_convert_class_init(JobflowConvertClass* klass) {
+static void gst_job_convert_class_init(GstJobConvertClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   gobject_class->set_property = set_property;
@@ -786,7 +786,7 @@ static void jobflow_convert_class_init(JobflowConvertClass* klass) {
   gst_type_mark_as_plugin_api(dtype_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
-static void jobflow_convert_init(JobflowConvert* self) {
+static void gst_job_convert_init(GstJobConvert* self) {
   g_mutex_init(&self->lock);
   self->settings = new Settings();
   self->state = new State();
@@ -803,5 +803,5 @@ static void jobflow_convert_init(JobflowConvert* self) {
 
 gboolean jobflow_register_jobconvert(GstPlugin* plugin) {
   GST_DEBUG_CATEGORY_INIT(jobconvert_debug, "jobconvert", 0, "Jobflow tensor converter");
-  return gst_element_register(plugin, "jobconvert", GST_RANK_NONE, JOBFLOW_TYPE_CONVERT);
+  return gst_element_register(plugin, "jobconvert", GST_RANK_NONE, GST_TYPE_JOB_CONVERT);
 }

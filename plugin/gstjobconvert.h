@@ -19,8 +19,8 @@
 
 G_BEGIN_DECLS
 
-#define JOBFLOW_TYPE_CONVERT (jobflow_convert_get_type())
-G_DECLARE_FINAL_TYPE(JobflowConvert, jobflow_convert, JOBFLOW, CONVERT, GstElement)
+#define GST_TYPE_JOB_CONVERT (gst_job_convert_get_type())
+G_DECLARE_FINAL_TYPE(GstJobConvert, gst_job_convert, GST, JOB_CONVERT, GstElement)
 
 /* Registers the "jobconvert" element in `plugin`. */
 gboolean jobflow_register_jobconvert(GstPlugin* plugin);

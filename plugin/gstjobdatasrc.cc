@@ -114,7 +114,7 @@ GType data_set_get_type() {
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) {
-    GType t = g_enum_register_static("JobflowDataSrcSet", values);
+    GType t = g_enum_register_static("GstJobDataSrcSet", values);
     g_once_init_leave(&type, t);
   }
   return type;
@@ -122,7 +122,7 @@ GType data_set_get_type() {
 
 }  // namespace
 
-struct _JobflowDataSrc {
+struct _GstJobDataSrc {
   GstPushSrc parent;
   Settings* settings;  // under the object lock
   State* state;        // streaming thread (create/do_seek, serialized by the stream lock)
@@ -134,7 +134,7 @@ struct _JobflowDataSrc {
   guint batch;         // batch size of the running stream
 };
 
-G_DEFINE_TYPE(JobflowDataSrc, jobflow_data_src, GST_TYPE_PUSH_SRC)
+G_DEFINE_TYPE(GstJobDataSrc, gst_job_data_src, GST_TYPE_PUSH_SRC)
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS,
@@ -143,8 +143,8 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
 
 /* ---- properties ---- */
 
-static void jobflow_data_src_set_property(GObject* object, guint id, const GValue* value, GParamSpec* pspec) {
-  auto* self = JOBFLOW_DATA_SRC(object);
+static void gst_job_data_src_set_property(GObject* object, guint id, const GValue* value, GParamSpec* pspec) {
+  auto* self = GST_JOB_DATA_SRC(object);
   GST_OBJECT_LOCK(self);
   Settings& s = *self->settings;
   switch (id) {
@@ -165,8 +165,8 @@ static void jobflow_data_src_set_property(GObject* object, guint id, const GValu
   GST_OBJECT_UNLOCK(self);
 }
 
-static void jobflow_data_src_get_property(GObject* object, guint id, GValue* value, GParamSpec* pspec) {
-  auto* self = JOBFLOW_DATA_SRC(object);
+static void gst_job_data_src_get_property(GObject* object, guint id, GValue* value, GParamSpec* pspec) {
+  auto* self = GST_JOB_DATA_SRC(object);
   GST_OBJECT_LOCK(self);
   const Settings& s = *self->settings;
   switch (id) {
@@ -183,21 +183,21 @@ static void jobflow_data_src_get_property(GObject* object, guint id, GValue* val
   GST_OBJECT_UNLOCK(self);
 }
 
-static void jobflow_data_src_finalize(GObject* object) {
-  auto* self = JOBFLOW_DATA_SRC(object);
+static void gst_job_data_src_finalize(GObject* object) {
+  auto* self = GST_JOB_DATA_SRC(object);
   delete self->state;
   delete self->settings;
   delete self->mu;
   self->state = nullptr;
   self->settings = nullptr;
   self->mu = nullptr;
-  G_OBJECT_CLASS(jobflow_data_src_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_data_src_parent_class)->finalize(object);
 }
 
 /* ---- start / stop ---- */
 
 /* Reads the files; posts the element error and returns false on failure. */
-static bool load(JobflowDataSrc* self, State* st) {
+static bool load(GstJobDataSrc* self, State* st) {
   const Settings& cfg = st->cfg;
   const std::string& loc = cfg.location;
   if (loc.empty() || !g_file_test(loc.c_str(), G_FILE_TEST_IS_DIR)) {
@@ -284,8 +284,8 @@ static bool load(JobflowDataSrc* self, State* st) {
   return true;
 }
 
-static gboolean jobflow_data_src_start(GstBaseSrc* bsrc) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_start(GstBaseSrc* bsrc) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   try {
     auto st = std::make_unique<State>();
     GST_OBJECT_LOCK(self);
@@ -311,8 +311,8 @@ static gboolean jobflow_data_src_start(GstBaseSrc* bsrc) {
   }
 }
 
-static gboolean jobflow_data_src_stop(GstBaseSrc* bsrc) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_stop(GstBaseSrc* bsrc) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   {
     std::lock_guard<std::mutex> lk(*self->mu);
     self->pos = 0;
@@ -324,8 +324,8 @@ static gboolean jobflow_data_src_stop(GstBaseSrc* bsrc) {
   return TRUE;
 }
 
-static gboolean jobflow_data_src_negotiate(GstBaseSrc* bsrc) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_negotiate(GstBaseSrc* bsrc) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   State* st = self->state;
   if (!st) return FALSE;
   GstCaps* caps = jobflow::gst::caps_from_specs(st->specs, 1000, static_cast<int>(st->cfg.batch_size));
@@ -337,7 +337,7 @@ static gboolean jobflow_data_src_negotiate(GstBaseSrc* bsrc) {
 
 /* ---- seeking and queries ---- */
 
-static gboolean jobflow_data_src_is_seekable(GstBaseSrc*) { return TRUE; }
+static gboolean gst_job_data_src_is_seekable(GstBaseSrc*) { return TRUE; }
 
 /* Stream time <-> sample index (and batch index) conversions. */
 static bool convert(guint batch, GstFormat src_fmt, gint64 src_val, GstFormat dst_fmt, gint64* dst_val) {
@@ -364,7 +364,7 @@ static bool convert(guint batch, GstFormat src_fmt, gint64 src_val, GstFormat ds
 }
 
 /* The running stream's batch size, or the property's while stopped. */
-static guint current_batch(JobflowDataSrc* self) {
+static guint current_batch(GstJobDataSrc* self) {
   {
     std::lock_guard<std::mutex> lk(*self->mu);
     if (self->batch) return self->batch;
@@ -376,8 +376,8 @@ static guint current_batch(JobflowDataSrc* self) {
 }
 
 /* DEFAULT (sample) and BUFFERS (batch) seeks become TIME segments. */
-static gboolean jobflow_data_src_prepare_seek_segment(GstBaseSrc* bsrc, GstEvent* seek, GstSegment* segment) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_prepare_seek_segment(GstBaseSrc* bsrc, GstEvent* seek, GstSegment* segment) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   gdouble rate;
   GstFormat format;
   GstSeekFlags flags;
@@ -399,8 +399,8 @@ static gboolean jobflow_data_src_prepare_seek_segment(GstBaseSrc* bsrc, GstEvent
   return gst_segment_do_seek(segment, rate, GST_FORMAT_TIME, flags, start_type, start, stop_type, stop, &update);
 }
 
-static gboolean jobflow_data_src_do_seek(GstBaseSrc* bsrc, GstSegment* segment) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_do_seek(GstBaseSrc* bsrc, GstSegment* segment) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   if (segment->format != GST_FORMAT_TIME || segment->rate <= 0.0) return FALSE;
   /* Round up to the next whole sample. */
   const guint64 start = segment->start;
@@ -414,8 +414,8 @@ static gboolean jobflow_data_src_do_seek(GstBaseSrc* bsrc, GstSegment* segment) 
   return TRUE;
 }
 
-static gboolean jobflow_data_src_query(GstBaseSrc* bsrc, GstQuery* query) {
-  auto* self = JOBFLOW_DATA_SRC(bsrc);
+static gboolean gst_job_data_src_query(GstBaseSrc* bsrc, GstQuery* query) {
+  auto* self = GST_JOB_DATA_SRC(bsrc);
   int64_t pos, total;
   guint batch;
   {
@@ -465,7 +465,7 @@ static gboolean jobflow_data_src_query(GstBaseSrc* bsrc, GstQuery* query) {
     default:
       break;
   }
-  return GST_BASE_SRC_CLASS(jobflow_data_src_parent_class)->query(bsrc, query);
+  return GST_BASE_SRC_CLASS(gst_job_data_src_parent_class)->query(bsrc, query);
 }
 
 /* ---- streaming ---- */
@@ -505,7 +505,7 @@ static GstMemory* alloc_memory(gsize size) {
 }
 
 static GstFlowReturn create_impl(GstPushSrc* psrc, GstBuffer** out) {
-  auto* self = JOBFLOW_DATA_SRC(psrc);
+  auto* self = GST_JOB_DATA_SRC(psrc);
   GstBaseSrc* bsrc = GST_BASE_SRC(psrc);
   State* st = self->state;
   if (!st) return GST_FLOW_FLUSHING;
@@ -586,7 +586,7 @@ static GstFlowReturn create_impl(GstPushSrc* psrc, GstBuffer** out) {
   return GST_FLOW_OK;
 }
 
-static GstFlowReturn jobflow_data_src_create(GstPushSrc* psrc, GstBuffer** out) {
+static GstFlowReturn gst_job_data_src_create(GstPushSrc* psrc, GstBuffer** out) {
   try {
     return create_impl(psrc, out);
   } catch (const std::exception& e) {
@@ -597,16 +597,16 @@ static GstFlowReturn jobflow_data_src_create(GstPushSrc* psrc, GstBuffer** out) 
 
 /* ---- type ---- */
 
-static void jobflow_data_src_class_init(JobflowDataSrcClass* klass) {
+static void gst_job_data_src_class_init(GstJobDataSrcClass* klass) {
   GST_DEBUG_CATEGORY_INIT(jobdatasrc_debug, "jobdatasrc", 0, "Jobflow IDX data set source");
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   GstBaseSrcClass* basesrc_class = GST_BASE_SRC_CLASS(klass);
   GstPushSrcClass* pushsrc_class = GST_PUSH_SRC_CLASS(klass);
 
-  gobject_class->set_property = jobflow_data_src_set_property;
-  gobject_class->get_property = jobflow_data_src_get_property;
-  gobject_class->finalize = jobflow_data_src_finalize;
+  gobject_class->set_property = gst_job_data_src_set_property;
+  gobject_class->get_property = gst_job_data_src_get_property;
+  gobject_class->finalize = gst_job_data_src_finalize;
 
   const auto flags =
       static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
@@ -653,17 +653,17 @@ static void jobflow_data_src_class_init(JobflowDataSrcClass* klass) {
                                         "Jobflow project");
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
-  basesrc_class->start = jobflow_data_src_start;
-  basesrc_class->stop = jobflow_data_src_stop;
-  basesrc_class->negotiate = jobflow_data_src_negotiate;
-  basesrc_class->is_seekable = jobflow_data_src_is_seekable;
-  basesrc_class->prepare_seek_segment = jobflow_data_src_prepare_seek_segment;
-  basesrc_class->do_seek = jobflow_data_src_do_seek;
-  basesrc_class->query = jobflow_data_src_query;
-  pushsrc_class->create = jobflow_data_src_create;
+  basesrc_class->start = gst_job_data_src_start;
+  basesrc_class->stop = gst_job_data_src_stop;
+  basesrc_class->negotiate = gst_job_data_src_negotiate;
+  basesrc_class->is_seekable = gst_job_data_src_is_seekable;
+  basesrc_class->prepare_seek_segment = gst_job_data_src_prepare_seek_segment;
+  basesrc_class->do_seek = gst_job_data_src_do_seek;
+  basesrc_class->query = gst_job_data_src_query;
+  pushsrc_class->create = gst_job_data_src_create;
 }
 
-static void jobflow_data_src_init(JobflowDataSrc* self) {
+static void gst_job_data_src_init(GstJobDataSrc* self) {
   self->settings = new Settings();
   self->state = nullptr;
   self->mu = new std::mutex();
@@ -675,5 +675,5 @@ static void jobflow_data_src_init(JobflowDataSrc* self) {
 }
 
 gboolean jobflow_register_jobdatasrc(GstPlugin* plugin) {
-  return gst_element_register(plugin, "jobdatasrc", GST_RANK_NONE, JOBFLOW_TYPE_DATA_SRC);
+  return gst_element_register(plugin, "jobdatasrc", GST_RANK_NONE, GST_TYPE_JOB_DATA_SRC);
 }

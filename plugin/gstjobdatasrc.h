@@ -19,8 +19,8 @@
 
 G_BEGIN_DECLS
 
-#define JOBFLOW_TYPE_DATA_SRC (jobflow_data_src_get_type())
-G_DECLARE_FINAL_TYPE(JobflowDataSrc, jobflow_data_src, JOBFLOW, DATA_SRC, GstPushSrc)
+#define GST_TYPE_JOB_DATA_SRC (gst_job_data_src_get_type())
+G_DECLARE_FINAL_TYPE(GstJobDataSrc, gst_job_data_src, GST, JOB_DATA_SRC, GstPushSrc)
 
 /* Registers the "jobdatasrc" element in `plugin`. */
 gboolean jobflow_register_jobdatasrc(GstPlugin* plugin);

@@ -61,13 +61,13 @@ GType mode_get_type() {
   static GType type = 0;
   static const GEnumValue values[] = {{kModeLabels, "Top-k class labels with their scores", "labels"},
                                       {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("JobflowDecodeMode", values));
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstJobDecodeMode", values));
   return type;
 }
 
 }  // namespace
 
-struct _JobflowDecode {
+struct _GstJobDecode {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
@@ -76,18 +76,18 @@ struct _JobflowDecode {
   State* state;
 };
 
-G_DEFINE_TYPE(JobflowDecode, jobflow_decode, GST_TYPE_ELEMENT)
+G_DEFINE_TYPE(GstJobDecode, gst_job_decode, GST_TYPE_ELEMENT)
 
 namespace {
 
 /* Copies the settings; the lock is released even if the copy throws. */
-Settings settings_copy(JobflowDecode* self) {
+Settings settings_copy(GstJobDecode* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->lock);  // unlocks on return or throw
   return *self->settings;
 }
 
 /* Reads the labels file; posts RESOURCE errors naming the property. */
-bool load_labels(JobflowDecode* self) {
+bool load_labels(GstJobDecode* self) {
   const Settings cfg = settings_copy(self);
   self->state->labels.clear();
   if (cfg.labels_path.empty()) {
@@ -132,7 +132,7 @@ bool load_labels(JobflowDecode* self) {
   return true;
 }
 
-bool configure(JobflowDecode* self, GstCaps* caps) {
+bool configure(GstJobDecode* self, GstCaps* caps) {
   std::vector<jobflow::TensorSpec> specs;
   std::string error;
   if (!jobflow::gst::specs_from_caps(caps, &specs, &error)) {
@@ -174,7 +174,7 @@ std::string label_of(const State& st, size_t index) {
 }
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
-  JobflowDecode* self = JOBFLOW_DECODE(parent);
+  GstJobDecode* self = GST_JOB_DECODE(parent);
   State* st = self->state;
   if (!st->configured) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No caps before the first buffer"), (nullptr));
@@ -286,7 +286,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  JobflowDecode* self = JOBFLOW_DECODE(parent);
+  GstJobDecode* self = GST_JOB_DECODE(parent);
   try {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_CAPS: {
@@ -313,14 +313,14 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 }
 
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
-  JobflowDecode* self = JOBFLOW_DECODE(element);
+  GstJobDecode* self = GST_JOB_DECODE(element);
   try {
     if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
       *self->state = State{};
       gst_segment_init(&self->state->segment, GST_FORMAT_TIME);
       if (!load_labels(self)) return GST_STATE_CHANGE_FAILURE;
     }
-    GstStateChangeReturn ret = GST_ELEMENT_CLASS(jobflow_decode_parent_class)->change_state(element, transition);
+    GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_decode_parent_class)->change_state(element, transition);
     if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) *self->state = State{};
     return ret;
   } catch (const std::exception& e) {
@@ -330,7 +330,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
 }
 
 void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  JobflowDecode* self = JOBFLOW_DECODE(object);
+  GstJobDecode* self = GST_JOB_DECODE(object);
   g_mutex_lock(&self->lock);
   try {  // std::string may throw; nothing escapes into GObject
     Settings* s = self->settings;
@@ -354,7 +354,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
 }
 
 void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  JobflowDecode* self = JOBFLOW_DECODE(object);
+  GstJobDecode* self = GST_JOB_DECODE(object);
   g_mutex_lock(&self->lock);
   const Settings* s = self->settings;
   switch (prop_id) {
@@ -370,16 +370,16 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
 }
 
 void finalize(GObject* object) {
-  JobflowDecode* self = JOBFLOW_DECODE(object);
+  GstJobDecode* self = GST_JOB_DECODE(object);
   delete self->state;
   delete self->settings;
   g_mutex_clear(&self->lock);
-  G_OBJECT_CLASS(jobflow_decode_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_decode_parent_class)->finalize(object);
 }
 
 }  // namespace
 
-static void jobflow_decode_class_init(JobflowDecodeClass* klass) {
+static void gst_job_decode_class_init(GstJobDecodeClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   gobject_class->set_property = set_property;
@@ -426,7 +426,7 @@ static void jobflow_decode_class_init(JobflowDecodeClass* klass) {
   gst_type_mark_as_plugin_api(mode_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
-static void jobflow_decode_init(JobflowDecode* self) {
+static void gst_job_decode_init(GstJobDecode* self) {
   g_mutex_init(&self->lock);
   self->settings = new Settings();
   self->state = new State();
@@ -442,5 +442,5 @@ static void jobflow_decode_init(JobflowDecode* self) {
 
 gboolean jobflow_register_jobdecode(GstPlugin* plugin) {
   GST_DEBUG_CATEGORY_INIT(jobdecode_debug, "jobdecode", 0, "Jobflow tensor decoder");
-  return gst_element_register(plugin, "jobdecode", GST_RANK_NONE, JOBFLOW_TYPE_DECODE);
+  return gst_element_register(plugin, "jobdecode", GST_RANK_NONE, GST_TYPE_JOB_DECODE);
 }

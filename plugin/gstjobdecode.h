@@ -14,8 +14,8 @@
 
 G_BEGIN_DECLS
 
-#define JOBFLOW_TYPE_DECODE (jobflow_decode_get_type())
-G_DECLARE_FINAL_TYPE(JobflowDecode, jobflow_decode, JOBFLOW, DECODE, GstElement)
+#define GST_TYPE_JOB_DECODE (gst_job_decode_get_type())
+G_DECLARE_FINAL_TYPE(GstJobDecode, gst_job_decode, GST, JOB_DECODE, GstElement)
 
 /* Name of the element message posted for every decoded row. */
 #define JOBFLOW_LABELS_MESSAGE_NAME "jobflow-labels"

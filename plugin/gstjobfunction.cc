@@ -194,7 +194,7 @@ guint64 count_correct(const Tensor& labels, const Tensor& logits) {
 
 }  // namespace
 
-struct _JobflowFunction {
+struct _GstJobFunction {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
@@ -214,7 +214,7 @@ struct _JobflowFunction {
   Stats* stats;  // src task only
 };
 
-G_DEFINE_TYPE(JobflowFunction, jobflow_function, GST_TYPE_ELEMENT)
+G_DEFINE_TYPE(GstJobFunction, gst_job_function, GST_TYPE_ELEMENT)
 
 namespace {
 
@@ -238,23 +238,23 @@ enum {
 enum { SIGNAL_STEP_DONE, SIGNAL_CHECKPOINT_SAVED, SIGNAL_RELOADED, N_SIGNALS };
 guint signals[N_SIGNALS];
 
-Settings get_settings(JobflowFunction* self) {
+Settings get_settings(GstJobFunction* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);
   return *self->settings;
 }
 
 /* One numeric setting, without copying the strings (per-buffer reads). */
-guint setting(JobflowFunction* self, guint Settings::*field) {
+guint setting(GstJobFunction* self, guint Settings::*field) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);
   return self->settings->*field;
 }
 
-std::shared_ptr<const Loaded> current(JobflowFunction* self) {
+std::shared_ptr<const Loaded> current(GstJobFunction* self) {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->loaded_lock);
   return *self->loaded;
 }
 
-void set_current(JobflowFunction* self, std::shared_ptr<const Loaded> l) {
+void set_current(GstJobFunction* self, std::shared_ptr<const Loaded> l) {
   std::shared_ptr<const Loaded> old;
   {
     g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->loaded_lock);
@@ -271,7 +271,7 @@ struct LoadError {
 };
 
 /* Loads the job of `s`; throws LoadError naming the property at fault. */
-std::shared_ptr<Loaded> load_job(JobflowFunction* self, const Settings& s) {
+std::shared_ptr<Loaded> load_job(GstJobFunction* self, const Settings& s) {
   if (s.job.empty()) throw LoadError{"job", "", "no job file set (job=FILE.onnx)"};
   if (!fs::exists(s.job)) throw LoadError{"job", s.job, "no such file"};
   jobflow::onnx::LoadOptions opts;
@@ -369,7 +369,7 @@ std::shared_ptr<Loaded> load_job(JobflowFunction* self, const Settings& s) {
   return l;
 }
 
-void post_load_error(JobflowFunction* self, const LoadError& e) {
+void post_load_error(GstJobFunction* self, const LoadError& e) {
   if (std::string(e.property) == "checkpoint")
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("checkpoint=\"%s\": %s", e.value.c_str(), e.message.c_str()),
                       (nullptr));
@@ -386,13 +386,13 @@ GstCaps* open_caps(const std::vector<TensorSpec>& specs) {
   return caps;
 }
 
-void post_structure(JobflowFunction* self, GstStructure* s) {
+void post_structure(GstJobFunction* self, GstStructure* s) {
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
 /* Saves `job`'s variables to `dir` (atomic), announces it with the steps
  * `job` has run once the save has waited for its calls in flight. */
-void save_checkpoint(JobflowFunction* self, const std::string& dir, const CompiledJob& job, bool final) {
+void save_checkpoint(GstJobFunction* self, const std::string& dir, const CompiledJob& job, bool final) {
   jobflow::CheckPoint().save(dir, job);  // only this job's variables: the folder restarts this job
   const guint64 step = static_cast<guint64>(job.steps_run());
   GST_INFO_OBJECT(self, "checkpoint saved to %s at step %" G_GUINT64_FORMAT, dir.c_str(), step);
@@ -429,7 +429,7 @@ GstBuffer* output_buffer(const Item& item) {
 /* The step-done signal, the jobflow-step message every message-interval
  * calls and, with summary-dir, the step's scalars. FALSE (and an element
  * error) when the event file cannot be written. */
-bool report_step(JobflowFunction* self, const Item& item, guint message_interval) {
+bool report_step(GstJobFunction* self, const Item& item, guint message_interval) {
   Stats& st = *self->stats;
   const Loaded& l = *item.pending->loaded;
   const std::vector<Tensor>& r = item.pending->result;
@@ -500,7 +500,7 @@ bool report_step(JobflowFunction* self, const Item& item, guint message_interval
   return true;
 }
 
-void post_summary(JobflowFunction* self) {
+void post_summary(GstJobFunction* self) {
   const Stats& st = *self->stats;
   const double secs = st.steps ? static_cast<double>(g_get_monotonic_time() - st.start_us) / 1e6 : 0.0;
   GstStructure* s = gst_structure_new(JOBFLOW_SUMMARY_MESSAGE_NAME, "steps", G_TYPE_UINT64, st.steps, "samples",
@@ -513,7 +513,7 @@ void post_summary(JobflowFunction* self) {
   post_structure(self, s);
 }
 
-GstFlowReturn push_item(JobflowFunction* self, Item& item) {
+GstFlowReturn push_item(GstJobFunction* self, Item& item) {
   if (item.buffer) {
     Pending& p = *item.pending;
     if (p.error) {
@@ -579,7 +579,7 @@ GstFlowReturn push_item(JobflowFunction* self, Item& item) {
 /* Runs the call of a buffer item on this thread (the src task: the
  * element's own streaming thread), after the calls before it; then, for
  * train jobs, saves the checkpoint when the step is a save-interval one. */
-GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
+GstFlowReturn compute_item(GstJobFunction* self, Item& item) {
   Pending& p = *item.pending;
   const Loaded& l = *p.loaded;
   try {
@@ -612,7 +612,7 @@ GstFlowReturn compute_item(JobflowFunction* self, Item& item) {
 }
 
 void loop(gpointer user_data) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(user_data);
+  GstJobFunction* self = GST_JOB_FUNCTION(user_data);
   Queue* q = self->queue;
   Item item;
   {
@@ -667,7 +667,7 @@ void loop(gpointer user_data) {
 
 /* Appends an item for the task; buffers wait while the queue is full.
  * Takes the item's references. */
-GstFlowReturn enqueue(JobflowFunction* self, Item item) {
+GstFlowReturn enqueue(GstJobFunction* self, Item item) {
   Queue* q = self->queue;
   std::unique_lock<std::mutex> lk(q->mu);
   if (item.buffer)
@@ -704,7 +704,7 @@ std::string inputs_mismatch(const jobflow::Signature& sig, const std::vector<Ten
 }
 
 /* Applies a `job`/`checkpoint` change made while streaming. Chain thread. */
-bool apply_reload(JobflowFunction* self) {
+bool apply_reload(GstJobFunction* self) {
   const Settings s = get_settings(self);
   std::shared_ptr<const Loaded> old = current(self);
   {
@@ -748,7 +748,7 @@ bool apply_reload(JobflowFunction* self) {
 }
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(parent);
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
   try {
     if (self->reload_pending->exchange(false) && !apply_reload(self)) {
       gst_buffer_unref(buf);
@@ -792,7 +792,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 }
 
 /* Checks upstream's caps against the job's placeholders; queues the src caps. */
-gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
+gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
   std::shared_ptr<const Loaded> l = current(self);
   if (!l) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No job loaded (set job=FILE.onnx)"), (nullptr));
@@ -833,7 +833,7 @@ gboolean set_sink_caps(JobflowFunction* self, GstCaps* caps) {
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(parent);
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
   Queue* q = self->queue;
   try {
     switch (GST_EVENT_TYPE(event)) {
@@ -892,7 +892,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 }
 
 gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(parent);
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CAPS: {
       std::shared_ptr<const Loaded> l = current(self);
@@ -906,7 +906,7 @@ gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(parent);
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CAPS: {
       GstCaps* current_caps = gst_pad_get_current_caps(pad);
@@ -941,7 +941,7 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 gboolean src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode, gboolean active) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(parent);
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
   if (mode != GST_PAD_MODE_PUSH) return FALSE;
   Queue* q = self->queue;
   if (active) {
@@ -969,7 +969,7 @@ gboolean src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode, gboo
 /* ------------------------------------------------------------- GObject */
 
 void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(object);
+  GstJobFunction* self = GST_JOB_FUNCTION(object);
   bool reload = false;
   {
     g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->settings_lock);
@@ -1005,7 +1005,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
 }
 
 void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(object);
+  GstJobFunction* self = GST_JOB_FUNCTION(object);
   if (prop_id == PROP_SIGNATURE || prop_id == PROP_STEPS) {
     std::shared_ptr<const Loaded> l = current(self);
     if (prop_id == PROP_SIGNATURE)
@@ -1034,7 +1034,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
 }
 
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(element);
+  GstJobFunction* self = GST_JOB_FUNCTION(element);
   switch (transition) {
     case GST_STATE_CHANGE_NULL_TO_READY: {
       try {
@@ -1069,7 +1069,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
     default:
       break;
   }
-  const GstStateChangeReturn ret = GST_ELEMENT_CLASS(jobflow_function_parent_class)->change_state(element, transition);
+  const GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_function_parent_class)->change_state(element, transition);
   if (ret == GST_STATE_CHANGE_FAILURE) return ret;
   switch (transition) {
     case GST_STATE_CHANGE_PAUSED_TO_READY: {
@@ -1096,7 +1096,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
 }
 
 void finalize(GObject* object) {
-  JobflowFunction* self = JOBFLOW_FUNCTION(object);
+  GstJobFunction* self = GST_JOB_FUNCTION(object);
   delete self->loaded;
   delete self->settings;
   delete self->reload_pending;
@@ -1110,12 +1110,12 @@ void finalize(GObject* object) {
   delete self->queue;
   g_mutex_clear(&self->settings_lock);
   g_mutex_clear(&self->loaded_lock);
-  G_OBJECT_CLASS(jobflow_function_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_function_parent_class)->finalize(object);
 }
 
 }  // namespace
 
-static void jobflow_function_class_init(JobflowFunctionClass* klass) {
+static void gst_job_function_class_init(GstJobFunctionClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   gobject_class->set_property = set_property;
@@ -1229,7 +1229,7 @@ static void jobflow_function_class_init(JobflowFunctionClass* klass) {
   gst_element_class_add_static_pad_template(element_class, &src_template);
 }
 
-static void jobflow_function_init(JobflowFunction* self) {
+static void gst_job_function_init(GstJobFunction* self) {
   g_mutex_init(&self->settings_lock);
   g_mutex_init(&self->loaded_lock);
   self->settings = new Settings();
@@ -1261,5 +1261,5 @@ static void jobflow_function_init(JobflowFunction* self) {
 
 gboolean jobflow_register_jobfunction(GstPlugin* plugin) {
   GST_DEBUG_CATEGORY_INIT(jobfunction_debug, "jobfunction", 0, "Jobflow job function element");
-  return gst_element_register(plugin, "jobfunction", GST_RANK_NONE, JOBFLOW_TYPE_FUNCTION);
+  return gst_element_register(plugin, "jobfunction", GST_RANK_NONE, GST_TYPE_JOB_FUNCTION);
 }

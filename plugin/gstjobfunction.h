@@ -19,8 +19,8 @@
 
 G_BEGIN_DECLS
 
-#define JOBFLOW_TYPE_FUNCTION (jobflow_function_get_type())
-G_DECLARE_FINAL_TYPE(JobflowFunction, jobflow_function, JOBFLOW, FUNCTION, GstElement)
+#define GST_TYPE_JOB_FUNCTION (gst_job_function_get_type())
+G_DECLARE_FINAL_TYPE(GstJobFunction, gst_job_function, GST, JOB_FUNCTION, GstElement)
 
 /* Element messages posted on the bus (structure names). */
 #define JOBFLOW_STEP_MESSAGE_NAME "jobflow-step"

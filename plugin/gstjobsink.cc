@@ -87,17 +87,17 @@ void unref_all(std::deque<GstSample*>& q) {
 
 }  // namespace
 
-struct _JobflowSink {
+struct _GstJobSink {
   GstBaseSink parent;
   Impl* impl;
 };
 
-G_DEFINE_TYPE(JobflowSink, jobflow_sink, GST_TYPE_BASE_SINK)
+G_DEFINE_TYPE(GstJobSink, gst_job_sink, GST_TYPE_BASE_SINK)
 
 static GstStaticPadTemplate sink_template =
     GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
 
-static GstSample* pull_locked(JobflowSink* self, GstClockTime timeout) {
+static GstSample* pull_locked(GstJobSink* self, GstClockTime timeout) {
   Impl* p = self->impl;
   std::unique_lock<std::mutex> lk(p->mu);
   const bool forever = !GST_CLOCK_TIME_IS_VALID(timeout);
@@ -126,7 +126,7 @@ static GstSample* pull_locked(JobflowSink* self, GstClockTime timeout) {
 
 /* No C++ exception leaves the element (std::mutex and allocations could
  * throw in theory): the GObject-facing functions catch everything. */
-static GstSample* pull_internal(JobflowSink* self, GstClockTime timeout) {
+static GstSample* pull_internal(GstJobSink* self, GstClockTime timeout) {
   try {
     return pull_locked(self, timeout);
   } catch (const std::exception& e) {
@@ -135,13 +135,13 @@ static GstSample* pull_internal(JobflowSink* self, GstClockTime timeout) {
   }
 }
 
-static GstSample* action_pull_result(JobflowSink* self) { return pull_internal(self, GST_CLOCK_TIME_NONE); }
-static GstSample* action_try_pull_result(JobflowSink* self, guint64 timeout) {
+static GstSample* action_pull_result(GstJobSink* self) { return pull_internal(self, GST_CLOCK_TIME_NONE); }
+static GstSample* action_try_pull_result(GstJobSink* self, guint64 timeout) {
   return pull_internal(self, timeout);
 }
 
-static void jobflow_sink_set_property(GObject* object, guint id, const GValue* value, GParamSpec* pspec) {
-  auto* self = JOBFLOW_SINK(object);
+static void gst_job_sink_set_property(GObject* object, guint id, const GValue* value, GParamSpec* pspec) {
+  auto* self = GST_JOB_SINK(object);
   Impl* p = self->impl;
   switch (id) {
     case PROP_EMIT_SIGNALS: {
@@ -169,8 +169,8 @@ static void jobflow_sink_set_property(GObject* object, guint id, const GValue* v
   }
 }
 
-static void jobflow_sink_get_property(GObject* object, guint id, GValue* value, GParamSpec* pspec) {
-  auto* self = JOBFLOW_SINK(object);
+static void gst_job_sink_get_property(GObject* object, guint id, GValue* value, GParamSpec* pspec) {
+  auto* self = GST_JOB_SINK(object);
   Impl* p = self->impl;
   std::lock_guard<std::mutex> lk(p->mu);
   switch (id) {
@@ -183,20 +183,20 @@ static void jobflow_sink_get_property(GObject* object, guint id, GValue* value, 
   }
 }
 
-static void jobflow_sink_finalize(GObject* object) {
-  auto* self = JOBFLOW_SINK(object);
+static void gst_job_sink_finalize(GObject* object) {
+  auto* self = GST_JOB_SINK(object);
   Impl* p = self->impl;
   unref_all(p->queue);
   gst_clear_caps(&p->caps);
   delete p;  // drops the callbacks (their notify runs here)
   self->impl = nullptr;
-  G_OBJECT_CLASS(jobflow_sink_parent_class)->finalize(object);
+  G_OBJECT_CLASS(gst_job_sink_parent_class)->finalize(object);
 }
 
 /* Streaming runs between READY->PAUSED and PAUSED->READY (GstBaseSink's
  * start/stop vfuncs run at NULL<->READY, too early and too late). */
-static GstStateChangeReturn jobflow_sink_change_state(GstElement* element, GstStateChange transition) {
-  Impl* p = JOBFLOW_SINK(element)->impl;
+static GstStateChangeReturn gst_job_sink_change_state(GstElement* element, GstStateChange transition) {
+  Impl* p = GST_JOB_SINK(element)->impl;
   std::deque<GstSample*> old;
   GstCaps* caps = nullptr;
   switch (transition) {
@@ -226,27 +226,27 @@ static GstStateChangeReturn jobflow_sink_change_state(GstElement* element, GstSt
   unref_all(old);
   gst_clear_caps(&caps);
   GST_DEBUG_OBJECT(element, "%s", gst_state_change_get_name(transition));
-  return GST_ELEMENT_CLASS(jobflow_sink_parent_class)->change_state(element, transition);
+  return GST_ELEMENT_CLASS(gst_job_sink_parent_class)->change_state(element, transition);
 }
 
-static gboolean jobflow_sink_unlock(GstBaseSink* bsink) {
-  Impl* p = JOBFLOW_SINK(bsink)->impl;
+static gboolean gst_job_sink_unlock(GstBaseSink* bsink) {
+  Impl* p = GST_JOB_SINK(bsink)->impl;
   std::lock_guard<std::mutex> lk(p->mu);
   p->unlocked = true;
   p->cond.notify_all();
   return TRUE;
 }
 
-static gboolean jobflow_sink_unlock_stop(GstBaseSink* bsink) {
-  Impl* p = JOBFLOW_SINK(bsink)->impl;
+static gboolean gst_job_sink_unlock_stop(GstBaseSink* bsink) {
+  Impl* p = GST_JOB_SINK(bsink)->impl;
   std::lock_guard<std::mutex> lk(p->mu);
   p->unlocked = false;
   p->cond.notify_all();
   return TRUE;
 }
 
-static gboolean jobflow_sink_set_caps(GstBaseSink* bsink, GstCaps* caps) {
-  Impl* p = JOBFLOW_SINK(bsink)->impl;
+static gboolean gst_job_sink_set_caps(GstBaseSink* bsink, GstCaps* caps) {
+  Impl* p = GST_JOB_SINK(bsink)->impl;
   GstCaps* old = nullptr;
   {
     std::lock_guard<std::mutex> lk(p->mu);
@@ -258,8 +258,8 @@ static gboolean jobflow_sink_set_caps(GstBaseSink* bsink, GstCaps* caps) {
   return TRUE;
 }
 
-static gboolean jobflow_sink_event(GstBaseSink* bsink, GstEvent* event) {
-  auto* self = JOBFLOW_SINK(bsink);
+static gboolean gst_job_sink_event(GstBaseSink* bsink, GstEvent* event) {
+  auto* self = GST_JOB_SINK(bsink);
   Impl* p = self->impl;
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_EOS: {
@@ -289,11 +289,11 @@ static gboolean jobflow_sink_event(GstBaseSink* bsink, GstEvent* event) {
     default:
       break;
   }
-  return GST_BASE_SINK_CLASS(jobflow_sink_parent_class)->event(bsink, event);
+  return GST_BASE_SINK_CLASS(gst_job_sink_parent_class)->event(bsink, event);
 }
 
 static GstFlowReturn render_impl(GstBaseSink* bsink, GstBuffer* buffer) {
-  auto* self = JOBFLOW_SINK(bsink);
+  auto* self = GST_JOB_SINK(bsink);
   Impl* p = self->impl;
   std::shared_ptr<Callbacks> cbs;
   bool emit = false;
@@ -343,7 +343,7 @@ static GstFlowReturn render_impl(GstBaseSink* bsink, GstBuffer* buffer) {
   return ret;
 }
 
-static GstFlowReturn jobflow_sink_render(GstBaseSink* bsink, GstBuffer* buffer) {
+static GstFlowReturn gst_job_sink_render(GstBaseSink* bsink, GstBuffer* buffer) {
   try {
     return render_impl(bsink, buffer);
   } catch (const std::exception& e) {
@@ -352,15 +352,15 @@ static GstFlowReturn jobflow_sink_render(GstBaseSink* bsink, GstBuffer* buffer) 
   }
 }
 
-static void jobflow_sink_class_init(JobflowSinkClass* klass) {
+static void gst_job_sink_class_init(GstJobSinkClass* klass) {
   GST_DEBUG_CATEGORY_INIT(jobsink_debug, "jobsink", 0, "Jobflow result sink");
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   GstBaseSinkClass* basesink_class = GST_BASE_SINK_CLASS(klass);
 
-  gobject_class->set_property = jobflow_sink_set_property;
-  gobject_class->get_property = jobflow_sink_get_property;
-  gobject_class->finalize = jobflow_sink_finalize;
+  gobject_class->set_property = gst_job_sink_set_property;
+  gobject_class->get_property = gst_job_sink_get_property;
+  gobject_class->finalize = gst_job_sink_finalize;
 
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_property(
@@ -425,37 +425,37 @@ static void jobflow_sink_class_init(JobflowSinkClass* klass) {
                                         "try-pull-result, new-result signal or callbacks",
                                         "Jobflow project");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
-  element_class->change_state = jobflow_sink_change_state;
+  element_class->change_state = gst_job_sink_change_state;
 
-  basesink_class->unlock = jobflow_sink_unlock;
-  basesink_class->unlock_stop = jobflow_sink_unlock_stop;
-  basesink_class->set_caps = jobflow_sink_set_caps;
-  basesink_class->event = jobflow_sink_event;
-  basesink_class->render = jobflow_sink_render;
+  basesink_class->unlock = gst_job_sink_unlock;
+  basesink_class->unlock_stop = gst_job_sink_unlock_stop;
+  basesink_class->set_caps = gst_job_sink_set_caps;
+  basesink_class->event = gst_job_sink_event;
+  basesink_class->render = gst_job_sink_render;
 }
 
-static void jobflow_sink_init(JobflowSink* self) {
+static void gst_job_sink_init(GstJobSink* self) {
   self->impl = new Impl();
   gst_base_sink_set_sync(GST_BASE_SINK(self), kDefaultSync);
 }
 
 gboolean jobflow_register_jobsink(GstPlugin* plugin) {
-  return gst_element_register(plugin, "jobsink", GST_RANK_NONE, JOBFLOW_TYPE_SINK);
+  return gst_element_register(plugin, "jobsink", GST_RANK_NONE, GST_TYPE_JOB_SINK);
 }
 
 /* ---- application API (jobsink.h) ---- */
 
-static JobflowSink* as_sink(GstElement* sink) {
-  if (!sink || !G_TYPE_CHECK_INSTANCE_TYPE(sink, JOBFLOW_TYPE_SINK)) {
+static GstJobSink* as_sink(GstElement* sink) {
+  if (!sink || !G_TYPE_CHECK_INSTANCE_TYPE(sink, GST_TYPE_JOB_SINK)) {
     g_critical("jobsink: %s is not a jobsink", sink ? GST_ELEMENT_NAME(sink) : "(null)");
     return nullptr;
   }
-  return JOBFLOW_SINK(sink);
+  return GST_JOB_SINK(sink);
 }
 
 void job_sink_set_callbacks(GstElement* sink, const JobSinkCallbacks* callbacks, gpointer user_data,
                             GDestroyNotify notify) {
-  JobflowSink* self = as_sink(sink);
+  GstJobSink* self = as_sink(sink);
   if (!self) return;
   std::shared_ptr<Callbacks> fresh;
   if (callbacks) {
@@ -481,17 +481,17 @@ void job_sink_set_callbacks(GstElement* sink, const JobSinkCallbacks* callbacks,
 }
 
 GstSample* job_sink_pull_result(GstElement* sink) {
-  JobflowSink* self = as_sink(sink);
+  GstJobSink* self = as_sink(sink);
   return self ? pull_internal(self, GST_CLOCK_TIME_NONE) : nullptr;
 }
 
 GstSample* job_sink_try_pull_result(GstElement* sink, GstClockTime timeout) {
-  JobflowSink* self = as_sink(sink);
+  GstJobSink* self = as_sink(sink);
   return self ? pull_internal(self, timeout) : nullptr;
 }
 
 gboolean job_sink_is_eos(GstElement* sink) {
-  JobflowSink* self = as_sink(sink);
+  GstJobSink* self = as_sink(sink);
   if (!self) return FALSE;
   std::lock_guard<std::mutex> lk(self->impl->mu);
   return self->impl->is_eos && self->impl->queue.empty();

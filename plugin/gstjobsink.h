@@ -14,8 +14,8 @@
 
 G_BEGIN_DECLS
 
-#define JOBFLOW_TYPE_SINK (jobflow_sink_get_type())
-G_DECLARE_FINAL_TYPE(JobflowSink, jobflow_sink, JOBFLOW, SINK, GstBaseSink)
+#define GST_TYPE_JOB_SINK (gst_job_sink_get_type())
+G_DECLARE_FINAL_TYPE(GstJobSink, gst_job_sink, GST, JOB_SINK, GstBaseSink)
 
 /* Registers the "jobsink" element in `plugin`. */
 gboolean jobflow_register_jobsink(GstPlugin* plugin);
