@@ -5,7 +5,11 @@
 
 #include <omp.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include <iostream>
 #include <sstream>
@@ -52,6 +56,62 @@ std::string Signature::str() const {
   return o.str();
 }
 
+namespace detail {
+// CompiledJob's state and machinery (runtime.h keeps only the interface).
+struct CompiledJobImpl {
+  using Result = CompiledJob::Result;
+  using Done = CompiledJob::Done;
+  using Finished = CompiledJob::Finished;
+  using StepObserver = CompiledJob::StepObserver;
+
+  CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads);
+  ~CompiledJobImpl();  // delivers every pending result first
+
+  void check_inputs(const std::vector<Tensor>& inputs) const;
+  Result run(std::vector<Tensor> inputs);
+  void submit(std::vector<Tensor> inputs, Finished finished);
+  std::shared_ptr<CallState> launch(std::vector<Tensor> inputs);
+  Result run_here(std::vector<Tensor> inputs);
+  static void attach(const std::shared_ptr<CallState>& c, Done done);
+  static void abandon(const std::shared_ptr<CallState>& c);
+  void sync();
+  size_t in_flight() const;
+  size_t blocked_callers() const;
+  int64_t steps_run() const;
+  void set_steps_run(int64_t steps);
+
+  std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
+                                     Finished finished = nullptr);
+  void worker_loop();
+  void release_slot_locked();
+  void submit_completed_locked();
+  void callback_loop();
+  void rethrow_pending();
+
+  std::shared_ptr<Plan> plan_;
+  Signature sig_;
+  JobDefinition def_;
+  size_t max_in_flight_;
+  int threads_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
+  std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
+  std::atomic<size_t> queued_{0};                     // queue_.size(), readable without mu_ (the worker's spin)
+  int spin_us_ = 0;                                   // how long the idle worker polls before sleeping
+  std::deque<std::shared_ptr<CallState>> delivery_;   // ran, waiting for callback
+  std::atomic<size_t> in_flight_{0};  // changed under mu_; atomic so a spinning caller can read it
+  size_t blocked_ = 0;
+  bool stopping_ = false;
+  bool worker_running_ = false;        // the worker is inside a call (run_here waits)
+  size_t submits_open_ = 0;            // submit() calls whose `finished` has not returned (run_here waits)
+  std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
+  mutable std::mutex exec_mu_;         // one plan_->run at a time (worker or run_here)
+  std::exception_ptr error_;
+  StepObserver observer_;
+  std::thread worker_, callbacker_;
+};
+}  // namespace detail
+
 struct CallState {
   std::vector<Tensor> inputs;
   std::vector<Tensor> result;
@@ -63,11 +123,12 @@ struct CallState {
   bool abandoned = false;  // async: the Callbacker died without a callback
   CompiledJob::Done done;  // async: set by attach()
   CompiledJob::Finished finished_cb;  // async via submit(): gets the error too
-  CompiledJob* job = nullptr;
+  detail::CompiledJobImpl* job = nullptr;
   std::condition_variable cv;  // sync waiters
 };
 
-CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads)
+detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight,
+                                         int num_threads)
     : plan_(std::move(plan)), sig_(std::move(sig)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {
   if (num_threads <= 0)
     if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
@@ -83,7 +144,7 @@ CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_i
   callbacker_ = std::thread([this] { callback_loop(); });
 }
 
-CompiledJob::~CompiledJob() {
+detail::CompiledJobImpl::~CompiledJobImpl() {
   {
     std::unique_lock<std::mutex> lk(mu_);
     cv_idle_.wait(lk, [&] { return in_flight_ == 0; });
@@ -112,7 +173,7 @@ int spin_us() {
   return us;
 }
 
-void CompiledJob::check_inputs(const std::vector<Tensor>& in) const {
+void detail::CompiledJobImpl::check_inputs(const std::vector<Tensor>& in) const {
   if (in.size() != sig_.inputs.size())
     throw Error("[" + sig_.job_name + "] expects " + std::to_string(sig_.inputs.size()) + " input tensors, got " +
                 std::to_string(in.size()));
@@ -127,7 +188,7 @@ void CompiledJob::check_inputs(const std::vector<Tensor>& in) const {
   }
 }
 
-void CompiledJob::rethrow_pending() {
+void detail::CompiledJobImpl::rethrow_pending() {
   if (error_) {
     std::exception_ptr e = error_;
     error_ = nullptr;
@@ -137,7 +198,7 @@ void CompiledJob::rethrow_pending() {
 
 // Checks the inputs, waits for a free slot (backpressure) and queues the
 // call. Returns with `lk` holding the job's lock.
-std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
+std::shared_ptr<CallState> detail::CompiledJobImpl::enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
                                                 Finished finished) {
   if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
     throw Error("[" + sig_.job_name + "] called from its own callback: the call could wait for a slot that only this "
@@ -165,12 +226,12 @@ std::shared_ptr<CallState> CompiledJob::enqueue(std::vector<Tensor> inputs, bool
   return c;
 }
 
-std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) {
+std::shared_ptr<CallState> detail::CompiledJobImpl::launch(std::vector<Tensor> inputs) {
   std::unique_lock<std::mutex> lk;
   return enqueue(std::move(inputs), false, lk);
 }
 
-CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
+CompiledJob::Result detail::CompiledJobImpl::run(std::vector<Tensor> inputs) {
   std::unique_lock<std::mutex> lk;
   auto c = enqueue(std::move(inputs), true, lk);
   if (spin_us_ > 0) {  // small jobs finish within the spin: no sleep, no wake-up
@@ -183,17 +244,15 @@ CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) {
   return std::move(c->result);
 }
 
-void CompiledJob::run_async(std::vector<Tensor> inputs, Done done) { attach(launch(std::move(inputs)), std::move(done)); }
-
-void CompiledJob::submit(std::vector<Tensor> inputs, Finished finished) {
+void detail::CompiledJobImpl::submit(std::vector<Tensor> inputs, Finished finished) {
   if (!finished) throw Error("[" + sig_.job_name + "] submit() needs a completion function");
   std::unique_lock<std::mutex> lk;
   enqueue(std::move(inputs), false, lk, std::move(finished));
   ++submits_open_;  // still under mu_: the worker cannot complete it before this
 }
 
-void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
-  CompiledJob* j = c->job;
+void detail::CompiledJobImpl::attach(const std::shared_ptr<CallState>& c, Done done) {
+  detail::CompiledJobImpl* j = c->job;
   {
     std::lock_guard<std::mutex> lk(j->mu_);
     c->done = std::move(done);
@@ -201,8 +260,8 @@ void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
   j->cv_deliver_.notify_all();
 }
 
-void CompiledJob::abandon(const std::shared_ptr<CallState>& c) {
-  CompiledJob* j = c->job;
+void detail::CompiledJobImpl::abandon(const std::shared_ptr<CallState>& c) {
+  detail::CompiledJobImpl* j = c->job;
   {
     std::lock_guard<std::mutex> lk(j->mu_);
     c->abandoned = true;
@@ -210,7 +269,7 @@ void CompiledJob::abandon(const std::shared_ptr<CallState>& c) {
   j->cv_deliver_.notify_all();
 }
 
-void CompiledJob::sync() {
+void detail::CompiledJobImpl::sync() {
   if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
     throw Error("[" + sig_.job_name + "] sync() (or CheckPoint.save/load) called from the job's own callback "
                 "would wait for itself; call it after the calls, outside the callback");
@@ -219,39 +278,39 @@ void CompiledJob::sync() {
   rethrow_pending();
 }
 
-int64_t CompiledJob::steps_run() const {
+int64_t detail::CompiledJobImpl::steps_run() const {
   std::lock_guard<std::mutex> exec(exec_mu_);  // not in the middle of a step
   return plan_->steps_run();
 }
-void CompiledJob::set_steps_run(int64_t steps) {
+void detail::CompiledJobImpl::set_steps_run(int64_t steps) {
   if (steps < 0) throw Error("[" + sig_.job_name + "] a step count cannot be negative (" + std::to_string(steps) + ")");
   sync();
   std::lock_guard<std::mutex> exec(exec_mu_);
   plan_->set_steps_run(steps);
 }
 
-size_t CompiledJob::in_flight() const {
+size_t detail::CompiledJobImpl::in_flight() const {
   std::lock_guard<std::mutex> lk(mu_);
   return in_flight_;
 }
-size_t CompiledJob::blocked_callers() const {
+size_t detail::CompiledJobImpl::blocked_callers() const {
   std::lock_guard<std::mutex> lk(mu_);
   return blocked_ > 0 && in_flight_ >= max_in_flight_ ? blocked_ : 0;
 }
 
 // A submit()'s `finished` has returned. Holds mu_.
-void CompiledJob::submit_completed_locked() {
+void detail::CompiledJobImpl::submit_completed_locked() {
   if (--submits_open_ == 0) cv_here_.notify_all();
 }
 
 // A call has ended (delivered, or failed): frees its slot. Holds mu_.
-void CompiledJob::release_slot_locked() {
+void detail::CompiledJobImpl::release_slot_locked() {
   --in_flight_;
   cv_space_.notify_one();
   if (in_flight_ == 0) cv_idle_.notify_all();
 }
 
-CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
+CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs) {
   if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
     throw Error("[" + sig_.job_name + "] run_here() called from the job's own callback");
   check_inputs(inputs);
@@ -282,7 +341,7 @@ CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) {
   return result;
 }
 
-void CompiledJob::worker_loop() {
+void detail::CompiledJobImpl::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     if (queue_.empty() && !stopping_ && spin_us_ > 0) {
@@ -346,7 +405,7 @@ void CompiledJob::worker_loop() {
   }
 }
 
-void CompiledJob::callback_loop() {
+void detail::CompiledJobImpl::callback_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     // Deliver strictly in call order: wait until the oldest async call has
@@ -389,5 +448,34 @@ void CompiledJob::callback_loop() {
     release_slot_locked();
   }
 }
+
+// ------------------------------------------------------------- interface
+
+CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads)
+    : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(plan), std::move(sig), max_in_flight, num_threads)) {}
+CompiledJob::~CompiledJob() = default;
+const Signature& CompiledJob::signature() const { return impl_->sig_; }
+const JobDefinition& CompiledJob::definition() const { return impl_->def_; }
+void CompiledJob::set_definition(JobDefinition d) { impl_->def_ = std::move(d); }
+const Plan& CompiledJob::plan() const { return *impl_->plan_; }
+void CompiledJob::set_step_observer(StepObserver o) { impl_->observer_ = std::move(o); }
+void CompiledJob::check_inputs(const std::vector<Tensor>& inputs) const { impl_->check_inputs(inputs); }
+CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) { return impl_->run(std::move(inputs)); }
+void CompiledJob::submit(std::vector<Tensor> inputs, Finished finished) {
+  impl_->submit(std::move(inputs), std::move(finished));
+}
+std::shared_ptr<CallState> CompiledJob::launch(std::vector<Tensor> inputs) { return impl_->launch(std::move(inputs)); }
+CompiledJob::Result CompiledJob::run_here(std::vector<Tensor> inputs) { return impl_->run_here(std::move(inputs)); }
+void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
+  detail::CompiledJobImpl::attach(c, std::move(done));
+}
+void CompiledJob::abandon(const std::shared_ptr<CallState>& c) { detail::CompiledJobImpl::abandon(c); }
+void CompiledJob::sync() { impl_->sync(); }
+size_t CompiledJob::max_in_flight() const { return impl_->max_in_flight_; }
+int CompiledJob::num_threads() const { return impl_->threads_; }
+size_t CompiledJob::in_flight() const { return impl_->in_flight(); }
+size_t CompiledJob::blocked_callers() const { return impl_->blocked_callers(); }
+int64_t CompiledJob::steps_run() const { return impl_->steps_run(); }
+void CompiledJob::set_steps_run(int64_t steps) { impl_->set_steps_run(steps); }
 
 }  // namespace jobflow

@@ -4,20 +4,16 @@
 // flat lists of input and output tensors plus a Signature that says how they
 // nest. One worker thread runs calls in order on the job's Plan; a callback
 // thread delivers asynchronous results in call order. At most
-// `max_in_flight` calls are queued or running: run_async() blocks the caller
+// `max_in_flight` calls are queued or running: a new call blocks the caller
 // beyond that (backpressure). sync() waits for every call made so far and
 // rethrows the first error of an asynchronous call or callback.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +77,7 @@ inline void poll_while(Pred waiting) {
 
 class Plan;   // compiler.h
 struct CallState;
+namespace detail { struct CompiledJobImpl; }
 namespace optimizer { class Optimizer; }
 
 // What a job was defined as, kept for export (job files) and inspection:
@@ -117,25 +114,23 @@ class CompiledJob {
   CompiledJob(const CompiledJob&) = delete;
   CompiledJob& operator=(const CompiledJob&) = delete;
 
-  const Signature& signature() const { return sig_; }
-  const JobDefinition& definition() const { return def_; }
-  void set_definition(JobDefinition d) { def_ = std::move(d); }
-  const Plan& plan() const { return *plan_; }
+  const Signature& signature() const;
+  const JobDefinition& definition() const;
+  void set_definition(JobDefinition d);
+  const Plan& plan() const;
   // Installs the step observer (FunctionConfig::summary_dir uses it). Set it
   // before the first call; it is not synchronized with calls.
-  void set_step_observer(StepObserver o) { observer_ = std::move(o); }
+  void set_step_observer(StepObserver o);
 
   // Checks count, shapes and dtypes; the error names the placeholder.
   void check_inputs(const std::vector<Tensor>& inputs) const;
   // Blocking call: runs after every earlier call, returns host tensors.
   Result run(std::vector<Tensor> inputs);
-  // Returns at once (or when a slot frees); `done` runs on the callback
-  // thread, in call order. Inputs are held by reference until the step runs.
-  void run_async(std::vector<Tensor> inputs, Done done);
-  // As run_async, but `finished` also receives the call's error, so a
-  // caller that waits for each result is never left waiting for one that
-  // failed. Runs in call order on the worker (when no
-  // older result awaits delivery) or the callback thread: keep it short.
+  // Returns at once (or when a slot frees); `finished` receives the result
+  // or the call's error, so a caller that waits for each result is never
+  // left waiting for one that failed. Runs in call order on the worker
+  // (when no older result awaits delivery) or the callback thread: keep it
+  // short. Inputs are held by reference until the step runs.
   void submit(std::vector<Tensor> inputs, Finished finished);
   // Lower level: the result is delivered when `attach` is given a callback
   // or abandoned; used by Callback<T> where the callback comes after the call.
@@ -151,11 +146,11 @@ class CompiledJob {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
-  size_t max_in_flight() const { return max_in_flight_; }
-  int num_threads() const { return threads_; }
+  size_t max_in_flight() const;
+  int num_threads() const;
   // Calls queued, running or awaiting their callback.
   size_t in_flight() const;
-  // Callers blocked in run()/run_async() because max_in_flight was reached.
+  // Callers blocked in run()/submit()/launch() because max_in_flight was reached.
   size_t blocked_callers() const;
   int64_t steps_run() const;
   // Continues a job saved after `steps` train steps (schedules, dropout
@@ -164,39 +159,7 @@ class CompiledJob {
   void set_steps_run(int64_t steps);
 
  private:
-  std::shared_ptr<CallState> enqueue(std::vector<Tensor> inputs, bool sync, std::unique_lock<std::mutex>& lk,
-                                     Finished finished = nullptr);
-  void worker_loop();
-  void release_slot_locked();
-  void submit_completed_locked();
-  void callback_loop();
-  void rethrow_pending();
-
-  std::shared_ptr<Plan> plan_;
-  Signature sig_;
-  JobDefinition def_;
-  size_t max_in_flight_;
-  int threads_ = 0;
-  mutable std::mutex mu_;
-  std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
-  std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
-  std::atomic<size_t> queued_{0};                     // queue_.size(), readable without mu_ (the worker's spin)
-  int spin_us_ = 0;                                   // how long the idle worker polls before sleeping
-  std::deque<std::shared_ptr<CallState>> delivery_;   // ran, waiting for callback
-  std::atomic<size_t> in_flight_{0};  // changed under mu_; atomic so a spinning caller can read it
-  size_t blocked_ = 0;
-  bool stopping_ = false;
-  bool worker_running_ = false;        // the worker is inside a call (run_here waits)
-  size_t submits_open_ = 0;            // submit() calls whose `finished` has not returned (run_here waits)
-  std::condition_variable cv_here_;    // the queue emptied / the worker finished a call
-  mutable std::mutex exec_mu_;         // one plan_->run at a time (worker or run_here)
-  std::exception_ptr error_;
-  StepObserver observer_;
-  std::thread worker_, callbacker_;
+  std::unique_ptr<detail::CompiledJobImpl> impl_;  // the queue, threads and locks (runtime.cpp)
 };
-
-namespace detail {
-inline void set_steps_run(CompiledJob& job, int64_t steps) { job.set_steps_run(steps); }
-}  // namespace detail
 
 }  // namespace jobflow
