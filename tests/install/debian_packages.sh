@@ -49,7 +49,7 @@ declare -A expect=(
 )
 for pkg in "${!expect[@]}"; do
   deb=$work/${pkg}_${version}_$arch.deb
-  [[ -f $deb ]] || fail "$pkg: $deb was not built (built: $(cd "$work" && ls ./*.deb 2>/dev/null | tr '\n' ' '))"
+  [[ -f $deb ]] || fail "$pkg: $deb was not built (built: $(find "$work" -maxdepth 1 -name '*.deb' -printf '%f '))"
   contents=$(dpkg-deb -c "$deb" | awk '{print substr($6, 2)}')
   for f in ${expect[$pkg]}; do
     grep -qxF "$f" <<<"$contents" || fail "$pkg does not hold $f; it holds:"$'\n'"$contents"

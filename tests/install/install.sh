@@ -42,7 +42,7 @@ for f in "${expect[@]}"; do
 done
 [[ ! -e $share/doc/jobflow/meson.build ]] || fail "docs/meson.build was installed with the docs"
 # Nothing outside the prefix (a plugin folder taken from GStreamer's own prefix would be).
-outside=$(cd "$dest" && find . -type f | sed 's|^\.||' | grep -v "^$prefix/" || true)
+outside=$(find "$dest" -type f -printf '/%P\n' | grep -v "^$prefix/" || true)
 [[ -z $outside ]] || fail "installed outside the prefix $prefix: $outside"
 echo "${#expect[@]} files checked"
 
@@ -79,9 +79,9 @@ check_openblas "$lib/libjobflow.so.0"
 [[ $prefix == /usr ]] && export LD_LIBRARY_PATH=$lib
 
 echo "== a program built out of tree with pkg-config jobflow"
-CXX=${CXX:-c++}
+read -ra cxx <<<"${CXX:-c++}"  # may be a command line (ccache c++)
 # shellcheck disable=SC2086  # pkg-config output is a list of flags
-"$CXX" -std=c++20 -o "$work/app" "$here/app.cpp" $cflags $libs "-Wl,-rpath,$lib" ||
+"${cxx[@]}" -std=c++20 -o "$work/app" "$here/app.cpp" $cflags $libs "-Wl,-rpath,$lib" ||
   fail "the out-of-tree program does not compile against the installed headers"
 out=$("$work/app") || fail "the out-of-tree program failed: $out"
 echo "$out"
@@ -123,7 +123,7 @@ if [[ $plugin == yes ]]; then
   echo "== a GStreamer application built out of tree with pkg-config jobflow-gst"
   gst_flags=$(pkg-config --cflags --libs jobflow-gst gstreamer-app-1.0) || fail "pkg-config jobflow-gst failed"
   # shellcheck disable=SC2086
-  "$CXX" -std=c++20 -o "$work/app_gst" "$here/app_gst.cpp" $gst_flags "-Wl,-rpath,$lib" ||
+  "${cxx[@]}" -std=c++20 -o "$work/app_gst" "$here/app_gst.cpp" $gst_flags "-Wl,-rpath,$lib" ||
     fail "the GStreamer application does not compile against the installed headers"
   out=$("$work/app_gst" 2>&1) || fail "the GStreamer application failed: $out"
   [[ $(tail -1 <<<"$out") == ok ]] || fail "the GStreamer application did not print ok: $out"
