@@ -26,6 +26,12 @@ else
 fi
 [[ -f $work/jobflow/debian/rules ]] || fail "no debian/rules in the copied tree"
 
+# debhelper points HOME into the build tree, where ccache would start an
+# empty cache every time: keep the caller's.
+if command -v ccache >/dev/null && [[ -z ${CCACHE_DIR:-} ]]; then
+  CCACHE_DIR=$(ccache -k cache_dir) && export CCACHE_DIR
+fi
+
 echo "== dpkg-buildpackage -us -uc -b (nocheck) in $work/jobflow"
 start=$SECONDS
 (cd "$work/jobflow" &&
