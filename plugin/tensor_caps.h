@@ -1,4 +1,4 @@
-/* Tensors on GStreamer pads (internal to the plugin).
+/* Tensors on GStreamer pads (libjobflow-gst; installed as jobflow/gst/tensor_caps.h).
  *
  * Caps are NNStreamer's static tensor format, so Jobflow and NNStreamer
  * elements can be chained:
