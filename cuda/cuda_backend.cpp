@@ -22,39 +22,6 @@ void Launch::check(cudaError_t e) const { cuda::check(e, p.name()); }
 void Launch::check(cublasStatus_t e) const { cuda::check(e, p.name()); }
 void Launch::check(cudnnStatus_t e) const { cuda::check(e, p.name()); }
 
-const AttrValue* find_attr(const Attrs& a, const char* name) {
-  for (const auto& [k, v] : a)
-    if (k == name) return &v;
-  return nullptr;
-}
-
-int64_t attr_int(const Primitive& p, const char* name, int64_t def) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return def;
-  if (auto* i = std::get_if<int64_t>(v)) return *i;
-  if (auto* d = std::get_if<double>(v)) return static_cast<int64_t>(*d);
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a number");
-}
-
-double attr_double(const Primitive& p, const char* name, double def) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return def;
-  if (auto* d = std::get_if<double>(v)) return *d;
-  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a number");
-}
-
-std::vector<int64_t> attr_ints(const Primitive& p, const char* name) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return {};
-  if (auto* l = std::get_if<std::vector<int64_t>>(v)) return *l;
-  if (auto* i = std::get_if<int64_t>(v)) return {*i};
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a list of integers");
-}
-
 bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 Lanes lanes_of(const Shape& s, int ax) {
@@ -150,10 +117,7 @@ const OpTable& table() {
   return t;
 }
 
-const OpDef* lookup(const Primitive& p) {
-  auto it = table().find(p.name());
-  return it == table().end() ? nullptr : &it->second;
-}
+const OpDef* lookup(const Primitive& p) { return table().find(p.kind()); }
 
 class CudaBackend final : public Backend {
  public:

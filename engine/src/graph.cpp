@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include "jobflow/primitive.h"
-#include "kernel_util.h"
 
 namespace jobflow {
 
@@ -119,37 +118,5 @@ placement::~placement() {
 }
 }  // namespace scope
 
-// ---- Primitive defaults and infer() helpers ----
-void Primitive::eval_gpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const {
-  op_error(name(), "has no GPU kernel");
-}
-std::vector<Blob> Primitive::vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
-                                 const std::vector<int>&) const {
-  op_error(name(), "has no gradient");
-}
-
-void op_error(const char* op, const std::string& what) { throw Error(std::string("[") + op + "] " + what); }
-
-void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n) {
-  if (in.size() != n)
-    op_error(op, "expects " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
-}
-void expect_float(const char* op, const TensorSpec& s, const char* arg) {
-  if (!is_floating(s.dtype))
-    op_error(op, std::string(arg) + " must be float32 or float64, got " + spec_str(s));
-}
-void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b) {
-  if (a.dtype != b.dtype)
-    op_error(op, std::string("dtypes differ: ") + spec_str(a) + " vs " + spec_str(b));
-}
-
-namespace kern {
-int norm_axis(const char* op, int axis, int rank) {
-  int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max(rank, 1))
-    op_error(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return a;
-}
-}  // namespace kern
 
 }  // namespace jobflow

@@ -474,8 +474,8 @@ TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {
   });
   auto ops = job.compiled()->plan().op_sequence();
   ASSERT_EQ(ops.size(), 3u) << job.compiled()->plan().describe();
-  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 +bias +relu]");
-  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 +bias]");
+  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=1]");
+  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=0]");
   // h1's buffer is dead once h2 is computed: the output may reuse it.
   EXPECT_LT(job.compiled()->plan().arena_bytes(), job.compiled()->plan().unshared_bytes());
   // Fused and unfused plans agree.
