@@ -24,43 +24,13 @@ void Launch::check(cudnnStatus_t e) const { cuda::check(e, p.name()); }
 
 bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
-Lanes lanes_of(const Shape& s, int ax) {
-  Lanes l;
-  for (int i = 0; i < ax; ++i) l.outer *= s[i];
-  l.C = s.empty() ? 1 : s[ax];
-  for (size_t i = ax + 1; i < s.size(); ++i) l.inner *= s[i];
-  return l;
-}
+static_assert(k::kMaxRank == layout::kMaxRank, "the kernels' views hold the engine's ranks");
 
 k::BView broadcast_view(const Shape& out, const Shape& a, const Shape& b) {
-  // Built from the innermost dim outwards (then reversed): each operand's
-  // stride is its running contiguous stride, 0 where it has size 1. Output
-  // dims of size 1 carry no index; a dim merges into its inner neighbour when
-  // stepping it equals stepping the neighbour through its whole extent for
-  // both operands.
-  const int r = static_cast<int>(out.size());
-  if (r > k::kMaxRank) throw Error("[cuda] broadcast: rank " + std::to_string(r) + " exceeds " + std::to_string(k::kMaxRank));
-  int64_t rd[k::kMaxRank], ra[k::kMaxRank], rb[k::kMaxRank];
-  int n = 0;
-  int64_t ca = 1, cb = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    const int ia = i - (r - static_cast<int>(a.size())), ib = i - (r - static_cast<int>(b.size()));
-    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (out[i] == 1) continue;
-    const int64_t sa = da == 1 ? 0 : ca, sb = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
-    if (n > 0 && sa == ra[n - 1] * rd[n - 1] && sb == rb[n - 1] * rd[n - 1]) {
-      rd[n - 1] *= out[i];
-    } else {
-      rd[n] = out[i], ra[n] = sa, rb[n] = sb;
-      ++n;
-    }
-  }
+  if (out.size() > static_cast<size_t>(k::kMaxRank))
+    throw Error("[cuda] broadcast: rank " + std::to_string(out.size()) + " exceeds " + std::to_string(k::kMaxRank));
   k::BView v;
-  if (n == 0) return v;  // one element
-  v.nd = n;
-  for (int d = 0; d < n; ++d) v.dim[d] = rd[n - 1 - d], v.sa[d] = ra[n - 1 - d], v.sb[d] = rb[n - 1 - d];
+  layout::broadcast_view(v, out, a, b);
   return v;
 }
 

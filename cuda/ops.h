@@ -16,6 +16,7 @@
 
 #include "context.h"
 #include "jobflow/primitive.h"
+#include "layout.h"
 
 namespace jobflow::cuda {
 
@@ -70,13 +71,11 @@ void add_elementwise_ops(OpTable& t);  // ops_elementwise.cpp
 void add_blas_ops(OpTable& t);         // ops_blas.cpp
 void add_dnn_ops(OpTable& t);          // ops_dnn.cpp
 
-// ---- layouts ----
-inline int norm_axis(int64_t axis, int rank) { return static_cast<int>(axis < 0 ? axis + rank : axis); }
-// (outer, C, inner) around axis `ax` of `s`.
-struct Lanes {
-  int64_t outer = 1, C = 1, inner = 1;
-};
-Lanes lanes_of(const Shape& s, int ax);
+// ---- layouts (the engine's, engine/src/layout.h) ----
+// The op's axis in [0, rank); Error("[op] axis ...") when out of range.
+inline int norm_axis(const Primitive& p, int64_t axis, int rank) { return layout::norm_axis(p.name(), axis, rank); }
+using layout::Lanes;  // (outer, C, inner) around an axis
+using layout::lanes_of;
 // Collapsed views (see kernels.h).
 k::BView broadcast_view(const Shape& out, const Shape& a, const Shape& b);
 k::RView reduce_view(const Shape& x, const std::vector<bool>& reduced);

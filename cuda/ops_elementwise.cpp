@@ -62,7 +62,7 @@ OpDef reduce_op(k::Red op) {
     std::vector<bool> red(r, false);
     const auto axes = L.p.attr_ints("axes");
     if (axes.empty()) std::fill(red.begin(), red.end(), true);
-    for (int64_t a : axes) red[norm_axis(a, r)] = true;
+    for (int64_t a : axes) red[norm_axis(L.p, a, r)] = true;
     run_sum(L, op, x, L.i(0), L.o(0), L.out[0].numel(), red);
   };
   return d;
@@ -75,7 +75,7 @@ OpDef softmax_op(bool log) {
   d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
   d.run = [log](Launch& L) {
     const Tensor& x = L.in[0];
-    const Lanes l = lanes_of(x.shape(), norm_axis(L.p.attr_int("axis"), x.ndim()));
+    const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
     L.check(k::softmax(dt(x.dtype()), log, L.i(0), L.o(0), l.outer, l.C, l.inner, L.stream()));
   };
   return d;
@@ -86,7 +86,7 @@ OpDef softmax_grad_op(bool log) {
   d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
   d.run = [log](Launch& L) {  // inputs y, dy
     const Tensor& y = L.in[0];
-    const Lanes l = lanes_of(y.shape(), norm_axis(L.p.attr_int("axis"), y.ndim()));
+    const Lanes l = lanes_of(y.shape(), norm_axis(L.p, L.p.attr_int("axis"), y.ndim()));
     L.check(k::softmax_grad(dt(y.dtype()), log, L.i(0), L.i(1), L.o(0), l.outer, l.C, l.inner, L.stream()));
   };
   return d;
@@ -160,7 +160,7 @@ void add_elementwise_ops(OpTable& t) {
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
     d.run = [](Launch& L) {
       const Tensor& x = L.in[0];
-      const Lanes l = lanes_of(x.shape(), norm_axis(L.p.attr_int("axis"), x.ndim()));
+      const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
       L.check(k::bias_add(dt(x.dtype()), L.i(0), L.i(1), L.o(0), l.outer, l.C, l.inner, L.p.attr_int("relu") != 0,
                           L.stream()));
     };
@@ -172,7 +172,7 @@ void add_elementwise_ops(OpTable& t) {
     d.run = [](Launch& L) {
       const Tensor& dy = L.in[0];
       std::vector<bool> red(dy.ndim(), true);
-      red[norm_axis(L.p.attr_int("axis"), dy.ndim())] = false;
+      red[norm_axis(L.p, L.p.attr_int("axis"), dy.ndim())] = false;
       run_sum(L, k::Red::Sum, dy, L.i(0), L.o(0), L.out[0].numel(), red);
     };
     t[OpKind::BiasGrad] = d;
@@ -198,7 +198,7 @@ void add_elementwise_ops(OpTable& t) {
     OpDef d;
     d.run = [](Launch& L) {
       const Tensor& x = L.in[0];
-      const Lanes l = lanes_of(x.shape(), norm_axis(L.p.attr_int("axis"), x.ndim()));
+      const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
       L.check(k::argmax(dt(x.dtype()), L.i(0), L.o<int32_t>(0), l.outer, l.C, l.inner, L.stream()));
     };
     t[OpKind::ArgMax] = d;
@@ -239,7 +239,7 @@ void add_elementwise_ops(OpTable& t) {
       k::SView v;
       v.nd = std::max(r, 1);
       for (int i = 0; i < r; ++i) {
-        const int src = norm_axis(perm[i], r);
+        const int src = norm_axis(L.p, perm[i], r);
         v.dim[i] = xs[src];
         v.str[i] = xstr[src];
       }

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <iterator>
 
-#include "kernel_util.h"
 
 namespace jobflow {
 namespace {
@@ -247,14 +246,5 @@ void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b)
   if (a.dtype != b.dtype)
     op_error(op, std::string("dtypes differ: ") + spec_str(a) + " vs " + spec_str(b));
 }
-
-namespace kern {
-int norm_axis(const char* op, int axis, int rank) {
-  int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max(rank, 1))
-    op_error(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return a;
-}
-}  // namespace kern
 
 }  // namespace jobflow

@@ -31,6 +31,7 @@
 #include "jobflow/ops.h"
 #include "jobflow/optimizer.h"
 #include "jobflow/session.h"
+#include "layout.h"
 #include "onnx_util.h"
 
 namespace jobflow::onnx {
@@ -102,15 +103,8 @@ Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar = false) {
 Tensor scalar_like(double v, DType dt) { return make_tensor({}, dt, {v}); }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  *ok = true;
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t da = i + a.size() >= r ? a[i + a.size() - r] : 1;
-    const int64_t db = i + b.size() >= r ? b[i + b.size() - r] : 1;
-    if (da != db && da != 1 && db != 1) *ok = false;
-    out[i] = da == 1 ? db : da;
-  }
+  Shape out;
+  *ok = layout::broadcast_shape(a, b, &out);
   return out;
 }
 
@@ -130,11 +124,6 @@ int64_t bcast_index(int64_t i, const Shape& out, const Shape& in) {
   return idx;
 }
 
-int64_t norm_axis(int64_t axis, int64_t rank, const std::function<void(const std::string&)>& err) {
-  if (axis < -rank || axis >= rank)
-    err("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
 
 // ---------------------------------------------------------------------------
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
@@ -377,8 +366,11 @@ class Importer {
   }
   bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
 
+  // `a` of a tensor of `rank` dims in [0, rank) (a scalar has no axis).
   int axis_of(int64_t a, int64_t rank) {
-    return static_cast<int>(norm_axis(a, rank, [this](const std::string& m) { err(m); }));
+    const int ax = rank > 0 ? layout::wrap_axis(a, rank) : -1;
+    if (ax < 0) err("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+    return ax;
   }
 
   // ---- the build ----

@@ -23,16 +23,8 @@
 namespace jobflow {
 namespace {
 
-struct Lanes {
-  int64_t outer = 1, C = 1, inner = 1;
-};
-Lanes lanes_of(const Shape& s, int ax) {
-  Lanes l;
-  for (int i = 0; i < ax; ++i) l.outer *= s[i];
-  l.C = s.empty() ? 1 : s[ax];
-  for (size_t i = ax + 1; i < s.size(); ++i) l.inner *= s[i];
-  return l;
-}
+using layout::Lanes;  // (outer, C, inner) around an axis
+using layout::lanes_of;
 
 // Runs f(base) for every lane start (element offset; lane stride = inner),
 // splitting lanes across threads when the tensor is big. For inner == 1 the
