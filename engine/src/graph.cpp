@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "jobflow/backend.h"
 #include "jobflow/primitive.h"
 
 namespace jobflow {
@@ -93,11 +94,8 @@ void pop_placement() {
 }  // namespace detail
 
 namespace scope {
-static Placement check_placement(std::string device, std::string ids) {
-  if (device != "cpu" && device != "gpu" && device != "cuda")
-    throw Error("[scope::placement] device must be \"cpu\" or \"gpu\", got \"" + device + "\"");
-  if (device == "cuda") device = "gpu";
-  return Placement{std::move(device), std::move(ids)};
+static Placement check_placement(const std::string& device, std::string ids) {
+  return Placement{parse_device(device, "scope::placement").tag, std::move(ids)};
 }
 placement::placement(std::string device, std::string ids) {
   detail::push_placement(check_placement(std::move(device), std::move(ids)));

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "import_internal.h"
+#include "jobflow/backend.h"
 #include "jobflow/checkpoint_io.h"
 #include "jobflow/job.h"
 #include "jobflow/ops.h"
@@ -1999,14 +2000,11 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
   cfg.max_in_flight(opts.max_in_flight == 0 ? 1 : opts.max_in_flight);
   if (opts.num_threads < 0) fail(what, "num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   cfg.num_threads(opts.num_threads);
-  std::string dev = opts.device;
-  if (dev == "cpu" || dev.empty()) cfg.default_placement("cpu");
-  else if (dev == "gpu" || dev == "cuda") cfg.default_placement("gpu");
-  else if (dev.rfind("cuda:", 0) == 0 || dev.rfind("gpu:", 0) == 0) {
-    const std::string id = dev.substr(dev.find(':') + 1);
-    cfg.default_placement("gpu", "0:" + id);
-  } else {
-    fail(what, "device \"" + dev + "\" is not cpu, gpu or cuda:<n>");
+  {
+    Device d;
+    std::string why;
+    if (!parse_device(opts.device.empty() ? "cpu" : opts.device, &d, &why)) fail(what, why);
+    cfg.default_placement(d.tag);
   }
   if (!meta(ou::kSeed).empty()) {
     try {
