@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jobflow/backend.h>
 #include <jobflow/checkpoint_io.h>
 #include <jobflow/compiler.h>
 #include <jobflow/jobflow.h>
@@ -557,6 +558,53 @@ TEST_F(JobRules, OnlyVariablesTheLossReachesAreUpdated) {
   EXPECT_FALSE(flow::session::has_variable("unused-weight-momentum"));
   EXPECT_TRUE(flow::session::has_variable("used-weight-momentum"));
   EXPECT_EQ(train.compiled()->definition().trainable.size(), 2u);  // used-weight, used-bias
+}
+
+TEST_F(JobRules, DevicesAreParsedInOnePlace) {
+  for (const char* ok : {"cpu", "gpu", "cuda", "gpu:0", "cuda:0"}) {
+    flow::Device d;
+    std::string why;
+    EXPECT_TRUE(flow::parse_device(ok, &d, &why)) << ok << ": " << why;
+    EXPECT_EQ(d.tag, std::string(ok) == "cpu" ? "cpu" : "gpu") << ok;
+    EXPECT_EQ(d.index, 0) << ok;
+  }
+  // Another device number is refused, not ignored: the CUDA backend uses device 0.
+  std::string e = error_of([] { flow::parse_device("cuda:1", "here"); });
+  EXPECT_EQ(e, "[here] device \"cuda:1\" is not available: the CUDA backend runs on device 0 only (use cuda:0 or gpu)");
+  for (const char* bad : {"tpu", "", "cpu:0", "cuda:", "gpu:x", "cuda:-1", "Cuda"}) {
+    flow::Device d;
+    std::string why;
+    EXPECT_FALSE(flow::parse_device(bad, &d, &why)) << bad;
+    EXPECT_NE(why.find(std::string("device \"") + bad + "\""), std::string::npos) << why;
+  }
+  // Placement scopes read devices the same way.
+  e = error_of([] {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2})}, [](Blob x) -> flow::Numpy {
+      auto s = flow::scope::placement("cuda:3");
+      return flow::identity(x);
+    });
+  });
+  EXPECT_NE(e.find("[scope::placement] device \"cuda:3\" is not available"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, OpKindsHaveDistinctNames) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < flow::kOpKindCount; ++i) {
+    const auto k = static_cast<flow::OpKind>(i);
+    const std::string n = flow::op_name(k);
+    EXPECT_TRUE(names.insert(n).second) << n << " names two kinds";
+    flow::OpKind back;
+    ASSERT_TRUE(flow::op_kind_from_name(n, &back)) << n;
+    EXPECT_EQ(back, k) << n;
+  }
+  flow::OpKind unused;
+  EXPECT_FALSE(flow::op_kind_from_name("no_such_op", &unused));
+  // A primitive's name is its kind's.
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::nn::softmax(flow::mul(x, x));
+  });
+  for (const auto& n : job.compiled()->plan().graph().nodes)
+    EXPECT_STREQ(n.op->name(), flow::op_name(n.op->kind()));
 }
 
 TEST_F(JobRules, DefaultPlacementIsValidated) {
