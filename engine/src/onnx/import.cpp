@@ -75,11 +75,6 @@ std::vector<int64_t> to_i64(const Tensor& t) {
   }
   return r;
 }
-std::vector<double> to_f64(const Tensor& t) {
-  std::vector<double> r(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) r[i] = t.at(i);
-  return r;
-}
 Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
   Tensor t(s, dt);
   const int64_t n = t.numel();
@@ -108,23 +103,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, bool* ok) {
   *ok = layout::broadcast_shape(a, b, &out);
   return out;
 }
-
-// Index of flat output element `i` of shape `out` in an input of shape `in`
-// broadcast to it.
-int64_t bcast_index(int64_t i, const Shape& out, const Shape& in) {
-  int64_t idx = 0, stride = 1;
-  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-    const int64_t coord = i % out[d];
-    i /= out[d];
-    const int k = d - static_cast<int>(out.size() - in.size());
-    if (k >= 0) {
-      if (in[k] != 1) idx += coord * stride;
-      stride *= in[k];
-    }
-  }
-  return idx;
-}
-
 
 // ---------------------------------------------------------------------------
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
@@ -183,7 +161,9 @@ using Handler = std::function<void(Importer&)>;
 
 struct OpEntry {
   Handler fn;
-  bool foldable = false;  // computed on the host when every input is constant
+  // Computed at load time with the engine's kernels when every input is a
+  // constant (shape arithmetic: Shape -> Gather -> Concat -> Reshape).
+  bool foldable = false;
 };
 const std::map<std::string, OpEntry>& op_table();
 
@@ -1305,77 +1285,6 @@ void op_shape(Importer& I) {
 
 void op_size(Importer& I) { I.out_const(0, i64_tensor({numel(I.shape(0))}, true)); }
 
-// ---- host folding of constant subgraphs (shape arithmetic) ----
-
-void fold_binary(Importer& I) {
-  const std::string& op = I.node->op_type();
-  Tensor a = I.cin(0), b = I.cin(1);
-  bool ok;
-  Shape s = broadcast_shapes(a.shape(), b.shape(), &ok);
-  if (!ok) I.err("shapes do not broadcast");
-  if (numel(s) > (int64_t(1) << 20)) I.err("constant too large to fold");
-  auto av = to_f64(a), bv = to_f64(b);
-  std::vector<double> r(static_cast<size_t>(numel(s)));
-  const bool integer = !is_floating(a.dtype());
-  for (int64_t i = 0; i < numel(s); ++i) {
-    double x = av[bcast_index(i, s, a.shape())], y = bv[bcast_index(i, s, b.shape())];
-    double v = 0;
-    if (op == "Add") v = x + y;
-    else if (op == "Sub") v = x - y;
-    else if (op == "Mul") v = x * y;
-    else if (op == "Div") v = integer ? (y == 0 ? 0 : std::trunc(x / y)) : x / y;
-    r[i] = v;
-  }
-  I.out_const(0, make_tensor(s, a.dtype(), r));
-}
-
-void fold_gather(Importer& I) {
-  Tensor d = I.cin(0), idx = I.cin(1);
-  const int r = d.ndim();
-  if (r == 0) I.err("data must have rank >= 1");
-  const int ax = I.axis_of(I.attr_i("axis", 0), r);
-  Shape ds = d.shape();
-  Shape os(ds.begin(), ds.begin() + ax);
-  os.insert(os.end(), idx.shape().begin(), idx.shape().end());
-  os.insert(os.end(), ds.begin() + ax + 1, ds.end());
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= ds[i];
-  for (int i = ax + 1; i < r; ++i) inner *= ds[i];
-  auto iv = to_i64(idx);
-  auto dv = to_f64(d);
-  std::vector<double> out;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k : iv) {
-      if (k < 0) k += ds[ax];
-      if (k < 0 || k >= ds[ax]) I.err("index out of range");
-      for (int64_t j = 0; j < inner; ++j) out.push_back(dv[(o * ds[ax] + k) * inner + j]);
-    }
-  I.out_const(0, make_tensor(os, d.dtype(), out));
-}
-
-void fold_concat(Importer& I) {
-  Tensor a = I.cin(0);
-  const int ax = I.axis_of(I.attr_i("axis", 0), a.ndim());
-  std::vector<Tensor> ts;
-  for (int i = 0; i < I.nin(); ++i) ts.push_back(I.cin(i));
-  Shape os = ts[0].shape();
-  os[ax] = 0;
-  for (auto& t : ts) {
-    if (t.ndim() != a.ndim()) I.err("ranks differ");
-    os[ax] += t.shape()[ax];
-  }
-  int64_t outer = 1;
-  for (int i = 0; i < ax; ++i) outer *= os[i];
-  std::vector<double> out;
-  for (int64_t o = 0; o < outer; ++o)
-    for (auto& t : ts) {
-      const int64_t chunk = t.numel() / std::max<int64_t>(outer, 1);
-      auto v = to_f64(t);
-      out.insert(out.end(), v.begin() + o * chunk, v.begin() + (o + 1) * chunk);
-    }
-  I.out_const(0, make_tensor(os, a.dtype(), out));
-}
-
 // Slice's starts, ends, axes and steps as the node gives them (attributes
 // before opset 10, inputs after), defaults filled in.
 struct SliceArgs {
@@ -1398,82 +1307,10 @@ SliceArgs read_slice_args(Importer& I) {
   return a;
 }
 
-void slice_params(Importer& I, const Shape& xs, std::vector<int64_t>& st, std::vector<int64_t>& en,
-                  std::vector<int64_t>& step) {
-  const int r = static_cast<int>(xs.size());
-  const SliceArgs sa = read_slice_args(I);
-  const auto &starts = sa.starts, &ends = sa.ends, &axes = sa.axes, &steps = sa.steps;
-  st.assign(r, 0), en = xs, step.assign(r, 1);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const int d = I.axis_of(axes[i], r);
-    const int64_t n = xs[d], s = steps[i];
-    if (s == 0) I.err("step 0");
-    int64_t b = starts[i], e = ends[i];
-    if (b < 0) b += n;
-    if (e < 0) e += n;
-    if (s > 0) {
-      b = std::clamp<int64_t>(b, 0, n), e = std::clamp<int64_t>(e, 0, n);
-    } else {
-      b = std::clamp<int64_t>(b, 0, n - 1), e = std::clamp<int64_t>(e, -1, n - 1);
-    }
-    st[d] = b, en[d] = e, step[d] = s;
-  }
-}
-
-void fold_slice(Importer& I) {
-  Tensor x = I.cin(0);
-  std::vector<int64_t> st, en, step;
-  slice_params(I, x.shape(), st, en, step);
-  const int r = x.ndim();
-  Shape os(r);
-  for (int d = 0; d < r; ++d) {
-    // Overflow-safe for any step (INT64_MIN included).
-    int64_t len = 0;
-    if (step[d] > 0) {
-      if (en[d] > st[d]) len = (en[d] - st[d] - 1) / step[d] + 1;
-    } else {
-      const uint64_t astep = static_cast<uint64_t>(-(step[d] + 1)) + 1;
-      if (st[d] > en[d]) len = static_cast<int64_t>(static_cast<uint64_t>(st[d] - en[d] - 1) / astep + 1);
-    }
-    os[d] = len;
-  }
-  auto xv = to_f64(x);
-  std::vector<double> out(static_cast<size_t>(numel(os)));
-  for (int64_t i = 0; i < numel(os); ++i) {
-    int64_t rem = i, src = 0, stride = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      const int64_t c = rem % os[d];
-      rem /= os[d];
-      src += (st[d] + c * step[d]) * stride;
-      stride *= x.shape()[d];
-    }
-    out[i] = xv[src];
-  }
-  I.out_const(0, make_tensor(os, x.dtype(), out));
-}
-
-void fold_unary(Importer& I) {
-  const std::string& op = I.node->op_type();
-  Tensor x = I.cin(0);
-  if (op == "Identity") {
-    I.out_const(0, x);
-    return;
-  }
-  auto v = to_f64(x);
-  for (auto& e : v) {
-    if (op == "Neg") e = -e;
-    else if (op == "Abs") e = std::fabs(e);
-    else if (op == "Sqrt") e = std::sqrt(e);
-    else if (op == "Reciprocal") e = 1.0 / e;
-    else if (op == "Exp") e = std::exp(e);
-    else if (op == "Log") e = std::log(e);
-    else if (op == "Floor") e = std::floor(e);
-    else if (op == "Ceil") e = std::ceil(e);
-  }
-  I.out_const(0, make_tensor(x.shape(), x.dtype(), v));
-}
-
-void fold_range(Importer& I) {
+// Range has no engine op: its bounds must be known at load time, and the
+// sequence is a constant computed here.
+void op_range(Importer& I) {
+  if (!I.is_const(0) || !I.is_const(1) || !I.is_const(2)) I.unsupported("Range(runtime bounds)");
   const double s = I.cin(0).at(0), l = I.cin(1).at(0), d = I.cin(2).at(0);
   if (d == 0) I.err("delta is 0");
   const double n = std::max(std::ceil((l - s) / d), 0.0);
@@ -1481,11 +1318,6 @@ void fold_range(Importer& I) {
   std::vector<double> v;
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) v.push_back(s + i * d);
   I.out_const(0, make_tensor({static_cast<int64_t>(v.size())}, I.cin(0).dtype(), v));
-}
-
-void op_range(Importer& I) {
-  if (!I.is_const(0) || !I.is_const(1) || !I.is_const(2)) I.unsupported("Range(runtime bounds)");
-  fold_range(I);
 }
 
 void op_slice(Importer& I) {
@@ -1657,39 +1489,63 @@ const std::map<std::string, OpEntry>& op_table() {
     m["DepthToSpace"] = {[](Importer& I) { op_depth_space(I, true); }};
     m["SpaceToDepth"] = {[](Importer& I) { op_depth_space(I, false); }};
     m["Trilu"] = {op_trilu};
-    m["Slice"] = {op_slice};
+    m["Slice"] = {op_slice, true};
     m["Split"] = {op_split};
-    m["Gather"] = {op_gather};
+    m["Gather"] = {op_gather, true};
     return m;
   }();
   return t;
 }
 
-// Host folding when every input is a plain constant.
-bool try_fold(Importer& I) {
-  const std::string& op = I.node->op_type();
+// A foldable op whose inputs are all plain constants: its handler builds the
+// engine ops on a scratch graph, and the engine's own kernels (eval_cpu)
+// compute them now; the outputs become constants, the values the job would
+// compute. Nothing of the scratch graph stays.
+bool try_fold(Importer& I, const OpEntry& e) {
+  if (!e.foldable || I.nin() == 0) return false;
   for (int i = 0; i < I.nin(); ++i)
     if (I.has(i) && !I.value(I.iname(i)).pure_const()) return false;
-  if (I.nin() == 0) return false;
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") fold_binary(I);
-  else if (op == "Gather") fold_gather(I);
-  else if (op == "Concat") fold_concat(I);
-  else if (op == "Slice") fold_slice(I);
-  else if (op == "Range") fold_range(I);
-  else if (op == "Identity" || op == "Neg" || op == "Abs" || op == "Sqrt" || op == "Reciprocal" || op == "Exp" ||
-           op == "Log" || op == "Floor" || op == "Ceil")
-    fold_unary(I);
-  else return false;
+  Graph scratch;
+  auto forget_scratch = [&] {
+    for (auto& [name, v] : I.values)
+      if (v.blob.defined() && v.blob.graph() == &scratch) v.blob = Blob();
+    for (auto* m : {&I.sqrt_of, &I.reshaped})
+      for (auto it = m->begin(); it != m->end();)
+        it = it->second.graph() == &scratch ? m->erase(it) : std::next(it);
+  };
+  try {
+    detail::GraphScope scope(&scratch);
+    e.fn(I);
+    std::vector<Tensor> vals(scratch.blobs.size());
+    ExecContext ctx;
+    for (const Node& n : scratch.nodes) {
+      std::vector<Tensor> ins, outs;
+      for (int b : n.inputs) ins.push_back(vals[b]);
+      for (int b : n.outputs) outs.emplace_back(scratch.blobs[b].spec.shape, scratch.blobs[b].spec.dtype);
+      n.op->eval_cpu(ins, outs, ctx);
+      for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
+    }
+    for (int i = 0; i < I.node->output_size(); ++i) {
+      auto it = I.values.find(I.node->output(i));
+      if (it == I.values.end() || !it->second.blob.defined() || it->second.blob.graph() != &scratch) continue;
+      Value v;
+      v.konst = vals[it->second.blob.id()];
+      it->second = v;
+    }
+  } catch (...) {
+    forget_scratch();
+    throw;
+  }
+  forget_scratch();
   return true;
 }
 
 void Importer::run_node(const NodeProto& n, int index) {
   node = &n;
   node_index = index;
-  if (try_fold(*this)) return;
   auto it = op_table().find(n.op_type());
   if (it == op_table().end()) unsupported(n.op_type());
-  it->second.fn(*this);
+  if (!try_fold(*this, it->second)) it->second.fn(*this);
   // Outputs the handler did not produce cannot be used later.
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values.count(n.output(i)))
