@@ -379,12 +379,14 @@ Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep) {
 
 void unary(Importer& I, Blob (*f)(Blob)) { I.out(0, f(I.in(0))); }
 
-void op_binary(Importer& I, int kind) {
-  if (kind == 2 && I.iname(0) == I.iname(1)) {  // x * x (a saved square)
+enum class Arith { Add, Sub, Mul, Div };
+
+void op_binary(Importer& I, Arith kind) {
+  if (kind == Arith::Mul && I.iname(0) == I.iname(1)) {  // x * x (a saved square)
     I.out(0, square(I.in(0)));
     return;
   }
-  if (kind == 0) {  // x + reshape(b, (-1, 1, ..)): a saved bias_add along an inner axis
+  if (kind == Arith::Add) {  // x + reshape(b, (-1, 1, ..)): a saved bias_add along an inner axis
     auto it = I.reshaped.find(I.iname(1));
     if (it != I.reshaped.end() && it->second.ndim() == 1) {
       Blob x = I.in(0), rb = I.in(1);
@@ -412,28 +414,28 @@ void op_binary(Importer& I, int kind) {
   if (a.dtype() != b.dtype()) I.err("input dtypes differ: " + spec_str(a.spec()) + " and " + spec_str(b.spec()));
   Blob y;
   switch (kind) {
-    case 0: y = add(a, b); break;
-    case 1: y = sub(a, b); break;
-    case 2: y = mul(a, b); break;
-    case 3: y = div(a, b); break;
-    case 4: y = jobflow::maximum(a, b); break;
-    case 5: y = jobflow::minimum(a, b); break;
+    case Arith::Add: y = add(a, b); break;
+    case Arith::Sub: y = sub(a, b); break;
+    case Arith::Mul: y = mul(a, b); break;
+    case Arith::Div: y = div(a, b); break;
   }
   I.out(0, y);
 }
 
-void op_variadic(Importer& I, int kind) {  // Sum, Mean, Max, Min
+enum class Variadic { Sum, Mean, Max, Min };
+
+void op_variadic(Importer& I, Variadic kind) {
   Blob y = I.in(0);
   for (int i = 1; i < I.nin(); ++i) {
     Blob b = I.in(i);
     if (b.dtype() != y.dtype()) I.err("input dtypes differ: " + spec_str(y.spec()) + " and " + spec_str(b.spec()));
     switch (kind) {
-      case 0: case 1: y = add(y, b); break;
-      case 2: y = jobflow::maximum(y, b); break;  // any dtype; NaN propagates
-      case 3: y = jobflow::minimum(y, b); break;
+      case Variadic::Sum: case Variadic::Mean: y = add(y, b); break;
+      case Variadic::Max: y = jobflow::maximum(y, b); break;  // any dtype; NaN propagates
+      case Variadic::Min: y = jobflow::minimum(y, b); break;
     }
   }
-  if (kind == 1 && I.nin() > 1) y = mul_scalar(y, 1.0 / I.nin());
+  if (kind == Variadic::Mean && I.nin() > 1) y = mul_scalar(y, 1.0 / I.nin());
   if (I.nin() == 1) y = identity(y);
   I.out(0, y);
 }
@@ -1040,11 +1042,13 @@ void op_castlike(Importer& I) {
   I.out(0, x.dtype() == dt ? identity(x) : cast(x, dt));
 }
 
-void op_reduce(Importer& I, int kind) {  // 0 sum 1 mean 2 max 3 min 4 sumsq 5 l1 6 l2 7 logsumexp 8 logsum
+enum class Reduction { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSumExp, LogSum };
+
+void op_reduce(Importer& I, Reduction kind) {
   Blob x = I.in(0);
   const int r = x.ndim();
   std::vector<int64_t> axes;
-  const bool axes_input = (kind == 0 && I.opset >= 13) || I.opset >= 18;
+  const bool axes_input = (kind == Reduction::Sum && I.opset >= 13) || I.opset >= 18;
   if (axes_input) {
     if (I.has(1)) axes = I.ints_in(1);
   } else {
@@ -1063,20 +1067,20 @@ void op_reduce(Importer& I, int kind) {  // 0 sum 1 mean 2 max 3 min 4 sumsq 5 l
     for (int d = 0; d < r; ++d) ax.push_back(d);
   Blob y;
   switch (kind) {
-    case 0: y = reduce_sum(x, ax, keep); break;
-    case 1: y = reduce_mean(x, ax, keep); break;
-    case 2: y = reduce_max(x, ax, keep); break;
-    case 3: y = neg(reduce_max(neg(x), ax, keep)); break;
-    case 4: y = reduce_sum(square(x), ax, keep); break;
-    case 5: y = reduce_sum(abs_(x), ax, keep); break;
-    case 6: y = sqrt(reduce_sum(square(x), ax, keep)); break;
-    case 7: {
+    case Reduction::Sum: y = reduce_sum(x, ax, keep); break;
+    case Reduction::Mean: y = reduce_mean(x, ax, keep); break;
+    case Reduction::Max: y = reduce_max(x, ax, keep); break;
+    case Reduction::Min: y = neg(reduce_max(neg(x), ax, keep)); break;
+    case Reduction::SumSquare: y = reduce_sum(square(x), ax, keep); break;
+    case Reduction::L1: y = reduce_sum(abs_(x), ax, keep); break;
+    case Reduction::L2: y = sqrt(reduce_sum(square(x), ax, keep)); break;
+    case Reduction::LogSumExp: {
       Blob m = reduce_max(x, ax, true);
       y = add(log(reduce_sum(exp(sub(x, m)), ax, true)), m);
       if (!keep) y = reshape(y, reduce_shape(x.shape(), ax, false));
       break;
     }
-    case 8: y = log(reduce_sum(x, ax, keep)); break;
+    case Reduction::LogSum: y = log(reduce_sum(x, ax, keep)); break;
   }
   I.out(0, y);
 }
@@ -1409,15 +1413,14 @@ void op_conv_transpose(Importer& I) {
 const std::map<std::string, OpEntry>& op_table() {
   static const std::map<std::string, OpEntry> t = [] {
     std::map<std::string, OpEntry> m;
-    auto bin = [](int k) { return [k](Importer& I) { op_binary(I, k); }; };
-    m["Add"] = {bin(0), true};
-    m["Sub"] = {bin(1), true};
-    m["Mul"] = {bin(2), true};
-    m["Div"] = {bin(3), true};
-    m["Sum"] = {[](Importer& I) { op_variadic(I, 0); }};
-    m["Mean"] = {[](Importer& I) { op_variadic(I, 1); }};
-    m["Max"] = {[](Importer& I) { op_variadic(I, 2); }};
-    m["Min"] = {[](Importer& I) { op_variadic(I, 3); }};
+    m["Add"] = {[](Importer& I) { op_binary(I, Arith::Add); }, true};
+    m["Sub"] = {[](Importer& I) { op_binary(I, Arith::Sub); }, true};
+    m["Mul"] = {[](Importer& I) { op_binary(I, Arith::Mul); }, true};
+    m["Div"] = {[](Importer& I) { op_binary(I, Arith::Div); }, true};
+    m["Sum"] = {[](Importer& I) { op_variadic(I, Variadic::Sum); }};
+    m["Mean"] = {[](Importer& I) { op_variadic(I, Variadic::Mean); }};
+    m["Max"] = {[](Importer& I) { op_variadic(I, Variadic::Max); }};
+    m["Min"] = {[](Importer& I) { op_variadic(I, Variadic::Min); }};
     m["Pow"] = {op_pow};
     m["Neg"] = {[](Importer& I) { unary(I, neg); }, true};
     m["Exp"] = {[](Importer& I) { unary(I, exp); }, true};
@@ -1471,15 +1474,15 @@ const std::map<std::string, OpEntry>& op_table() {
     m["Shape"] = {op_shape};
     m["Size"] = {op_size};
     m["Range"] = {op_range};
-    m["ReduceSum"] = {[](Importer& I) { op_reduce(I, 0); }};
-    m["ReduceMean"] = {[](Importer& I) { op_reduce(I, 1); }};
-    m["ReduceMax"] = {[](Importer& I) { op_reduce(I, 2); }};
-    m["ReduceMin"] = {[](Importer& I) { op_reduce(I, 3); }};
-    m["ReduceSumSquare"] = {[](Importer& I) { op_reduce(I, 4); }};
-    m["ReduceL1"] = {[](Importer& I) { op_reduce(I, 5); }};
-    m["ReduceL2"] = {[](Importer& I) { op_reduce(I, 6); }};
-    m["ReduceLogSumExp"] = {[](Importer& I) { op_reduce(I, 7); }};
-    m["ReduceLogSum"] = {[](Importer& I) { op_reduce(I, 8); }};
+    m["ReduceSum"] = {[](Importer& I) { op_reduce(I, Reduction::Sum); }};
+    m["ReduceMean"] = {[](Importer& I) { op_reduce(I, Reduction::Mean); }};
+    m["ReduceMax"] = {[](Importer& I) { op_reduce(I, Reduction::Max); }};
+    m["ReduceMin"] = {[](Importer& I) { op_reduce(I, Reduction::Min); }};
+    m["ReduceSumSquare"] = {[](Importer& I) { op_reduce(I, Reduction::SumSquare); }};
+    m["ReduceL1"] = {[](Importer& I) { op_reduce(I, Reduction::L1); }};
+    m["ReduceL2"] = {[](Importer& I) { op_reduce(I, Reduction::L2); }};
+    m["ReduceLogSumExp"] = {[](Importer& I) { op_reduce(I, Reduction::LogSumExp); }};
+    m["ReduceLogSum"] = {[](Importer& I) { op_reduce(I, Reduction::LogSum); }};
     m["ArgMax"] = {[](Importer& I) { op_argmax(I, false); }};
     m["ArgMin"] = {[](Importer& I) { op_argmax(I, true); }};
     m["SoftmaxCrossEntropyLoss"] = {op_sce_loss};
