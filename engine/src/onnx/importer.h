@@ -23,9 +23,19 @@
 #include "import_internal.h"
 #include "jobflow/onnx.h"
 #include "jobflow/ops.h"
+#include "layout.h"
 #include "registry.h"
 
 namespace jobflow::onnx {
+
+// The protobuf types every stage and row uses.
+using ::onnx::AttributeProto;
+using ::onnx::GraphProto;
+using ::onnx::ModelProto;
+using ::onnx::NodeProto;
+using ::onnx::TensorProto;
+using ::onnx::ValueInfoProto;
+using onnx_import::Unsupported;
 
 // The importer's rank limit (initializers, inputs, shapes it builds).
 inline constexpr int kMaxImportRank = 8;
@@ -125,7 +135,6 @@ class Importer {
 
 // ---- shared by the rows ----
 Blob scalar_blob(double v, DType dt);  // a constant scalar of `dt`
-// Shape `s` with `axes` (sorted, unique) removed, or kept as 1s.
-Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep);
+Blob abs_of(Blob x);                   // |x| from engine ops (relu(x) + relu(-x))
 
 }  // namespace jobflow::onnx
