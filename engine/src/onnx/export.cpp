@@ -69,6 +69,43 @@ NodeProto* Exporter::add(const std::string& type, std::vector<std::string> input
   return n;
 }
 
+NodeProto* Exporter::add_jobflow(const std::string& type, std::vector<std::string> inputs,
+                                 std::vector<std::string> outputs, const std::string& name, FunctionBody define) {
+  NodeProto* n = add(type, std::move(inputs), std::move(outputs), name);
+  n->set_domain(kJobflowDomain);
+  if (functions_.insert(type).second) {
+    if (functions_.size() == 1) {
+      auto* os = model_->add_opset_import();
+      os->set_domain(kJobflowDomain);
+      os->set_version(kJobflowOpset);
+    }
+    ::onnx::FunctionProto* f = model_->add_functions();
+    f->set_domain(kJobflowDomain);
+    f->set_name(type);
+    auto* os = f->add_opset_import();
+    os->set_domain("");
+    os->set_version(opts_.opset);
+    define(*f);
+  }
+  return n;
+}
+
+NodeProto* Exporter::add_to(::onnx::FunctionProto& f, const std::string& type, std::vector<std::string> inputs,
+                            std::vector<std::string> outputs) {
+  NodeProto* n = f.add_node();
+  n->set_op_type(type);
+  for (auto& i : inputs) n->add_input(i);
+  for (auto& o : outputs) n->add_output(o);
+  return n;
+}
+
+void Exporter::set_ref(NodeProto* n, const char* k, AttributeProto::AttributeType type, const char* ref) {
+  auto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(type);
+  a->set_ref_attr_name(ref);
+}
+
 NodeProto* Exporter::add_as(const std::string& type) {
   std::vector<std::string> ins, outs;
   for (size_t i = 0; i < num_inputs(); ++i) ins.push_back(in(static_cast<int>(i)));

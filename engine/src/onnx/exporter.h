@@ -49,6 +49,16 @@ class Exporter {
   // ---- writing ----
   ::onnx::NodeProto* add(const std::string& type, std::vector<std::string> inputs, std::vector<std::string> outputs,
                          const std::string& name);
+  // A node of the ai.jobflow domain (registry.h). `define` writes, once per
+  // file, the op's model-local ONNX function: its body in standard ONNX ops
+  // (on the function's inputs and outputs, attributes referenced with
+  // set_ref), so that other runtimes can run the file.
+  using FunctionBody = void (*)(::onnx::FunctionProto& f);
+  ::onnx::NodeProto* add_jobflow(const std::string& type, std::vector<std::string> inputs,
+                                 std::vector<std::string> outputs, const std::string& name, FunctionBody define);
+  // A node of a function body.
+  static ::onnx::NodeProto* add_to(::onnx::FunctionProto& f, const std::string& type, std::vector<std::string> inputs,
+                                   std::vector<std::string> outputs);
   // The node as one ONNX node of `type`: the same inputs, outputs and name.
   ::onnx::NodeProto* add_as(const std::string& type);
   // A tensor name not used yet, from `base`.
@@ -63,6 +73,9 @@ class Exporter {
   static void set_ints(::onnx::NodeProto* n, const char* k, const std::vector<int64_t>& v);
   static void set_string(::onnx::NodeProto* n, const char* k, const std::string& v);
   static void set_tensor(::onnx::NodeProto* n, const char* k, const Tensor& t);
+  // An attribute that takes the value of the calling node's attribute `ref`
+  // (in a function body).
+  static void set_ref(::onnx::NodeProto* n, const char* k, AttributeProto::AttributeType type, const char* ref);
   static Tensor scalar_of(DType dt, double v);
   static Tensor filled(const Shape& s, DType dt, double v);
 
@@ -97,6 +110,7 @@ class Exporter {
   std::vector<std::vector<int>> consumers_;
   std::set<int> kept_blobs_;  // outputs and the loss: never folded away
   std::map<std::string, std::shared_ptr<internal::VariableEntry>> vars_;  // exported variables
+  std::set<std::string> functions_;  // ai.jobflow ops whose function the file has
   const Node* node_ = nullptr;       // node being exported (errors)
 
   [[noreturn]] void fail(const std::string& what) const;

@@ -292,9 +292,6 @@ bool try_fold(Importer& I, const ImportRow& e) {
   auto forget_scratch = [&] {
     for (auto& [name, v] : I.values)
       if (v.blob.defined() && v.blob.graph() == &scratch) v.blob = Blob();
-    for (auto* m : {&I.sqrt_of, &I.reshaped})
-      for (auto it = m->begin(); it != m->end();)
-        it = it->second.graph() == &scratch ? m->erase(it) : std::next(it);
   };
   try {
     detail::GraphScope scope(&scratch);

@@ -79,8 +79,6 @@ class Importer {
   std::map<std::string, Value> values;
   std::set<std::string> trainable;
   std::map<std::string, std::string> bad_outputs;  // output name -> why it cannot be used
-  std::map<std::string, Blob> sqrt_of;   // Sqrt output -> its input
-  std::map<std::string, Blob> reshaped;  // Reshape output -> its input
 
   const ::onnx::NodeProto* node = nullptr;
   int node_index = 0;

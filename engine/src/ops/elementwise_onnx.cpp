@@ -3,6 +3,7 @@
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
+#include "ops_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -16,24 +17,6 @@ void unary(Importer& I, Blob (*f)(Blob)) { I.out(0, f(I.in(0))); }
 enum class Arith { Add, Sub, Mul, Div };
 
 void op_binary(Importer& I, Arith kind) {
-  if (kind == Arith::Mul && I.iname(0) == I.iname(1)) {  // x * x (a saved square)
-    I.out(0, square(I.in(0)));
-    return;
-  }
-  if (kind == Arith::Add) {  // x + reshape(b, (-1, 1, ..)): a saved bias_add along an inner axis
-    auto it = I.reshaped.find(I.iname(1));
-    if (it != I.reshaped.end() && it->second.ndim() == 1) {
-      Blob x = I.in(0), rb = I.in(1);
-      const Shape rs = rb.shape();
-      bool ones = !rs.empty() && rs[0] == it->second.shape()[0];
-      for (size_t d = 1; d < rs.size(); ++d) ones &= rs[d] == 1;
-      const int axis = x.ndim() - static_cast<int>(rs.size());
-      if (ones && rs.size() >= 2 && axis >= 0 && x.shape()[axis] == rs[0] && x.dtype() == rb.dtype()) {
-        I.out(0, nn::bias_add(x, it->second, axis));
-        return;
-      }
-    }
-  }
   Blob a = I.in(0), b = I.in(1);
   if (I.opset < 7 && I.attr_i("broadcast", 0) && I.has_attr("axis")) {
     // Legacy broadcast: b aligned at `axis` of a.
@@ -74,11 +57,6 @@ void op_variadic(Importer& I, Variadic kind) {
 }
 
 void op_reciprocal(Importer& I) {
-  auto it = I.sqrt_of.find(I.iname(0));
-  if (it != I.sqrt_of.end()) {  // 1 / sqrt(x): a saved rsqrt
-    I.out(0, rsqrt(it->second));
-    return;
-  }
   Blob x = I.in(0);
   I.out(0, div(scalar_blob(1.0, x.dtype()), x));
 }
@@ -114,14 +92,22 @@ void op_castlike(Importer& I) {
 
 // ---- export ----
 
-// rsqrt: 1 / sqrt(x).
-void export_rsqrt(Exporter& E) {
-  const std::string s = E.fresh(E.name() + "/sqrt");
-  E.add("Sqrt", {E.in(0)}, {s}, s);
-  E.add("Reciprocal", {s}, {E.out(0)}, E.name());
+// The ops standard ONNX lacks, as nodes of the ai.jobflow domain; their
+// model-local functions, for other runtimes:
+//   Rsqrt(X) = Reciprocal(Sqrt(X)),  Square(X) = Mul(X, X),
+//   EqualMask(A, B) = CastLike(Equal(A, B), A).
+void rsqrt_body(::onnx::FunctionProto& f) {
+  f.add_input("X");
+  f.add_output("Y");
+  Exporter::add_to(f, "Sqrt", {"X"}, {"S"});
+  Exporter::add_to(f, "Reciprocal", {"S"}, {"Y"});
 }
 
-void export_square(Exporter& E) { E.add("Mul", {E.in(0), E.in(0)}, {E.out(0)}, E.name()); }
+void square_body(::onnx::FunctionProto& f) {
+  f.add_input("X");
+  f.add_output("Y");
+  Exporter::add_to(f, "Mul", {"X", "X"}, {"Y"});
+}
 
 // add_scalar, mul_scalar: the scalar as a Constant of the operand's dtype.
 void export_scalar_op(Exporter& E, const char* type) {
@@ -129,11 +115,12 @@ void export_scalar_op(Exporter& E, const char* type) {
   E.add(type, {E.in(0), c}, {E.out(0)}, E.name());
 }
 
-// equal_mask: Equal, then Cast to the operands' dtype.
-void export_equal_mask(Exporter& E) {
-  const std::string e = E.fresh(E.name() + "/equal");
-  E.add("Equal", {E.in(0), E.in(1)}, {e}, e);
-  Exporter::set_int(E.add("Cast", {e}, {E.out(0)}, E.name()), "to", ou::to_onnx_dtype(E.out_spec(0).dtype));
+void equal_mask_body(::onnx::FunctionProto& f) {
+  f.add_input("A");
+  f.add_input("B");
+  f.add_output("Y");
+  Exporter::add_to(f, "Equal", {"A", "B"}, {"E"});
+  Exporter::add_to(f, "CastLike", {"E", "A"}, {"Y"});
 }
 
 void export_cast(Exporter& E) {
@@ -156,11 +143,7 @@ void elementwise_onnx_rows(OpRows& r) {
   r.import_op("Neg", [](Importer& I) { unary(I, neg); }, true);
   r.import_op("Exp", [](Importer& I) { unary(I, exp); }, true);
   r.import_op("Log", [](Importer& I) { unary(I, log); }, true);
-  r.import_op("Sqrt", [](Importer& I) {
-    Blob x = I.in(0);
-    I.out(0, sqrt(x));
-    I.sqrt_of[I.node->output(0)] = x;
-  }, true);
+  r.import_op("Sqrt", [](Importer& I) { unary(I, sqrt); }, true);
   r.import_op("Abs", [](Importer& I) { unary(I, abs_of); }, true);
   r.import_op("Reciprocal", op_reciprocal, true);
   r.import_op("Relu", [](Importer& I) { I.out(0, nn::relu(I.in(0))); });
@@ -168,6 +151,9 @@ void elementwise_onnx_rows(OpRows& r) {
   r.import_op("Tanh", [](Importer& I) { I.out(0, nn::tanh(I.in(0))); });
   r.import_op("Cast", op_cast);
   r.import_op("CastLike", op_castlike);
+  r.import_jobflow_op("Rsqrt", [](Importer& I) { unary(I, rsqrt); });
+  r.import_jobflow_op("Square", [](Importer& I) { unary(I, square); });
+  r.import_jobflow_op("EqualMask", [](Importer& I) { I.out(0, internal::equal_mask(I.in(0), I.in(1))); });
 
   r.export_op(OpKind::Add, [](Exporter& E) { E.add_as("Add"); });
   r.export_op(OpKind::Sub, [](Exporter& E) { E.add_as("Sub"); });
@@ -180,11 +166,13 @@ void elementwise_onnx_rows(OpRows& r) {
   r.export_op(OpKind::Sigmoid, [](Exporter& E) { E.add_as("Sigmoid"); });
   r.export_op(OpKind::Tanh, [](Exporter& E) { E.add_as("Tanh"); });
   r.export_op(OpKind::Relu, [](Exporter& E) { E.add_as("Relu"); });
-  r.export_op(OpKind::Rsqrt, export_rsqrt);
-  r.export_op(OpKind::Square, export_square);
+  r.export_op(OpKind::Rsqrt, [](Exporter& E) { E.add_jobflow("Rsqrt", {E.in(0)}, {E.out(0)}, E.name(), rsqrt_body); });
+  r.export_op(OpKind::Square, [](Exporter& E) { E.add_jobflow("Square", {E.in(0)}, {E.out(0)}, E.name(), square_body); });
   r.export_op(OpKind::AddScalar, [](Exporter& E) { export_scalar_op(E, "Add"); });
   r.export_op(OpKind::MulScalar, [](Exporter& E) { export_scalar_op(E, "Mul"); });
-  r.export_op(OpKind::EqualMask, export_equal_mask);
+  r.export_op(OpKind::EqualMask, [](Exporter& E) {
+    E.add_jobflow("EqualMask", {E.in(0), E.in(1)}, {E.out(0)}, E.name(), equal_mask_body);
+  });
   r.export_op(OpKind::AddN, [](Exporter& E) { E.add_as("Sum"); });
   r.export_op(OpKind::Cast, export_cast);
 }

@@ -1,4 +1,5 @@
-// ONNX rows of matmul and bias_add (ops/linalg.cpp) (registry.h).
+// ONNX rows of matmul and bias_add (ops/linalg.cpp) (registry.h). bias_add
+// is Jobflow's own op (ai.jobflow.BiasAdd) unless folded into a Gemm/Conv.
 #include <utility>
 
 #include "onnx/exporter.h"
@@ -103,25 +104,45 @@ void export_matmul(Exporter& E) {
   if (relu) E.add("Relu", {mm_out}, {y}, E.fresh(base + "/relu"));
 }
 
-// bias_add (not folded into a Gemm/Conv) -> Add, the bias reshaped to
-// broadcast along its axis [+ Relu].
+// bias_add (not folded into a Gemm/Conv) -> ai.jobflow.BiasAdd(X, B,
+// axis) [+ Relu when fused]. Its function, in standard ops: B reshaped to
+// (-1, 1, ..., 1) with rank(X) - 1 - axis ones, added to X:
+//   r = Size(Shape(X)); a = (axis + r) mod r; n = r - a - 1
+//   Y = Add(X, Reshape(B, Concat([-1], ConstantOfShape([n], 1))))
+void bias_add_body(::onnx::FunctionProto& f) {
+  f.add_input("X");
+  f.add_input("B");
+  f.add_output("Y");
+  f.add_attribute("axis");
+  auto int_const = [&](const char* out, int64_t v) {
+    Exporter::set_int(Exporter::add_to(f, "Constant", {}, {out}), "value_int", v);
+  };
+  Exporter::set_ref(Exporter::add_to(f, "Constant", {}, {"axis"}), "value_int", AttributeProto::INT, "axis");
+  Exporter::add_to(f, "Shape", {"X"}, {"shape"});
+  Exporter::add_to(f, "Size", {"shape"}, {"rank"});
+  Exporter::add_to(f, "Add", {"axis", "rank"}, {"axis_r"});
+  Exporter::add_to(f, "Mod", {"axis_r", "rank"}, {"a"});
+  Exporter::add_to(f, "Sub", {"rank", "a"}, {"after"});
+  int_const("one", 1);
+  Exporter::add_to(f, "Sub", {"after", "one"}, {"n"});
+  Exporter::set_ints(Exporter::add_to(f, "Constant", {}, {"dim0"}), "value_ints", {0});
+  Exporter::add_to(f, "Unsqueeze", {"n", "dim0"}, {"n1"});
+  Exporter::set_tensor(Exporter::add_to(f, "ConstantOfShape", {"n1"}, {"ones"}), "value",
+                       Tensor::from<int64_t>({1}, {1}));
+  Exporter::set_ints(Exporter::add_to(f, "Constant", {}, {"minus1"}), "value_ints", {-1});
+  Exporter::set_int(Exporter::add_to(f, "Concat", {"minus1", "ones"}, {"bshape"}), "axis", 0);
+  Exporter::add_to(f, "Reshape", {"B", "bshape"}, {"Bb"});
+  Exporter::add_to(f, "Add", {"X", "Bb"}, {"Y"});
+}
+
 void export_bias_add(Exporter& E) {
-  const std::string& nm = E.name();
   const int64_t rank = static_cast<int64_t>(E.in_spec(0).shape.size());
-  int64_t axis = E.op().attr_int("axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) E.no_form("axis out of range");
+  const int64_t axis = E.op().attr_int("axis");
+  if (layout::wrap_axis(axis, rank) < 0 || rank == 0) E.no_form("axis out of range");
   const bool relu = E.op().attr_int("relu");
-  std::string b = E.in(1);
-  if (axis != rank - 1) {
-    std::vector<int64_t> shape(static_cast<size_t>(rank - axis), 1);
-    shape[0] = -1;
-    b = E.fresh(nm + "/bias_reshaped");
-    E.add("Reshape", {E.in(1), E.int64_init(nm + "/bias_shape", shape)}, {b}, b);
-  }
-  const std::string sum = relu ? E.fresh(nm + "/sum") : E.out(0);
-  E.add("Add", {E.in(0), b}, {sum}, nm);
-  if (relu) E.add("Relu", {sum}, {E.out(0)}, E.fresh(nm + "/relu"));
+  const std::string sum = relu ? E.fresh(E.name() + "/sum") : E.out(0);
+  Exporter::set_int(E.add_jobflow("BiasAdd", {E.in(0), E.in(1)}, {sum}, E.name(), bias_add_body), "axis", axis);
+  if (relu) E.add("Relu", {sum}, {E.out(0)}, E.fresh(E.name() + "/relu"));
 }
 
 }  // namespace
@@ -129,6 +150,12 @@ void export_bias_add(Exporter& E) {
 void linalg_onnx_rows(OpRows& r) {
   r.import_op("Gemm", op_gemm).weights = {0, 1, 2};
   r.import_op("MatMul", op_matmul).weights = {0, 1};
+  r.import_jobflow_op("BiasAdd", [](Importer& I) {
+    if (!I.has_attr("axis")) I.err("needs the attribute 'axis'");
+    const int64_t axis = I.attr_i("axis", 1);
+    I.axis_of(axis, static_cast<int64_t>(I.shape(0).size()));  // in range; kept as saved (negative or not)
+    I.out(0, nn::bias_add(I.in(0), I.in(1), static_cast<int>(axis)));
+  }).weights = {1};
 
   r.export_op(OpKind::MatMul, export_matmul);
   r.export_op(OpKind::BiasAdd, export_bias_add);

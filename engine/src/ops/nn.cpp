@@ -745,18 +745,27 @@ Blob batch_normalization(Blob x, const BatchNormOptions& o) {
   Blob beta = o.center ? get_variable(name + "-beta", {C}, dt, zeros_initializer(), o.trainable) : Blob();
   Blob mm = get_variable(name + "-moving_mean", {C}, dt, zeros_initializer(), false);
   Blob mv = get_variable(name + "-moving_variance", {C}, dt, ones_initializer(), false);
-  // Batch statistics in train jobs; a frozen layer (trainable = false) is
-  // used in inference mode there too, as OneFlow and Keras do, so its moving
-  // statistics stay put.
-  if (defining_train_job() && o.trainable) {
-    std::vector<Blob> in{x, mm, mv};
-    if (gamma.defined()) in.push_back(gamma);
-    if (beta.defined()) in.push_back(beta);
-    return internal::add_node(
-        std::make_shared<BatchNormTrain>(ax, o.epsilon, o.momentum, gamma.defined(), beta.defined()), in, name)[0];
-  }
+  // A frozen layer (trainable = false) is used in inference mode in train
+  // jobs too, as OneFlow and Keras do, so its moving statistics stay put.
+  if (o.trainable) return internal::batch_norm_layer(x, mm, mv, gamma, beta, ax, o.epsilon, o.momentum, name);
   return nn::batch_normalization(x, mm, mv, beta, gamma, o.epsilon, ax, name);
 }
 
 }  // namespace layers
+
+namespace internal {
+
+Blob batch_norm_layer(Blob x, Blob moving_mean, Blob moving_variance, Blob gamma, Blob beta, int axis, double epsilon,
+                      double momentum, const std::string& name) {
+  if (defining_train_job()) {
+    std::vector<Blob> in{x, moving_mean, moving_variance};
+    if (gamma.defined()) in.push_back(gamma);
+    if (beta.defined()) in.push_back(beta);
+    return add_node(std::make_shared<BatchNormTrain>(axis, epsilon, momentum, gamma.defined(), beta.defined()), in,
+                    name)[0];
+  }
+  return nn::batch_normalization(x, moving_mean, moving_variance, beta, gamma, epsilon, axis, name);
+}
+
+}  // namespace internal
 }  // namespace jobflow

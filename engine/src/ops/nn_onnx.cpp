@@ -3,10 +3,10 @@
 // other ops (InstanceNormalization, LayerNormalization) (registry.h).
 #include <utility>
 
-#include "jobflow/session.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
+#include "ops_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -90,37 +90,15 @@ void op_batchnorm(Importer& I) {
     return;
   }
   if (I.job_file && !I.inspect_mode) {
-    // A Jobflow batch normalization layer: batch statistics in train jobs,
-    // the moving ones in predict jobs; variables "<name>-gamma" etc.
-    std::string mname = I.iname(3);
-    const std::string suf = "-moving_mean";
-    std::string prefix = mname.size() > suf.size() && mname.compare(mname.size() - suf.size(), suf.size(), suf) == 0
-                             ? mname.substr(0, mname.size() - suf.size())
-                             : node_label(*I.node, I.node_index);
-    const std::pair<int, const char*> parts[] = {{1, "-gamma"}, {2, "-beta"}, {3, "-moving_mean"}, {4, "-moving_variance"}};
-    bool present[5] = {false, false, false, false, false};
-    for (auto& [i, s] : parts) {
-      Value& v = I.value(I.iname(i));
-      present[i] = v.variable;
-      // Without gamma/beta the saved job has constant ones/zeros there.
-      if (!v.variable && (i >= 3 || !v.konst.defined()))
-        I.err("input '" + I.iname(i) + "' of a training batch normalization must be an initializer");
-    }
-    layers::BatchNormOptions o;
-    o.scale = present[1];
-    o.center = present[2];
-    o.axis = 1;
-    o.momentum = momentum;
-    o.epsilon = eps;
-    o.name = prefix;
-    o.trainable = I.trainable.count(I.iname(1)) > 0 || I.trainable.count(I.iname(2)) > 0;
-    Blob y = layers::batch_normalization(x, o);
-    for (auto& [i, s] : parts) {
-      if (!present[i]) continue;
-      Value& v = I.value(I.iname(i));
-      session::assign(prefix + s, v.konst);
-    }
-    I.out(0, y);
+    // A Jobflow batch normalization layer (batch_norm_train, saved in
+    // training mode): batch statistics in train jobs, the moving ones in
+    // predict jobs. Inputs 3 and 4 are its moving statistics: variables the
+    // job updates in place. A layer without scale or offset was saved with
+    // constant ones or zeros there, which compute the same.
+    for (int i : {3, 4})
+      if (!I.value(I.iname(i)).variable)
+        I.err("input '" + I.iname(i) + "' of a training batch normalization must be a float initializer (a variable)");
+    I.out(0, internal::batch_norm_layer(x, I.in(3), I.in(4), I.in(1), I.in(2), 1, eps, momentum, I.node->name()));
     return;
   }
   // ONNX training mode in any job: batch statistics, running stats as outputs.

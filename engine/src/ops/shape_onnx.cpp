@@ -55,7 +55,6 @@ void op_reshape(Importer& I) {
   }
   Blob x = I.in(0);
   I.out(0, reshape(x, s));
-  I.reshaped[I.node->output(0)] = x;
 }
 
 void reshape_out(Importer& I, const Shape& s) {
