@@ -25,6 +25,7 @@
 #include "jobflow/onnx.h"
 #include "jobflow/primitive.h"
 #include "onnx/onnx_util.h"
+#include "onnx/registry.h"
 #include "ops_internal.h"
 
 namespace {
@@ -838,6 +839,61 @@ TEST_F(OnnxOps, ImportedPadErrors) {
   EXPECT_THROW(load_pad({1, 0, 0, 0}, "wrap"), flow::Error);
   EXPECT_THROW(load_pad({int64_t(1) << 62, 0, 0, 0}, "edge"), flow::Error);  // past max_tensor_bytes
   EXPECT_NO_THROW(load_pad({3, 3, 3, 3}, "reflect"));               // longer than the axis: numpy's reflect
+}
+
+// ------------------------------------------------------------ constant folding, the registry
+
+// Constant nodes are folded with the engine's own kernels: int64 arithmetic
+// is exact past 2^53, and a folded float op gives the bits the engine
+// computes at run time.
+TEST_F(OnnxOps, ConstantsFoldWithTheEnginesKernels) {
+  const int64_t big = (int64_t(1) << 53) + 1;  // no double holds it
+  const Tensor x = Tensor::from<float>({4}, {-3.5f, 0.1f, 1.0f, 20.25f});
+  Model M(17);
+  M.input("x", x);
+  M.init("big", Tensor::from<int64_t>({1}, {big}));
+  M.init("three", Tensor::from<int64_t>({1}, {3}));
+  auto* k = M.m.mutable_graph()->add_node();
+  k->set_op_type("Constant");
+  k->add_output("kx");
+  auto* v = k->add_attribute();
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  u::tensor_to_proto(x, "", v->mutable_t());
+  M.node("Mul", {"big", "three"}, {"product"});
+  M.node("Exp", {"kx"}, {"folded_exp"});
+  M.node("Exp", {"x"}, {"runtime_exp"});
+  const auto ys = M.run(x);
+  ASSERT_EQ(ys.size(), 3u);
+  EXPECT_EQ(ys[0].data<int64_t>()[0], big * 3);
+  EXPECT_TRUE(ys[1].equal(ys[2])) << ys[1].str() << " vs " << ys[2].str();
+}
+
+// Every forward op (what a job's body can contain) has an ONNX form; only
+// the ops autodiff, the optimizers and the compiler add have none.
+TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
+  using K = flow::OpKind;
+  const std::set<K> no_form = {
+      K::Placeholder, K::Variable,  // graph inputs and initializers
+      K::ReluGrad, K::SigmoidGrad, K::TanhGrad,
+      K::LeakyReluGrad, K::EluGrad, K::SeluGrad, K::SoftplusGrad, K::SoftsignGrad, K::HardSigmoidGrad, K::ClipGrad,
+      K::LeakyReluGrad2, K::EluGrad2, K::SeluGrad2, K::SoftplusGrad2, K::SoftsignGrad2, K::HardSigmoidGrad2, K::ClipGrad2,
+      K::PReluGradX, K::PReluGradSlope, K::PowGradBase, K::PowGradExponent, K::MinimumGradA, K::MinimumGradB,
+      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::StridedSliceGrad, K::PadGrad,
+      K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
+      K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
+      K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::SgdUpdate, K::AdamUpdate};
+  for (size_t i = 0; i < flow::kOpKindCount; ++i) {
+    const auto k = static_cast<K>(i);
+    EXPECT_EQ(flow::onnx::find_export(k) != nullptr, !no_form.count(k)) << flow::op_name(k);
+  }
+  // Jobflow's own ops import from their domain; "ai.onnx" is the standard one.
+  for (const char* op : {"Rsqrt", "Square", "BiasAdd", "EqualMask"}) {
+    EXPECT_NE(flow::onnx::find_import("ai.jobflow", op), nullptr) << op;
+    EXPECT_EQ(flow::onnx::find_import("", op), nullptr) << op;
+  }
+  EXPECT_EQ(flow::onnx::find_import("ai.onnx", "Conv"), flow::onnx::find_import("", "Conv"));
+  EXPECT_EQ(flow::onnx::find_import("com.example", "Conv"), nullptr);
 }
 
 }  // namespace
