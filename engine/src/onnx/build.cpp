@@ -86,331 +86,373 @@ struct BuildResult {
   onnx_import::Analysis analysis;
 };
 
-BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
-  const ModelProto& m = P.model;
-  const GraphProto& g = m.graph();
-  const std::string& what = P.what;
-  auto meta = [&](const char* k) -> std::string {
-    auto it = P.meta.find(k);
-    return it == P.meta.end() ? "" : it->second;
-  };
-  const bool job_file = !meta(ou::kVersion).empty() || !meta(ou::kJobType).empty();
+// The build of one checked model, step by step (run() calls them in order).
+class Build {
+ public:
+  Build(Parsed& P, const LoadOptions& opts, bool inspect)
+      : P_(P), opts_(opts), inspect_(inspect), g_(P.model.graph()), what_(P.what) {
+    job_file_ = !meta(ou::kVersion).empty() || !meta(ou::kJobType).empty();
+  }
+
+  BuildResult run() {
+    read_initializers();
+    read_inputs();
+    choose_type();
+    const std::vector<PlaceholderSpec> specs = placeholder_specs();
+    const FunctionConfig cfg = config();
+    Importer I(what_, opts_, P_.model, P_.base_dir);
+    I.opset = P_.opset;
+    I.inspect_mode = inspect_;
+    I.train = type_ == JobType::Train;
+    I.job_file = job_file_;
+    choose_trainable(I);
+    make_optimizer();
+
+    detail::JobBuilder B(type_, cfg, specs);
+    B.enter();
+    BuildResult R;
+    try {
+      import_graph(I, B, R);
+      outputs(I, B);
+    } catch (...) {
+      B.leave();
+      throw;
+    }
+    B.leave();
+    if (inspect_) {
+      R.analysis.signature = analysis_signature();
+      return R;
+    }
+    R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1");
+    restore_progress(*R.job);
+    return R;
+  }
+
+ private:
+  Parsed& P_;
+  const LoadOptions& opts_;
+  const bool inspect_;
+  const GraphProto& g_;
+  const std::string& what_;
+  bool job_file_ = false;
+  std::map<std::string, Tensor> inits_;  // initializer name -> value (after the checkpoint)
+  std::vector<std::string> in_names_;    // placeholders
+  std::vector<TensorSpec> in_specs_;
+  JobType type_ = JobType::Predict;
+  bool file_loss_ = false;   // a train job file (jobflow.loss)
+  bool added_loss_ = false;  // a train job from a model without one (LoadOptions.loss)
+  std::string loss_output_;
+  Structure in_struct_;
+  bool have_in_struct_ = false;
+  std::string name_;
+  std::shared_ptr<optimizer::Optimizer> opt_;
+  std::vector<Blob> outs_;
+  Structure out_struct_;
+
+  std::string meta(const char* k) const {
+    auto it = P_.meta.find(k);
+    return it == P_.meta.end() ? "" : it->second;
+  }
 
   // Initializers (validated and read; a checkpoint may override them).
-  std::map<std::string, Tensor> inits;
-  for (const auto& t : g.initializer())
-    inits[t.name()] = read_tensor(t, P.base_dir, opts.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
-  if (!opts.checkpoint.empty() && !inspect) {
-    for (auto& [name, v] : checkpoint_io::load(opts.checkpoint)) {
-      auto it = inits.find(name);
-      if (it == inits.end())
-        fail(what, "checkpoint '" + opts.checkpoint + "' has variable '" + name + "', which the model does not have");
+  void read_initializers() {
+    for (const auto& t : g_.initializer())
+      inits_[t.name()] = read_tensor(t, P_.base_dir, opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
+    if (opts_.checkpoint.empty() || inspect_) return;
+    for (auto& [name, v] : checkpoint_io::load(opts_.checkpoint)) {
+      auto it = inits_.find(name);
+      if (it == inits_.end())
+        fail(what_, "checkpoint '" + opts_.checkpoint + "' has variable '" + name + "', which the model does not have");
       if (it->second.shape() != v.shape() || it->second.dtype() != v.dtype())
-        fail(what, "checkpoint variable '" + name + "' is " + spec_str({v.shape(), v.dtype()}) + " but the model has " +
-                       spec_str({it->second.shape(), it->second.dtype()}));
+        fail(what_, "checkpoint variable '" + name + "' is " + spec_str({v.shape(), v.dtype()}) + " but the model has " +
+                        spec_str({it->second.shape(), it->second.dtype()}));
       it->second = v;
     }
   }
 
   // Placeholders: graph inputs that are not initializers.
-  std::vector<std::string> in_names;
-  std::vector<TensorSpec> in_specs;
-  for (const auto& i : g.input()) {
-    if (inits.count(i.name())) continue;
-    in_names.push_back(i.name());
-    in_specs.push_back(input_spec(P, i));
-  }
-
-  // Job type, loss, optimizer.
-  JobType type = JobType::Predict;
-  if (meta(ou::kJobType) == "train") type = JobType::Train;
-  else if (!meta(ou::kJobType).empty() && meta(ou::kJobType) != "predict")
-    fail(what, "jobflow.job_type is \"" + meta(ou::kJobType) + "\" (train or predict)");
-  if (opts.type) type = *opts.type;
-  if (inspect) type = JobType::Predict;
-  const bool file_loss = job_file && !meta(ou::kLoss).empty();
-  const bool added_loss = type == JobType::Train && !file_loss;
-  if (added_loss) {
-    if (opts.loss.empty() || opts.optimizer.empty())
-      fail(what, "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
-    if (opts.loss != "sparse_softmax_cross_entropy" && opts.loss != "mse")
-      fail(what, "loss \"" + opts.loss + "\" is not sparse_softmax_cross_entropy or mse");
-  }
-  std::string loss_output = opts.loss_output;
-  TensorSpec loss_out_spec;
-  if (added_loss) {
-    const ValueInfoProto* vi = nullptr;
-    for (const auto& o : g.output())
-      if (loss_output.empty() ? true : o.name() == loss_output) {
-        vi = &o;
-        break;
-      }
-    if (!vi) fail(what, "loss_output '" + loss_output + "' is not a graph output");
-    loss_output = vi->name();
-    loss_out_spec = input_spec(P, *vi);
-    if (loss_out_spec.shape.empty()) fail(what, "output '" + loss_output + "' is a scalar; a loss needs a batch");
-    if (opts.loss == "sparse_softmax_cross_entropy") {
-      in_names.push_back("labels");
-      in_specs.push_back({{loss_out_spec.shape[0]}, DType::Int32});
-    } else {
-      in_names.push_back("targets");
-      in_specs.push_back(loss_out_spec);
+  void read_inputs() {
+    for (const auto& i : g_.input()) {
+      if (inits_.count(i.name())) continue;
+      in_names_.push_back(i.name());
+      in_specs_.push_back(input_spec(P_, i));
     }
   }
 
-  std::vector<PlaceholderSpec> specs;
-  Structure in_struct;
-  bool have_in_struct = false;
-  if (job_file && !meta(ou::kInputStructure).empty() && !added_loss) {
+  // Job type and loss; a loss added at load adds its labels or targets
+  // placeholder.
+  void choose_type() {
+    if (meta(ou::kJobType) == "train") type_ = JobType::Train;
+    else if (!meta(ou::kJobType).empty() && meta(ou::kJobType) != "predict")
+      fail(what_, "jobflow.job_type is \"" + meta(ou::kJobType) + "\" (train or predict)");
+    if (opts_.type) type_ = *opts_.type;
+    if (inspect_) type_ = JobType::Predict;
+    file_loss_ = job_file_ && !meta(ou::kLoss).empty();
+    added_loss_ = type_ == JobType::Train && !file_loss_;
+    if (!added_loss_) return;
+    if (opts_.loss.empty() || opts_.optimizer.empty())
+      fail(what_, "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
+    if (opts_.loss != "sparse_softmax_cross_entropy" && opts_.loss != "mse")
+      fail(what_, "loss \"" + opts_.loss + "\" is not sparse_softmax_cross_entropy or mse");
+    loss_output_ = opts_.loss_output;
+    const ValueInfoProto* vi = nullptr;
+    for (const auto& o : g_.output())
+      if (loss_output_.empty() ? true : o.name() == loss_output_) {
+        vi = &o;
+        break;
+      }
+    if (!vi) fail(what_, "loss_output '" + loss_output_ + "' is not a graph output");
+    loss_output_ = vi->name();
+    const TensorSpec loss_out_spec = input_spec(P_, *vi);
+    if (loss_out_spec.shape.empty()) fail(what_, "output '" + loss_output_ + "' is a scalar; a loss needs a batch");
+    if (opts_.loss == "sparse_softmax_cross_entropy") {
+      in_names_.push_back("labels");
+      in_specs_.push_back({{loss_out_spec.shape[0]}, DType::Int32});
+    } else {
+      in_names_.push_back("targets");
+      in_specs_.push_back(loss_out_spec);
+    }
+  }
+
+  // The job's arguments: as jobflow.input_structure nests them, or one
+  // Numpy placeholder per graph input.
+  std::vector<PlaceholderSpec> placeholder_specs() {
+    std::vector<PlaceholderSpec> specs;
+    if (!(job_file_ && !meta(ou::kInputStructure).empty() && !added_loss_)) {
+      for (size_t i = 0; i < in_names_.size(); ++i)
+        specs.push_back(Numpy::Placeholder(in_specs_[i].shape, in_specs_[i].dtype, in_names_[i]));
+      return specs;
+    }
     Structure s;
     try {
       s = ou::structure_from_text(meta(ou::kInputStructure));
     } catch (const Error& e) {
-      fail(what, std::string("jobflow.input_structure: ") + e.what());
+      fail(what_, std::string("jobflow.input_structure: ") + e.what());
     }
     int n = 0;
     std::vector<int> idx;
     count_leaves(s, n, idx);
     std::sort(idx.begin(), idx.end());
     for (int i = 0; i < n; ++i)
-      if (idx[i] != i) fail(what, "jobflow.input_structure leaves do not index the inputs 0..n-1");
-    if (n != static_cast<int>(in_names.size()))
-      fail(what, "jobflow.input_structure has " + std::to_string(n) + " leaves but the graph has " +
-                     std::to_string(in_names.size()) + " inputs");
-    if (s.kind != Structure::Kind::Tuple) fail(what, "jobflow.input_structure must be a tuple of the arguments");
-    for (auto& c : s.children) specs.push_back(spec_from_structure(c, in_names, in_specs, what));
-    in_struct = s;
-    have_in_struct = true;
-  } else {
-    for (size_t i = 0; i < in_names.size(); ++i) specs.push_back(Numpy::Placeholder(in_specs[i].shape, in_specs[i].dtype, in_names[i]));
+      if (idx[i] != i) fail(what_, "jobflow.input_structure leaves do not index the inputs 0..n-1");
+    if (n != static_cast<int>(in_names_.size()))
+      fail(what_, "jobflow.input_structure has " + std::to_string(n) + " leaves but the graph has " +
+                      std::to_string(in_names_.size()) + " inputs");
+    if (s.kind != Structure::Kind::Tuple) fail(what_, "jobflow.input_structure must be a tuple of the arguments");
+    for (auto& c : s.children) specs.push_back(spec_from_structure(c, in_names_, in_specs_, what_));
+    in_struct_ = s;
+    have_in_struct_ = true;
+    return specs;
   }
-  (void)have_in_struct;
 
-  FunctionConfig cfg;
-  std::string name = opts.name;
-  if (name.empty()) name = meta(ou::kJobName);
-  if (name.empty()) name = g.name();
-  if (name.empty()) name = file_stem(what);
-  cfg.name(name);
-  cfg.max_in_flight(opts.max_in_flight == 0 ? 1 : opts.max_in_flight);
-  if (opts.num_threads < 0) fail(what, "num_threads must be >= 0, got " + std::to_string(opts.num_threads));
-  cfg.num_threads(opts.num_threads);
-  {
+  FunctionConfig config() {
+    FunctionConfig cfg;
+    name_ = opts_.name;
+    if (name_.empty()) name_ = meta(ou::kJobName);
+    if (name_.empty()) name_ = g_.name();
+    if (name_.empty()) name_ = file_stem(what_);
+    cfg.name(name_);
+    cfg.max_in_flight(opts_.max_in_flight == 0 ? 1 : opts_.max_in_flight);
+    if (opts_.num_threads < 0) fail(what_, "num_threads must be >= 0, got " + std::to_string(opts_.num_threads));
+    cfg.num_threads(opts_.num_threads);
     Device d;
     std::string why;
-    if (!parse_device(opts.device.empty() ? "cpu" : opts.device, &d, &why)) fail(what, why);
+    if (!parse_device(opts_.device.empty() ? "cpu" : opts_.device, &d, &why)) fail(what_, why);
     cfg.default_placement(d.tag);
+    if (!meta(ou::kSeed).empty()) {
+      try {
+        cfg.seed(static_cast<uint64_t>(std::stoull(meta(ou::kSeed))));
+      } catch (...) {
+        fail(what_, "jobflow.seed is not a number");
+      }
+    }
+    return cfg;
   }
-  if (!meta(ou::kSeed).empty()) {
-    try {
-      cfg.seed(static_cast<uint64_t>(std::stoull(meta(ou::kSeed))));
-    } catch (...) {
-      fail(what, "jobflow.seed is not a number");
+
+  // The variables the optimizer trains: jobflow.trainable, or for an
+  // ordinary model (and a Jobflow predict file trained with a loss given at
+  // load, which has no jobflow.trainable) the float weights of its ops.
+  void choose_trainable(Importer& I) {
+    const bool file_trainable =
+        job_file_ && !(type_ == JobType::Train && !file_loss_ && meta(ou::kTrainable).empty());
+    if (file_trainable) {
+      for (auto& n : split_list(meta(ou::kTrainable))) I.trainable.insert(n);
+    } else {
+      for (auto& n : param_inputs(g_))
+        if (inits_.count(n) && is_floating(inits_[n].dtype())) I.trainable.insert(n);
     }
   }
 
-  Importer I(what, opts, m, P.base_dir);
-  I.opset = P.opset;
-  I.inspect_mode = inspect;
-  I.train = type == JobType::Train;
-  I.job_file = job_file;
-  // A Jobflow predict file trained with a loss given at load (LoadOptions)
-  // has no jobflow.trainable: like an ordinary model, its float weights are.
-  const bool file_trainable = job_file && !(type == JobType::Train && !file_loss && meta(ou::kTrainable).empty());
-  if (file_trainable) {
-    for (auto& n : split_list(meta(ou::kTrainable))) I.trainable.insert(n);
-  } else {
-    for (auto& n : param_inputs(g))
-      if (inits.count(n) && is_floating(inits[n].dtype())) I.trainable.insert(n);
-  }
-
-  std::shared_ptr<optimizer::Optimizer> opt;
-  if (type == JobType::Train && !inspect) {
+  void make_optimizer() {
+    if (type_ != JobType::Train || inspect_) return;
     try {
-      if (file_loss) {
+      if (file_loss_) {
         optimizer::Scheduler sched;
         if (!meta(ou::kSchedule).empty()) sched = ou::schedule_from_text(meta(ou::kSchedule));
-        opt = ou::optimizer_from_text(opts.optimizer.empty() ? meta(ou::kOptimizer) : opts.optimizer, sched);
+        opt_ = ou::optimizer_from_text(opts_.optimizer.empty() ? meta(ou::kOptimizer) : opts_.optimizer, sched);
       } else {
-        opt = ou::optimizer_from_text(opts.optimizer, optimizer::Scheduler());
+        opt_ = ou::optimizer_from_text(opts_.optimizer, optimizer::Scheduler());
       }
     } catch (const Error& e) {
-      fail(what, std::string("optimizer: ") + e.what());
+      fail(what_, std::string("optimizer: ") + e.what());
     }
-    if (!opt) fail(what, "no optimizer");
+    if (!opt_) fail(what_, "no optimizer");
   }
 
-  detail::JobBuilder B(type, cfg, specs);
-  B.enter();
-  BuildResult R;
-  std::vector<Blob> outs;
-  Structure out_struct;
-  try {
-    for (size_t i = 0; i < in_names.size(); ++i) I.values[in_names[i]].blob = B.input(static_cast<int>(i));
-    for (auto& [n, t] : inits) {
+  // Placeholders and initializers as values, then every node through its
+  // import row (inspect: with the specs of its inputs and outputs).
+  void import_graph(Importer& I, detail::JobBuilder& B, BuildResult& R) {
+    for (size_t i = 0; i < in_names_.size(); ++i) I.values[in_names_[i]].blob = B.input(static_cast<int>(i));
+    for (auto& [n, t] : inits_) {
       if (I.values.count(n)) continue;
       Value v;
       v.konst = t;
       v.variable = is_floating(t.dtype());
       I.values[n] = v;
     }
-    for (int k = 0; k < g.node_size(); ++k) {
-      const NodeProto& n = g.node(k);
-      const size_t before = I.values.size();
-      (void)before;
+    auto spec_of = [&](const std::string& name) {
+      auto it = I.values.find(name);
+      if (name.empty() || it == I.values.end()) return TensorSpec{};
+      const Value& v = it->second;
+      return v.blob.defined() ? v.blob.spec() : TensorSpec{v.konst.shape(), v.konst.dtype()};
+    };
+    for (int k = 0; k < g_.node_size(); ++k) {
+      const NodeProto& n = g_.node(k);
       I.run_node(n, k);
-      if (inspect) {
-        onnx_import::NodeShapes ns;
-        ns.op_type = n.op_type();
-        for (const auto& a : n.attribute())
-          if (a.type() == AttributeProto::INT) ns.ints[a.name()] = a.i();
-        for (const auto& in : n.input()) {
-          TensorSpec s;
-          auto it = I.values.find(in);
-          if (!in.empty() && it != I.values.end())
-            s = it->second.blob.defined() ? it->second.blob.spec() : TensorSpec{it->second.konst.shape(), it->second.konst.dtype()};
-          ns.inputs.push_back(s);
-        }
-        for (const auto& o : n.output()) {
-          TensorSpec s;
-          auto it = I.values.find(o);
-          if (!o.empty() && it != I.values.end())
-            s = it->second.blob.defined() ? it->second.blob.spec() : TensorSpec{it->second.konst.shape(), it->second.konst.dtype()};
-          ns.outputs.push_back(s);
-        }
-        R.analysis.nodes.push_back(std::move(ns));
-      }
+      if (!inspect_) continue;
+      onnx_import::NodeShapes ns;
+      ns.op_type = n.op_type();
+      for (const auto& a : n.attribute())
+        if (a.type() == AttributeProto::INT) ns.ints[a.name()] = a.i();
+      for (const auto& in : n.input()) ns.inputs.push_back(spec_of(in));
+      for (const auto& o : n.output()) ns.outputs.push_back(spec_of(o));
+      R.analysis.nodes.push_back(std::move(ns));
     }
     I.node = nullptr;
-    auto out_blob = [&](const std::string& name, const ValueInfoProto* vi) {
-      auto b = I.bad_outputs.find(name);
-      if (b != I.bad_outputs.end())
-        throw Unsupported("[onnx.load] " + what + ": " + b->second, {{b->second, {name}}});
-      auto it = I.values.find(name);
-      if (it == I.values.end()) fail(what, "graph output '" + name + "' is not defined");
-      Value& v = it->second;
-      Blob bl;
-      if (v.blob.defined()) bl = v.blob;
-      else if (v.variable && !inspect) {
-        bl = get_variable(name, v.konst.shape(), v.konst.dtype(), zeros_initializer(), I.trainable.count(name) > 0);
-        session::assign(name, v.konst);
-        v.blob = bl;
-      } else {
-        bl = constant(v.konst, name);
-      }
-      if (vi && vi->type().has_tensor_type()) {
-        const int32_t et = vi->type().tensor_type().elem_type();
-        if (et != 0 && et != TensorProto::BOOL) {
-          try {
-            DType want = ou::from_onnx_dtype(et, "output");
-            if (want != bl.dtype()) bl = cast(bl, want);
-          } catch (const Error&) {
-          }
+  }
+
+  // A graph output as a blob, in the dtype the graph declares for it.
+  Blob output_blob(Importer& I, const std::string& name, const ValueInfoProto* vi) {
+    auto b = I.bad_outputs.find(name);
+    if (b != I.bad_outputs.end()) throw Unsupported("[onnx.load] " + what_ + ": " + b->second, {{b->second, {name}}});
+    if (!I.values.count(name)) fail(what_, "graph output '" + name + "' is not defined");
+    Blob bl = I.blob_of(name);
+    if (vi && vi->type().has_tensor_type()) {
+      const int32_t et = vi->type().tensor_type().elem_type();
+      if (et != 0 && et != TensorProto::BOOL) {
+        try {
+          DType want = ou::from_onnx_dtype(et, "output");
+          if (want != bl.dtype()) bl = cast(bl, want);
+        } catch (const Error&) {
         }
       }
-      return bl;
-    };
-    if (job_file && !meta(ou::kOutputStructure).empty() && !added_loss) {
-      for (const auto& o : g.output()) outs.push_back(out_blob(o.name(), &o));
+    }
+    return bl;
+  }
+
+  // The returns and their structure; the objective of a train job.
+  void outputs(Importer& I, detail::JobBuilder& B) {
+    if (job_file_ && !meta(ou::kOutputStructure).empty() && !added_loss_) {
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
       try {
-        out_struct = ou::structure_from_text(meta(ou::kOutputStructure));
+        out_struct_ = ou::structure_from_text(meta(ou::kOutputStructure));
       } catch (const Error& e) {
-        fail(what, std::string("jobflow.output_structure: ") + e.what());
+        fail(what_, std::string("jobflow.output_structure: ") + e.what());
       }
       int n = 0;
       std::vector<int> idx;
-      count_leaves(out_struct, n, idx);
-      if (n != static_cast<int>(outs.size()))
-        fail(what, "jobflow.output_structure has " + std::to_string(n) + " leaves but the graph has " +
-                       std::to_string(outs.size()) + " outputs");
+      count_leaves(out_struct_, n, idx);
+      if (n != static_cast<int>(outs_.size()))
+        fail(what_, "jobflow.output_structure has " + std::to_string(n) + " leaves but the graph has " +
+                        std::to_string(outs_.size()) + " outputs");
       for (int i : idx)
-        if (i < 0 || i >= n) fail(what, "jobflow.output_structure has a bad leaf index");
-    } else if (added_loss) {
-      Blob y = out_blob(loss_output, nullptr);
+        if (i < 0 || i >= n) fail(what_, "jobflow.output_structure has a bad leaf index");
+    } else if (added_loss_) {
+      Blob y = output_blob(I, loss_output_, nullptr);
+      Blob target = B.input(static_cast<int>(in_names_.size()) - 1);
       Blob l;
-      if (opts.loss == "sparse_softmax_cross_entropy") {
-        if (y.ndim() != 2) fail(what, "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
-        l = nn::sparse_softmax_cross_entropy_with_logits(B.input(static_cast<int>(in_names.size()) - 1), y);
+      if (opts_.loss == "sparse_softmax_cross_entropy") {
+        if (y.ndim() != 2)
+          fail(what_, "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
+        l = nn::sparse_softmax_cross_entropy_with_logits(target, y);
       } else {
-        l = reduce_mean(square(sub(y, B.input(static_cast<int>(in_names.size()) - 1))));
+        l = reduce_mean(square(sub(y, target)));
       }
-      if (!inspect) detail::set_objective(l, opt);
-      outs.push_back(l);
-      out_struct.kind = Structure::Kind::Leaf;
-      out_struct.index = 0;
+      if (!inspect_) detail::set_objective(l, opt_);
+      outs_.push_back(l);
+      out_struct_.kind = Structure::Kind::Leaf;
+      out_struct_.index = 0;
     } else {
-      for (const auto& o : g.output()) outs.push_back(out_blob(o.name(), &o));
-      if (outs.size() == 1) {
-        out_struct.kind = Structure::Kind::Leaf;
-        out_struct.index = 0;
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
+      if (outs_.size() == 1) {
+        out_struct_.kind = Structure::Kind::Leaf;
+        out_struct_.index = 0;
       } else {
-        out_struct.kind = Structure::Kind::Tuple;
-        for (size_t i = 0; i < outs.size(); ++i) {
+        out_struct_.kind = Structure::Kind::Tuple;
+        for (size_t i = 0; i < outs_.size(); ++i) {
           Structure c;
           c.kind = Structure::Kind::Leaf;
           c.index = static_cast<int>(i);
-          out_struct.children.push_back(c);
+          out_struct_.children.push_back(c);
         }
       }
     }
-    if (file_loss && type == JobType::Train && !inspect) {
+    if (file_loss_ && type_ == JobType::Train && !inspect_) {
       auto it = I.values.find(meta(ou::kLoss));
       if (it == I.values.end() || !it->second.blob.defined())
-        fail(what, "jobflow.loss names '" + meta(ou::kLoss) + "', which is not a tensor of the graph");
-      detail::set_objective(it->second.blob, opt);
+        fail(what_, "jobflow.loss names '" + meta(ou::kLoss) + "', which is not a tensor of the graph");
+      detail::set_objective(it->second.blob, opt_);
     }
-  } catch (...) {
-    B.leave();
-    throw;
   }
-  B.leave();
 
-  if (inspect) {
-    Signature& s = R.analysis.signature;
-    s.job_name = name;
-    s.type = type;
-    s.input_names = in_names;
-    s.inputs = in_specs;
-    int next = 0;
+  // What inspect reports: the job's interface, without compiling it.
+  Signature analysis_signature() const {
+    Signature s;
+    s.job_name = name_;
+    s.type = type_;
+    s.input_names = in_names_;
+    s.inputs = in_specs_;
     s.input_structure.kind = Structure::Kind::Tuple;
-    if (have_in_struct) s.input_structure = in_struct;
-    else
-      for (size_t i = 0; i < in_names.size(); ++i) {
+    if (have_in_struct_) {
+      s.input_structure = in_struct_;
+    } else {
+      for (size_t i = 0; i < in_names_.size(); ++i) {
         Structure c;
         c.kind = Structure::Kind::Leaf;
-        c.index = next++;
+        c.index = static_cast<int>(i);
         s.input_structure.children.push_back(c);
       }
-    for (auto& b : outs) s.outputs.push_back(b.spec());
-    s.output_structure = out_struct;
-    s.callback = meta(ou::kCallback) == "1";
-    return R;
-  }
-
-  R.job = B.finish(outs, out_struct, meta(ou::kCallback) == "1");
-
-  // The step the saved job had reached.
-  if (job_file && !meta(ou::kStep).empty()) {
-    int64_t step = 0;
-    try {
-      size_t used = 0;
-      step = std::stoll(meta(ou::kStep), &used);
-      if (used != meta(ou::kStep).size() || step < 0) throw Error("");
-    } catch (...) {
-      fail(what, "jobflow.step is not a non-negative integer: \"" + meta(ou::kStep) + "\"");
     }
-    if (step > 0) R.job->set_steps_run(step);  // schedules, dropout masks, Adam continue from here
+    for (auto& b : outs_) s.outputs.push_back(b.spec());
+    s.output_structure = out_struct_;
+    s.callback = meta(ou::kCallback) == "1";
+    return s;
   }
-  // Optimizer state saved with the job (after finish() created it).
-  if (type == JobType::Train) {
+
+  // The step the saved job had reached, and the optimizer state saved with
+  // it (after finish() created the state variables).
+  void restore_progress(CompiledJob& job) {
+    if (job_file_ && !meta(ou::kStep).empty()) {
+      int64_t step = 0;
+      try {
+        size_t used = 0;
+        step = std::stoll(meta(ou::kStep), &used);
+        if (used != meta(ou::kStep).size() || step < 0) throw Error("");
+      } catch (...) {
+        fail(what_, "jobflow.step is not a non-negative integer: \"" + meta(ou::kStep) + "\"");
+      }
+      if (step > 0) job.set_steps_run(step);  // schedules, dropout masks, Adam continue from here
+    }
+    if (type_ != JobType::Train) return;
     for (const auto& n : split_list(meta(ou::kState))) {
-      auto it = inits.find(n);
-      if (it == inits.end()) fail(what, "jobflow.optimizer_state names '" + n + "', which is not an initializer");
+      auto it = inits_.find(n);
+      if (it == inits_.end()) fail(what_, "jobflow.optimizer_state names '" + n + "', which is not an initializer");
       if (session::has_variable(n)) session::assign(n, it->second);
     }
   }
-  return R;
-}
+};
+
+BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) { return Build(P, opts, inspect).run(); }
 
 std::shared_ptr<CompiledJob> load_impl(const std::string& bytes, const LoadOptions& options, const std::string& what,
                                        const std::string& base_dir) {

@@ -20,7 +20,9 @@ namespace ou = onnx_util;
 }
 
 std::string node_label(const NodeProto& n, int index) {
-  return n.name().empty() ? "#" + std::to_string(index) : n.name();
+  if (!n.name().empty()) return n.name();
+  std::string label = "#";  // (not "#" + ...: GCC 12 warns falsely about that)
+  return label.append(std::to_string(index));
 }
 
 // ---------------------------------------------------------------------------
