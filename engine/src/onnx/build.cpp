@@ -154,6 +154,18 @@ class Build {
     return it == P_.meta.end() ? "" : it->second;
   }
 
+  // The structure the metadata key `k` holds, its leaf count and indices.
+  Structure structure_of(const char* k, int* leaves, std::vector<int>* idx) const {
+    Structure s;
+    try {
+      s = ou::structure_from_text(meta(k));
+    } catch (const Error& e) {
+      fail(what_, std::string(k) + ": " + e.what());
+    }
+    count_leaves(s, *leaves, *idx);
+    return s;
+  }
+
   // Initializers (validated and read; a checkpoint may override them).
   void read_initializers() {
     for (const auto& t : g_.initializer())
@@ -223,15 +235,9 @@ class Build {
         specs.push_back(Numpy::Placeholder(in_specs_[i].shape, in_specs_[i].dtype, in_names_[i]));
       return specs;
     }
-    Structure s;
-    try {
-      s = ou::structure_from_text(meta(ou::kInputStructure));
-    } catch (const Error& e) {
-      fail(what_, std::string("jobflow.input_structure: ") + e.what());
-    }
     int n = 0;
     std::vector<int> idx;
-    count_leaves(s, n, idx);
+    const Structure s = structure_of(ou::kInputStructure, &n, &idx);
     std::sort(idx.begin(), idx.end());
     for (int i = 0; i < n; ++i)
       if (idx[i] != i) fail(what_, "jobflow.input_structure leaves do not index the inputs 0..n-1");
@@ -354,14 +360,9 @@ class Build {
   void outputs(Importer& I, detail::JobBuilder& B) {
     if (job_file_ && !meta(ou::kOutputStructure).empty() && !added_loss_) {
       for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
-      try {
-        out_struct_ = ou::structure_from_text(meta(ou::kOutputStructure));
-      } catch (const Error& e) {
-        fail(what_, std::string("jobflow.output_structure: ") + e.what());
-      }
       int n = 0;
       std::vector<int> idx;
-      count_leaves(out_struct_, n, idx);
+      out_struct_ = structure_of(ou::kOutputStructure, &n, &idx);
       if (n != static_cast<int>(outs_.size()))
         fail(what_, "jobflow.output_structure has " + std::to_string(n) + " leaves but the graph has " +
                         std::to_string(outs_.size()) + " outputs");

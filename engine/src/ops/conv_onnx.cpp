@@ -58,39 +58,44 @@ SpatialArgs spatial_args(Importer& I, const Shape& x, const std::vector<int64_t>
   return a;
 }
 
+// The forms of Conv and ConvTranspose the engine has: float32, 1-D or 2-D.
+void check_conv_forms(Importer& I, const Blob& x, const Blob& w) {
+  const int r = x.ndim();
+  const std::string& op = I.node->op_type();
+  if (x.dtype() != DType::Float32) I.unsupported(op + "(" + dtype_name(x.dtype()) + ")");
+  if (r == 5) I.unsupported(op + "(3-D)");
+  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
+  if (w.ndim() != r) I.err("weight rank " + std::to_string(w.ndim()) + " differs from input rank");
+}
+
+// A 1-D (N, C, L) tensor as 2-D (N, C, 1, L), and back.
+Blob as_2d(Blob t) { return reshape(t, {t.shape()[0], t.shape()[1], 1, t.shape()[2]}); }
+Blob as_1d(Blob t) { return reshape(t, {t.shape()[0], t.shape()[1], t.shape()[3]}); }
+
 void op_conv(Importer& I) {
   Blob x = I.in(0), w = I.in(1);
   const int r = x.ndim();
-  if (x.dtype() != DType::Float32) I.unsupported(std::string("Conv(") + dtype_name(x.dtype()) + ")");
-  if (r == 5) I.unsupported("Conv(3-D)");
-  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
-  if (w.ndim() != r) I.err("weight rank " + std::to_string(w.ndim()) + " differs from input rank");
+  check_conv_forms(I, x, w);
   const Shape wsh = w.shape();
   std::vector<int64_t> kernel(wsh.begin() + 2, wsh.end());
   if (auto ks = I.attr_ints("kernel_shape"); ks && *ks != kernel) I.err("kernel_shape does not match the weight");
   SpatialArgs a = spatial_args(I, x.shape(), kernel, true);
   const int64_t group = I.attr_i("group", 1);
-  const Shape xs = x.shape();
   if (r == 3) {
-    x = reshape(x, {xs[0], xs[1], 1, xs[2]});
-    w = reshape(w, {w.shape()[0], w.shape()[1], 1, w.shape()[2]});
+    x = as_2d(x), w = as_2d(w);
     a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1), a.d.insert(a.d.begin(), 1);
     a.pb.insert(a.pb.begin(), 0), a.pe.insert(a.pe.begin(), 0);
   }
   Blob y = nn::conv2d(x, w, nn::Size2(a.s[0], a.s[1]), nn::Padding(std::vector<int64_t>{a.pb[0], a.pb[1], a.pe[0], a.pe[1]}),
                       nn::Size2(a.d[0], a.d[1]), group);
   if (I.has(2)) y = nn::bias_add(y, I.in(2), 1);
-  if (r == 3) y = reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
-  I.out(0, y);
+  I.out(0, r == 3 ? as_1d(y) : y);
 }
 
 void op_conv_transpose(Importer& I) {
   Blob x = I.in(0), w = I.in(1);
   const int r = x.ndim();
-  if (x.dtype() != DType::Float32) I.unsupported(std::string("ConvTranspose(") + dtype_name(x.dtype()) + ")");
-  if (r == 5) I.unsupported("ConvTranspose(3-D)");
-  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
-  if (w.ndim() != r) I.err("weight rank " + std::to_string(w.ndim()) + " differs from input rank");
+  check_conv_forms(I, x, w);
   if (I.has_attr("output_shape")) I.unsupported("ConvTranspose(output_shape)");
   const std::string auto_pad = I.attr_s("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID") I.unsupported("ConvTranspose(auto_pad=" + auto_pad + ")");
@@ -104,18 +109,15 @@ void op_conv_transpose(Importer& I) {
   std::vector<int64_t> pads = I.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   if (pads.size() != 2 * n) I.err("pads must have " + std::to_string(2 * n) + " values");
   const int64_t group = I.attr_i("group", 1);
-  const Shape xs = x.shape();
   if (r == 3) {  // 1-D as 2-D with H = 1
-    x = reshape(x, {xs[0], xs[1], 1, xs[2]});
-    w = reshape(w, {w.shape()[0], w.shape()[1], 1, w.shape()[2]});
+    x = as_2d(x), w = as_2d(w);
     strides.insert(strides.begin(), 1), dil.insert(dil.begin(), 1), outpad.insert(outpad.begin(), 0);
     pads = {0, pads[0], 0, pads[1]};
   }
   Blob y = nn::conv_transpose2d(x, w, nn::Size2(strides[0], strides[1]), {pads[0], pads[1], pads[2], pads[3]},
                                 nn::Size2(dil[0], dil[1]), nn::Size2(outpad[0], outpad[1]), group);
   if (I.has(2)) y = nn::bias_add(y, I.in(2), 1);
-  if (r == 3) y = reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
-  I.out(0, y);
+  I.out(0, r == 3 ? as_1d(y) : y);
 }
 
 void op_pool(Importer& I, bool max) {
@@ -192,6 +194,19 @@ void op_global_pool(Importer& I, bool max) {
 
 // ---- export ----
 
+// The attributes Conv and ConvTranspose share: the kernel from the weight
+// (.., .., kh, kw), strides, pads (top, left, bottom, right), dilations,
+// group.
+void set_conv_attributes(Exporter& E, NodeProto* n) {
+  const Primitive& p = E.op();
+  const Shape& w = E.in_spec(1).shape;
+  Exporter::set_ints(n, "kernel_shape", {w.at(2), w.at(3)});
+  Exporter::set_ints(n, "strides", p.attr_ints("strides"));
+  Exporter::set_ints(n, "pads", p.attr_ints("pads"));
+  Exporter::set_ints(n, "dilations", p.attr_ints("dilations"));
+  Exporter::set_int(n, "group", p.attr_int("group"));
+}
+
 // conv2d -> Conv (a bias_add along the channels that alone reads it becomes
 // B) [+ Relu when fused].
 void export_conv(Exporter& E) {
@@ -204,13 +219,7 @@ void export_conv(Exporter& E) {
   const std::string conv_out = relu ? E.fresh(E.name() + "/conv") : y;
   std::vector<std::string> ins{E.in(0), E.in(1)};
   if (!bias_name.empty()) ins.push_back(bias_name);
-  NodeProto* n = E.add("Conv", ins, {conv_out}, E.name());
-  const Shape& w = E.in_spec(1).shape;
-  Exporter::set_ints(n, "kernel_shape", {w.at(2), w.at(3)});
-  Exporter::set_ints(n, "strides", p.attr_ints("strides"));
-  Exporter::set_ints(n, "pads", p.attr_ints("pads"));
-  Exporter::set_ints(n, "dilations", p.attr_ints("dilations"));
-  Exporter::set_int(n, "group", p.attr_int("group"));
+  set_conv_attributes(E, E.add("Conv", ins, {conv_out}, E.name()));
   if (relu) E.add("Relu", {conv_out}, {y}, E.fresh(E.name() + "/relu"));
 }
 
@@ -218,18 +227,12 @@ void export_conv(Exporter& E) {
 // kh, kw) and attributes); a bias_add along the channels that only it reads
 // becomes the B input, as for Conv.
 void export_conv_transpose(Exporter& E) {
-  const Primitive& p = E.op();
   std::string y = E.out(0), bias;
   std::vector<std::string> ins{E.in(0), E.in(1)};
   if (E.fold_bias_add(true, &bias, &y)) ins.push_back(bias);
   NodeProto* n = E.add("ConvTranspose", ins, {y}, E.name());
-  const Shape& w = E.in_spec(1).shape;
-  Exporter::set_ints(n, "kernel_shape", {w.at(2), w.at(3)});
-  Exporter::set_ints(n, "strides", p.attr_ints("strides"));
-  Exporter::set_ints(n, "pads", p.attr_ints("pads"));
-  Exporter::set_ints(n, "dilations", p.attr_ints("dilations"));
-  Exporter::set_ints(n, "output_padding", p.attr_ints("output_padding"));
-  Exporter::set_int(n, "group", p.attr_int("group"));
+  set_conv_attributes(E, n);
+  Exporter::set_ints(n, "output_padding", E.op().attr_ints("output_padding"));
 }
 
 // max_pool2d, avg_pool2d -> MaxPool, AveragePool (count_include_pad = 0);
