@@ -175,9 +175,8 @@ void op_constant_of_shape(Importer& I) {
   if (s.size() > kMaxImportRank) I.err("rank exceeds 8");
   for (int64_t d : s)
     if (d < 0) I.err("negative dimension");
-  Tensor v = Tensor::scalar<float>(0.0f);
-  if (auto* a = I.attr("value", AttributeProto::TENSOR))
-    v = read_tensor(a->t(), I.base_dir_, I.opts_.max_tensor_bytes, I.where() + " value", node_label(*I.node, I.node_index));
+  Tensor v = I.attr_t("value");
+  if (!v.defined()) v = Tensor::scalar<float>(0.0f);
   if (v.numel() != 1) I.err("value must hold one element");
   Shape sh(s.begin(), s.end());
   uint64_t bytes = dtype_size(v.dtype());
