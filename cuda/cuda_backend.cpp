@@ -22,78 +22,15 @@ void Launch::check(cudaError_t e) const { cuda::check(e, p.name()); }
 void Launch::check(cublasStatus_t e) const { cuda::check(e, p.name()); }
 void Launch::check(cudnnStatus_t e) const { cuda::check(e, p.name()); }
 
-const AttrValue* find_attr(const Attrs& a, const char* name) {
-  for (const auto& [k, v] : a)
-    if (k == name) return &v;
-  return nullptr;
-}
-
-int64_t attr_int(const Primitive& p, const char* name, int64_t def) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return def;
-  if (auto* i = std::get_if<int64_t>(v)) return *i;
-  if (auto* d = std::get_if<double>(v)) return static_cast<int64_t>(*d);
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a number");
-}
-
-double attr_double(const Primitive& p, const char* name, double def) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return def;
-  if (auto* d = std::get_if<double>(v)) return *d;
-  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a number");
-}
-
-std::vector<int64_t> attr_ints(const Primitive& p, const char* name) {
-  const Attrs a = p.attributes();
-  const AttrValue* v = find_attr(a, name);
-  if (!v) return {};
-  if (auto* l = std::get_if<std::vector<int64_t>>(v)) return *l;
-  if (auto* i = std::get_if<int64_t>(v)) return {*i};
-  throw Error(std::string("[cuda] ") + p.name() + ": attribute '" + name + "' is not a list of integers");
-}
-
 bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
-Lanes lanes_of(const Shape& s, int ax) {
-  Lanes l;
-  for (int i = 0; i < ax; ++i) l.outer *= s[i];
-  l.C = s.empty() ? 1 : s[ax];
-  for (size_t i = ax + 1; i < s.size(); ++i) l.inner *= s[i];
-  return l;
-}
+static_assert(k::kMaxRank == layout::kMaxRank, "the kernels' views hold the engine's ranks");
 
 k::BView broadcast_view(const Shape& out, const Shape& a, const Shape& b) {
-  // Built from the innermost dim outwards (then reversed): each operand's
-  // stride is its running contiguous stride, 0 where it has size 1. Output
-  // dims of size 1 carry no index; a dim merges into its inner neighbour when
-  // stepping it equals stepping the neighbour through its whole extent for
-  // both operands.
-  const int r = static_cast<int>(out.size());
-  if (r > k::kMaxRank) throw Error("[cuda] broadcast: rank " + std::to_string(r) + " exceeds " + std::to_string(k::kMaxRank));
-  int64_t rd[k::kMaxRank], ra[k::kMaxRank], rb[k::kMaxRank];
-  int n = 0;
-  int64_t ca = 1, cb = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    const int ia = i - (r - static_cast<int>(a.size())), ib = i - (r - static_cast<int>(b.size()));
-    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (out[i] == 1) continue;
-    const int64_t sa = da == 1 ? 0 : ca, sb = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
-    if (n > 0 && sa == ra[n - 1] * rd[n - 1] && sb == rb[n - 1] * rd[n - 1]) {
-      rd[n - 1] *= out[i];
-    } else {
-      rd[n] = out[i], ra[n] = sa, rb[n] = sb;
-      ++n;
-    }
-  }
+  if (out.size() > static_cast<size_t>(k::kMaxRank))
+    throw Error("[cuda] broadcast: rank " + std::to_string(out.size()) + " exceeds " + std::to_string(k::kMaxRank));
   k::BView v;
-  if (n == 0) return v;  // one element
-  v.nd = n;
-  for (int d = 0; d < n; ++d) v.dim[d] = rd[n - 1 - d], v.sa[d] = ra[n - 1 - d], v.sb[d] = rb[n - 1 - d];
+  layout::broadcast_view(v, out, a, b);
   return v;
 }
 
@@ -150,10 +87,7 @@ const OpTable& table() {
   return t;
 }
 
-const OpDef* lookup(const Primitive& p) {
-  auto it = table().find(p.name());
-  return it == table().end() ? nullptr : &it->second;
-}
+const OpDef* lookup(const Primitive& p) { return table().find(p.kind()); }
 
 class CudaBackend final : public Backend {
  public:

@@ -1,20 +1,22 @@
 // cuda/ops.h — the CUDA backend's op table (internal).
 //
 // The engine's primitives live in the engine library (engine/src/ops/*.cpp)
-// behind the Primitive interface; this backend cannot add eval_gpu() to them
-// from the outside, so it recognizes each op by name() and reads its
-// parameters from attributes() (the same complete attribute list the ONNX
-// exporter uses). Each entry runs one op on device copies of its inputs.
+// behind the Primitive interface and know nothing of this backend: it keeps
+// one entry per op kind (Primitive::kind(), an OpKind) and reads the op's
+// parameters with its attribute getters (attr_int(), ... over the same
+// complete attribute list the ONNX exporter uses). Each entry runs one op on
+// device copies of its inputs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "context.h"
 #include "jobflow/primitive.h"
+#include "layout.h"
 
 namespace jobflow::cuda {
 
@@ -50,26 +52,30 @@ struct OpDef {
   std::function<void(Launch&)> run;
   uint32_t skip_inputs = 0;     // bit i: input i is not read (not copied to the device)
   uint32_t written_inputs = 0;  // bit i: the op updates input i in place (copied back)
+  bool defined() const { return static_cast<bool>(run); }
 };
-using OpTable = std::map<std::string, OpDef>;
+// One entry per OpKind; an entry without `run` means the op runs on the CPU.
+class OpTable {
+ public:
+  OpDef& operator[](OpKind k) { return defs_[static_cast<size_t>(k)]; }
+  const OpDef* find(OpKind k) const {
+    const OpDef& d = defs_[static_cast<size_t>(k)];
+    return d.defined() ? &d : nullptr;
+  }
+
+ private:
+  std::array<OpDef, kOpKindCount> defs_;
+};
 
 void add_elementwise_ops(OpTable& t);  // ops_elementwise.cpp
 void add_blas_ops(OpTable& t);         // ops_blas.cpp
 void add_dnn_ops(OpTable& t);          // ops_dnn.cpp
 
-// ---- attribute access (attributes() of the engine's primitives) ----
-const AttrValue* find_attr(const Attrs& a, const char* name);
-int64_t attr_int(const Primitive& p, const char* name, int64_t def = 0);
-double attr_double(const Primitive& p, const char* name, double def = 0.0);
-std::vector<int64_t> attr_ints(const Primitive& p, const char* name);
-
-// ---- layouts ----
-inline int norm_axis(int64_t axis, int rank) { return static_cast<int>(axis < 0 ? axis + rank : axis); }
-// (outer, C, inner) around axis `ax` of `s`.
-struct Lanes {
-  int64_t outer = 1, C = 1, inner = 1;
-};
-Lanes lanes_of(const Shape& s, int ax);
+// ---- layouts (the engine's, engine/src/layout.h) ----
+// The op's axis in [0, rank); Error("[op] axis ...") when out of range.
+inline int norm_axis(const Primitive& p, int64_t axis, int rank) { return layout::norm_axis(p.name(), axis, rank); }
+using layout::Lanes;  // (outer, C, inner) around an axis
+using layout::lanes_of;
 // Collapsed views (see kernels.h).
 k::BView broadcast_view(const Shape& out, const Shape& a, const Shape& b);
 k::RView reduce_view(const Shape& x, const std::vector<bool>& reduced);

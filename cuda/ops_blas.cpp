@@ -24,8 +24,8 @@ struct Gemm {
 
 Gemm gemm_of(const Primitive& p, const std::vector<Tensor>& in) {
   Gemm g;
-  g.ta = attr_int(p, "transpose_a") != 0;
-  g.tb = attr_int(p, "transpose_b") != 0;
+  g.ta = p.attr_int("transpose_a") != 0;
+  g.tb = p.attr_int("transpose_b") != 0;
   const Tensor &a = in[0], &b = in[1];
   const int r = a.ndim();
   g.M = g.ta ? a.dim(r - 1) : a.dim(r - 2);
@@ -38,7 +38,7 @@ Gemm gemm_of(const Primitive& p, const std::vector<Tensor>& in) {
 
 void run_matmul(Launch& L) {
   const Gemm g = gemm_of(L.p, L.in);
-  const bool bias = attr_int(L.p, "bias") != 0, relu = attr_int(L.p, "relu") != 0;
+  const bool bias = L.p.attr_int("bias") != 0, relu = L.p.attr_int("relu") != 0;
   const DType t = L.in[0].dtype();
   const size_t es = dtype_size(t);
   const cudaStream_t s = L.stream();
@@ -88,7 +88,7 @@ void add_blas_ops(OpTable& t) {
            fits_int(g.K * g.N) && fits_int(g.M * g.N);
   };
   d.run = run_matmul;
-  t["matmul"] = d;
+  t[OpKind::MatMul] = d;
 }
 
 }  // namespace jobflow::cuda

@@ -61,11 +61,11 @@ struct ConvGeom {
 };
 ConvGeom conv_geom(const Primitive& p) {
   ConvGeom g;
-  const auto st = attr_ints(p, "strides"), pads = attr_ints(p, "pads"), dil = attr_ints(p, "dilations");
+  const auto st = p.attr_ints("strides"), pads = p.attr_ints("pads"), dil = p.attr_ints("dilations");
   if (st.size() == 2) g.sh = st[0], g.sw = st[1];
   if (pads.size() == 4) g.pt = pads[0], g.pl = pads[1], g.pb = pads[2], g.pr = pads[3];
   if (dil.size() == 2) g.dh = dil[0], g.dw = dil[1];
-  g.groups = attr_int(p, "group", 1);
+  g.groups = p.attr_int("group");
   return g;
 }
 
@@ -270,7 +270,7 @@ void expect_out_dims(Launch& L, const ConvDesc& cd, const TensorDesc& xd, const 
 // Inputs x, w [, bias]; output y.
 void run_conv2d(Launch& L) {
   const ConvSetup s = conv_setup(L.p, L.in[0].shape(), L.in[1].shape(), L.out[0].shape());
-  const bool bias = attr_int(L.p, "bias") != 0, relu = attr_int(L.p, "relu") != 0;
+  const bool bias = L.p.attr_int("bias") != 0, relu = L.p.attr_int("relu") != 0;
   DevBuf xpad;
   const float* x = padded_input(L, s, L.i<float>(0), xpad);
   TensorDesc xd(s.xp), yd(s.y);
@@ -343,7 +343,7 @@ struct PoolAttrs {
 };
 PoolAttrs pool_attrs(const Primitive& p) {
   PoolAttrs a;
-  const auto ks = attr_ints(p, "kernel_shape"), st = attr_ints(p, "strides"), pads = attr_ints(p, "pads");
+  const auto ks = p.attr_ints("kernel_shape"), st = p.attr_ints("strides"), pads = p.attr_ints("pads");
   if (ks.size() == 2) a.kh = ks[0], a.kw = ks[1];
   if (st.size() == 2) a.sh = st[0], a.sw = st[1];
   if (pads.size() == 4) a.pt = pads[0], a.pl = pads[1], a.pb = pads[2], a.pr = pads[3];
@@ -413,26 +413,26 @@ void add_dnn_ops(OpTable& t) {
     OpDef d;
     d.accepts = all_f32;
     d.run = run_conv2d;
-    t["conv2d"] = d;
+    t[OpKind::Conv2d] = d;
   }
   {
     OpDef d;
     d.accepts = all_f32;
     d.run = run_conv2d_backward_data;
-    t["conv2d_backward_data"] = d;
+    t[OpKind::Conv2dBackwardData] = d;
   }
   {
     OpDef d;
     d.accepts = all_f32;
     d.run = run_conv2d_backward_weights;
-    t["conv2d_backward_weights"] = d;
+    t[OpKind::Conv2dBackwardWeights] = d;
   }
   {
     OpDef d;
-    d.supports = [](const Primitive& p) { return attr_int(p, "workspace") == 0; };
+    d.supports = [](const Primitive& p) { return p.attr_int("workspace") == 0; };
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return float32_nchw(in, 0); };
     d.run = [](Launch& L) { run_pool(L, true); };
-    t["max_pool2d"] = d;
+    t[OpKind::MaxPool2d] = d;
   }
   {
     OpDef d;
@@ -442,7 +442,7 @@ void add_dnn_ops(OpTable& t) {
     };
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return float32_nchw(in, 0); };
     d.run = [](Launch& L) { run_pool(L, false); };
-    t["avg_pool2d"] = d;
+    t[OpKind::AvgPool2d] = d;
   }
   {  // input dy; output dx
     OpDef d;
@@ -451,11 +451,11 @@ void add_dnn_ops(OpTable& t) {
       const k::PoolGeom g = pool_geom(pool_attrs(L.p), L.out[0].shape(), L.in[0].shape());
       L.check(k::avg_pool_grad(g, L.i<float>(0), L.o<float>(0), L.stream()));
     };
-    t["avg_pool2d_grad"] = d;
+    t[OpKind::AvgPool2dGrad] = d;
   }
   {  // inputs dy, workspace (empty), x; output dx. With a workspace: CPU.
     OpDef d;
-    d.supports = [](const Primitive& p) { return attr_int(p, "from_input") != 0; };
+    d.supports = [](const Primitive& p) { return p.attr_int("from_input") != 0; };
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) {
       return in.size() == 3 && float32_nchw(in, 0) && float32_nchw(in, 2);
     };
@@ -464,7 +464,7 @@ void add_dnn_ops(OpTable& t) {
       const k::PoolGeom g = pool_geom(pool_attrs(L.p), L.out[0].shape(), L.in[0].shape());
       L.check(k::max_pool_grad_from_x(g, L.i<float>(0), L.i<float>(2), L.o<float>(0), L.stream()));
     };
-    t["max_pool2d_grad"] = d;
+    t[OpKind::MaxPool2dGrad] = d;
   }
 }
 

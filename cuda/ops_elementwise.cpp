@@ -29,7 +29,7 @@ OpDef unary_op(k::Un op) {
   const bool scalar = op == k::Un::AddScalar || op == k::Un::MulScalar;
   if (float_only(op)) d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
   d.run = [op, scalar](Launch& L) {
-    const double s = scalar ? attr_double(L.p, "scalar") : 0.0;
+    const double s = scalar ? L.p.attr_double("scalar") : 0.0;
     L.check(k::unary(op, dt(L.in[0].dtype()), L.i(0), L.o(0), L.out[0].numel(), s, L.stream()));
   };
   return d;
@@ -60,9 +60,9 @@ OpDef reduce_op(k::Red op) {
     const Tensor& x = L.in[0];
     const int r = x.ndim();
     std::vector<bool> red(r, false);
-    const auto axes = attr_ints(L.p, "axes");
+    const auto axes = L.p.attr_ints("axes");
     if (axes.empty()) std::fill(red.begin(), red.end(), true);
-    for (int64_t a : axes) red[norm_axis(a, r)] = true;
+    for (int64_t a : axes) red[norm_axis(L.p, a, r)] = true;
     run_sum(L, op, x, L.i(0), L.o(0), L.out[0].numel(), red);
   };
   return d;
@@ -75,7 +75,7 @@ OpDef softmax_op(bool log) {
   d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
   d.run = [log](Launch& L) {
     const Tensor& x = L.in[0];
-    const Lanes l = lanes_of(x.shape(), norm_axis(attr_int(L.p, "axis", -1), x.ndim()));
+    const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
     L.check(k::softmax(dt(x.dtype()), log, L.i(0), L.o(0), l.outer, l.C, l.inner, L.stream()));
   };
   return d;
@@ -86,7 +86,7 @@ OpDef softmax_grad_op(bool log) {
   d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
   d.run = [log](Launch& L) {  // inputs y, dy
     const Tensor& y = L.in[0];
-    const Lanes l = lanes_of(y.shape(), norm_axis(attr_int(L.p, "axis", -1), y.ndim()));
+    const Lanes l = lanes_of(y.shape(), norm_axis(L.p, L.p.attr_int("axis"), y.ndim()));
     L.check(k::softmax_grad(dt(y.dtype()), log, L.i(0), L.i(1), L.o(0), l.outer, l.C, l.inner, L.stream()));
   };
   return d;
@@ -106,27 +106,27 @@ void check_labels(const L* lab, int64_t B, int64_t C) {
 }  // namespace
 
 void add_elementwise_ops(OpTable& t) {
-  t["add"] = binary_op(k::Bin::Add);
-  t["sub"] = binary_op(k::Bin::Sub);
-  t["mul"] = binary_op(k::Bin::Mul);
-  t["div"] = binary_op(k::Bin::Div);
-  t["equal_mask"] = binary_op(k::Bin::EqMask);
+  t[OpKind::Add] = binary_op(k::Bin::Add);
+  t[OpKind::Sub] = binary_op(k::Bin::Sub);
+  t[OpKind::Mul] = binary_op(k::Bin::Mul);
+  t[OpKind::Div] = binary_op(k::Bin::Div);
+  t[OpKind::EqualMask] = binary_op(k::Bin::EqMask);
 
-  t["neg"] = unary_op(k::Un::Neg);
-  t["exp"] = unary_op(k::Un::Exp);
-  t["log"] = unary_op(k::Un::Log);
-  t["sqrt"] = unary_op(k::Un::Sqrt);
-  t["rsqrt"] = unary_op(k::Un::Rsqrt);
-  t["square"] = unary_op(k::Un::Square);
-  t["sigmoid"] = unary_op(k::Un::Sigmoid);
-  t["tanh"] = unary_op(k::Un::Tanh);
-  t["relu"] = unary_op(k::Un::Relu);
-  t["add_scalar"] = unary_op(k::Un::AddScalar);
-  t["mul_scalar"] = unary_op(k::Un::MulScalar);
+  t[OpKind::Neg] = unary_op(k::Un::Neg);
+  t[OpKind::Exp] = unary_op(k::Un::Exp);
+  t[OpKind::Log] = unary_op(k::Un::Log);
+  t[OpKind::Sqrt] = unary_op(k::Un::Sqrt);
+  t[OpKind::Rsqrt] = unary_op(k::Un::Rsqrt);
+  t[OpKind::Square] = unary_op(k::Un::Square);
+  t[OpKind::Sigmoid] = unary_op(k::Un::Sigmoid);
+  t[OpKind::Tanh] = unary_op(k::Un::Tanh);
+  t[OpKind::Relu] = unary_op(k::Un::Relu);
+  t[OpKind::AddScalar] = unary_op(k::Un::AddScalar);
+  t[OpKind::MulScalar] = unary_op(k::Un::MulScalar);
 
-  t["relu_grad"] = act_grad_op(k::Act::Relu);
-  t["sigmoid_grad"] = act_grad_op(k::Act::Sigmoid);
-  t["tanh_grad"] = act_grad_op(k::Act::Tanh);
+  t[OpKind::ReluGrad] = act_grad_op(k::Act::Relu);
+  t[OpKind::SigmoidGrad] = act_grad_op(k::Act::Sigmoid);
+  t[OpKind::TanhGrad] = act_grad_op(k::Act::Tanh);
 
   {  // add_n: the gradient accumulator of autodiff
     OpDef d;
@@ -136,22 +136,22 @@ void add_elementwise_ops(OpTable& t) {
       L.check(k::add_n(dt(L.out[0].dtype()), ptrs.data(), static_cast<int>(ptrs.size()), L.o(0), L.out[0].numel(),
                        L.stream()));
     };
-    t["add_n"] = d;
+    t[OpKind::AddN] = d;
   }
   {
     OpDef d;
     d.run = [](Launch& L) {
       L.check(k::cast(dt(L.in[0].dtype()), dt(L.out[0].dtype()), L.i(0), L.o(0), L.out[0].numel(), L.stream()));
     };
-    t["cast"] = d;
+    t[OpKind::Cast] = d;
   }
-  for (const char* name : {"zeros_like", "ones_like"}) {  // the input only supplies the spec
+  for (OpKind kind : {OpKind::ZerosLike, OpKind::OnesLike}) {  // the input only supplies the spec
     OpDef d;
     d.skip_inputs = 1u;
     d.run = [](Launch& L) {
-      L.check(k::fill(dt(L.out[0].dtype()), L.o(0), L.out[0].numel(), attr_double(L.p, "value"), L.stream()));
+      L.check(k::fill(dt(L.out[0].dtype()), L.o(0), L.out[0].numel(), L.p.attr_double("value"), L.stream()));
     };
-    t[name] = d;
+    t[kind] = d;
   }
 
   // ---- bias ----
@@ -160,11 +160,11 @@ void add_elementwise_ops(OpTable& t) {
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
     d.run = [](Launch& L) {
       const Tensor& x = L.in[0];
-      const Lanes l = lanes_of(x.shape(), norm_axis(attr_int(L.p, "axis", 1), x.ndim()));
-      L.check(k::bias_add(dt(x.dtype()), L.i(0), L.i(1), L.o(0), l.outer, l.C, l.inner, attr_int(L.p, "relu") != 0,
+      const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
+      L.check(k::bias_add(dt(x.dtype()), L.i(0), L.i(1), L.o(0), l.outer, l.C, l.inner, L.p.attr_int("relu") != 0,
                           L.stream()));
     };
-    t["bias_add"] = d;
+    t[OpKind::BiasAdd] = d;
   }
   {  // sum of dy over every axis but `axis`
     OpDef d;
@@ -172,16 +172,16 @@ void add_elementwise_ops(OpTable& t) {
     d.run = [](Launch& L) {
       const Tensor& dy = L.in[0];
       std::vector<bool> red(dy.ndim(), true);
-      red[norm_axis(attr_int(L.p, "axis", 1), dy.ndim())] = false;
+      red[norm_axis(L.p, L.p.attr_int("axis"), dy.ndim())] = false;
       run_sum(L, k::Red::Sum, dy, L.i(0), L.o(0), L.out[0].numel(), red);
     };
-    t["bias_grad"] = d;
+    t[OpKind::BiasGrad] = d;
   }
 
   // ---- reductions ----
-  t["reduce_sum"] = reduce_op(k::Red::Sum);
-  t["reduce_mean"] = reduce_op(k::Red::Mean);
-  t["reduce_max"] = reduce_op(k::Red::Max);
+  t[OpKind::ReduceSum] = reduce_op(k::Red::Sum);
+  t[OpKind::ReduceMean] = reduce_op(k::Red::Mean);
+  t[OpKind::ReduceMax] = reduce_op(k::Red::Max);
   {  // the gradient of broadcasting: sums the broadcast dims back
     OpDef d;
     d.run = [](Launch& L) {
@@ -192,16 +192,16 @@ void add_elementwise_ops(OpTable& t) {
       for (int i = 0; i < r; ++i) red[i] = i < lead || (target[i - lead] == 1 && x.dim(i) != 1);
       run_sum(L, k::Red::Sum, x, L.i(0), L.o(0), L.out[0].numel(), red);
     };
-    t["sum_to"] = d;
+    t[OpKind::SumTo] = d;
   }
   {
     OpDef d;
     d.run = [](Launch& L) {
       const Tensor& x = L.in[0];
-      const Lanes l = lanes_of(x.shape(), norm_axis(attr_int(L.p, "axis", -1), x.ndim()));
+      const Lanes l = lanes_of(x.shape(), norm_axis(L.p, L.p.attr_int("axis"), x.ndim()));
       L.check(k::argmax(dt(x.dtype()), L.i(0), L.o<int32_t>(0), l.outer, l.C, l.inner, L.stream()));
     };
-    t["argmax"] = d;
+    t[OpKind::ArgMax] = d;
   }
 
   // ---- data movement ----
@@ -223,13 +223,13 @@ void add_elementwise_ops(OpTable& t) {
       }
       L.check(k::strided_copy(dt(L.in[0].dtype()), L.i(0), L.o(0), v, L.out[0].numel(), L.stream()));
     };
-    t["broadcast_to"] = d;
+    t[OpKind::BroadcastTo] = d;
   }
   {
     OpDef d;
     d.run = [](Launch& L) {
       const Shape& xs = L.in[0].shape();
-      const auto perm = attr_ints(L.p, "perm");
+      const auto perm = L.p.attr_ints("perm");
       const int r = static_cast<int>(xs.size());
       if (r > k::kMaxRank || static_cast<int>(perm.size()) != r)
         op_error("transpose", "unexpected permutation for the CUDA backend");
@@ -239,20 +239,20 @@ void add_elementwise_ops(OpTable& t) {
       k::SView v;
       v.nd = std::max(r, 1);
       for (int i = 0; i < r; ++i) {
-        const int src = norm_axis(perm[i], r);
+        const int src = norm_axis(L.p, perm[i], r);
         v.dim[i] = xs[src];
         v.str[i] = xstr[src];
       }
       L.check(k::strided_copy(dt(L.in[0].dtype()), L.i(0), L.o(0), v, L.out[0].numel(), L.stream()));
     };
-    t["transpose"] = d;
+    t[OpKind::Transpose] = d;
   }
 
   // ---- softmax, cross-entropy ----
-  t["softmax"] = softmax_op(false);
-  t["log_softmax"] = softmax_op(true);
-  t["softmax_grad"] = softmax_grad_op(false);
-  t["log_softmax_grad"] = softmax_grad_op(true);
+  t[OpKind::Softmax] = softmax_op(false);
+  t[OpKind::LogSoftmax] = softmax_op(true);
+  t[OpKind::SoftmaxGrad] = softmax_grad_op(false);
+  t[OpKind::LogSoftmaxGrad] = softmax_grad_op(true);
   {  // inputs labels (B,), logits (B, C); outputs loss (B,), prob (B, C)
     OpDef d;
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[1].dtype()); };
@@ -263,7 +263,7 @@ void add_elementwise_ops(OpTable& t) {
       else check_labels(lab.data<int64_t>(), B, C);
       L.check(k::xent(dt(x.dtype()), dt(lab.dtype()), L.i(0), L.i(1), L.o(0), L.o(1), B, C, L.stream()));
     };
-    t["sparse_softmax_cross_entropy"] = d;
+    t[OpKind::SparseSoftmaxCrossEntropy] = d;
   }
   {  // inputs prob (B, C), labels (B,), dloss (B,)
     OpDef d;
@@ -277,7 +277,7 @@ void add_elementwise_ops(OpTable& t) {
       L.check(k::xent_grad(dt(p.dtype()), dt(lab.dtype()), L.i(0), L.i(1), L.i(2), L.o(0), p.dim(0), p.dim(1),
                            L.stream()));
     };
-    t["sparse_softmax_cross_entropy_grad"] = d;
+    t[OpKind::SparseSoftmaxCrossEntropyGrad] = d;
   }
 
   // ---- optimizer ----
@@ -286,11 +286,11 @@ void add_elementwise_ops(OpTable& t) {
     d.accepts = [](const Primitive&, const std::vector<Tensor>& in) { return is_float(in[0].dtype()); };
     d.written_inputs = 0b101;
     d.run = [](Launch& L) {
-      const double m = attr_double(L.p, "momentum");
+      const double m = L.p.attr_double("momentum");
       L.check(k::sgd(dt(L.in[0].dtype()), L.i(0), L.i(1), m != 0 ? L.i(2) : nullptr, L.in[0].numel(), L.ctx.lr, m,
                      L.stream()));
     };
-    t["sgd_update"] = d;
+    t[OpKind::SgdUpdate] = d;
   }
 }
 

@@ -285,8 +285,9 @@ std::shared_ptr<Loaded> load_job(GstJobFunction* self, const Settings& s) {
     opts.loss = s.loss;
     opts.optimizer = s.optimizer;
   }
-  if (s.device != "cpu" && s.device != "gpu" && s.device.rfind("cuda:", 0) != 0)
-    throw LoadError{"device", s.device, "expected cpu, gpu or cuda:<n>"};
+  jobflow::Device device;
+  std::string why;
+  if (!jobflow::parse_device(s.device, &device, &why)) throw LoadError{"device", s.device, why};
 
   /* One load in the normal case: with the checkpoint when there is one to
    * load. Only when that fails is the job loaded alone, to tell whether
@@ -359,7 +360,7 @@ std::shared_ptr<Loaded> load_job(GstJobFunction* self, const Settings& s) {
     l->labels_index = l->logits_index = -1;
   if (l->labels_index < 0 || l->logits_index < 0) l->labels_index = l->logits_index = -1;
   bool fell_back = false;
-  jobflow::backend_for(s.device == "cpu" ? "cpu" : "gpu", &fell_back);
+  jobflow::backend_for(device.tag, &fell_back);
   if (fell_back)
     GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
                         ("device=%s: this build or machine has no CUDA device; the job runs on the CPU",
@@ -1155,8 +1156,8 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_DEVICE,
       g_param_spec_string("device", "Device",
-                          "Where the job runs: cpu, gpu or cuda:<n> (a warning says when no CUDA device is present "
-                          "and the job runs on the CPU)",
+                          "Where the job runs: cpu, gpu (or cuda), cuda:0 (device 0: the only one used for now; "
+                          "a warning says when no CUDA device is present and the job runs on the CPU)",
                           kDefaultDevice, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_MAX_IN_FLIGHT,

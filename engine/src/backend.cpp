@@ -1,6 +1,8 @@
-// The backend registry: the only place that knows which backends exist.
+// The backend registry: the only place that knows which backends exist, and
+// the one parser of device strings.
 //
-// The CPU backend is built in. The CUDA backend is a separate library,
+// kBackends is a table from device tag to loader: a backend is one row. The
+// CPU backend is built in. The CUDA backend is a separate library,
 // libjobflow_cuda.so (cuda/), which links this one; it is loaded here at run
 // time, the first time a "gpu" backend is asked for, so that this library
 // needs no CUDA libraries to load and run. Where it is looked for:
@@ -13,8 +15,11 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
+#include <mutex>
 
 namespace jobflow {
 namespace {
@@ -29,9 +34,9 @@ class CpuBackend final : public Backend {
   }
 };
 
-const CpuBackend& cpu() {
-  static CpuBackend b;
-  return b;
+const Backend* load_cpu_backend() {
+  static const CpuBackend b;
+  return &b;
 }
 
 const Backend* load_cuda_backend() {
@@ -63,26 +68,77 @@ const Backend* load_cuda_backend() {
   return nullptr;
 }
 
-// The CUDA backend, or null when its library cannot be loaded (once).
-const Backend* cuda_backend() {
-  static const Backend* b = load_cuda_backend();
-  return b;
+// Device tag -> the loader of its backend (null: not built or not
+// loadable). Each loader runs once, at the first use of its tag.
+struct BackendRow {
+  const char* tag;
+  const Backend* (*load)();
+};
+constexpr BackendRow kBackends[] = {
+    {"cpu", load_cpu_backend},
+    {"gpu", load_cuda_backend},
+};
+constexpr size_t kCpuRow = 0;
+
+// The backend of row `i`, loaded once.
+const Backend* loaded(size_t i) {
+  static std::array<std::once_flag, std::size(kBackends)> once;
+  static std::array<const Backend*, std::size(kBackends)> backends{};
+  std::call_once(once[i], [i] { backends[i] = kBackends[i].load(); });
+  return backends[i];
 }
+
+const Backend& cpu() { return *loaded(kCpuRow); }
 
 }  // namespace
 
-const Backend& backend_for(const std::string& device, bool* fell_back) {
-  if (fell_back) *fell_back = false;
-  if (device == "gpu") {
-    if (const Backend* b = cuda_backend(); b && b->available()) return *b;
-    if (fell_back) *fell_back = true;
+bool parse_device(const std::string& text, Device* out, std::string* why) {
+  const size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  const bool gpu = name == "gpu" || name == "cuda";
+  auto bad = [&](const std::string& w) {
+    if (why) *why = "device \"" + text + "\" " + w;
+    return false;
+  };
+  if (name != "cpu" && !gpu) return bad("is not cpu, gpu, cuda, gpu:<n> or cuda:<n>");
+  Device d;
+  d.tag = gpu ? "gpu" : "cpu";
+  if (colon != std::string::npos) {
+    const std::string idx = text.substr(colon + 1);
+    if (!gpu) return bad("is not cpu, gpu, cuda, gpu:<n> or cuda:<n>");
+    if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
+      return bad("has no device number after ':' (cuda:<n>)");
+    d.index = std::stoi(idx);
+    if (d.index != 0)
+      return bad("is not available: the CUDA backend runs on device 0 only (use cuda:0 or gpu)");
   }
+  *out = d;
+  return true;
+}
+
+Device parse_device(const std::string& text, const std::string& where) {
+  Device d;
+  std::string why;
+  if (!parse_device(text, &d, &why)) throw Error("[" + where + "] " + why);
+  return d;
+}
+
+const Backend& backend_for(const std::string& tag, bool* fell_back) {
+  if (fell_back) *fell_back = false;
+  for (size_t i = 0; i < std::size(kBackends); ++i) {
+    if (tag != kBackends[i].tag) continue;
+    if (const Backend* b = loaded(i); b && b->available()) return *b;
+    break;
+  }
+  if (fell_back) *fell_back = tag != kBackends[kCpuRow].tag;
   return cpu();
 }
 
 std::vector<std::string> compiled_backends() {
-  if (cuda_backend()) return {"cpu", "cuda"};
-  return {"cpu"};
+  std::vector<std::string> r;
+  for (size_t i = 0; i < std::size(kBackends); ++i)
+    if (const Backend* b = loaded(i)) r.push_back(b->name());
+  return r;
 }
 
 }  // namespace jobflow

@@ -35,14 +35,14 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!alive[i]) continue;
     Node& n = g.nodes[i];
-    const std::string op = n.op->name();
-    if (op == "bias_grad") {
+    const OpKind op = n.op->kind();
+    if (op == OpKind::BiasGrad) {
       // A weight-gradient op reading the same dy computes the bias gradient
       // in the same pass: merge into it, at the later of the two positions.
       const int dy = n.inputs[0];
       const int rank = static_cast<int>(g.blobs[dy].spec.shape.size());
-      const std::string attrs = n.op->attrs();
-      if (!(attrs == "axis=1" || (rank == 2 && attrs == "axis=-1"))) continue;
+      const int64_t axis = n.op->attr_int("axis");
+      if (!(axis == 1 || (rank == 2 && axis == -1))) continue;
       for (int c : consumers[dy]) {
         if (c == static_cast<int>(i) || !alive[c] || g.nodes[c].outputs.size() != 1) continue;
         if (g.nodes[c].inputs.size() < 2 || g.nodes[c].inputs[1] != dy) continue;
@@ -71,18 +71,17 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
       }
       continue;
     }
-    if (op != "bias_add" && op != "relu") continue;
+    if (op != OpKind::BiasAdd && op != OpKind::Relu) continue;
     const int src = n.inputs[0];
     const int p = g.blobs[src].producer;
     if (p < 0 || !alive[p] || g.nodes[p].outputs.size() != 1 || !single_reader(src)) continue;
     if (g.nodes[p].placement.device != n.placement.device) continue;
     std::shared_ptr<Primitive> fused;
-    if (op == "bias_add") {
+    if (op == OpKind::BiasAdd) {
       const int rank = static_cast<int>(g.blobs[src].spec.shape.size());
-      const std::string attrs = n.op->attrs();
-      const bool axis1 = attrs.rfind("axis=1", 0) == 0 || (rank == 2 && attrs.rfind("axis=-1", 0) == 0);
-      const std::string pname = g.nodes[p].op->name();
-      if (!axis1 || !(pname == "conv2d" || rank == 2)) continue;
+      const int64_t axis = n.op->attr_int("axis");
+      const bool axis1 = axis == 1 || (rank == 2 && axis == -1);
+      if (!axis1 || !(g.nodes[p].op->kind() == OpKind::Conv2d || rank == 2)) continue;
       fused = g.nodes[p].op->with_bias();
     } else {
       fused = g.nodes[p].op->with_relu();
@@ -90,7 +89,7 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
     if (!fused) continue;
     Node merged = g.nodes[p];
     merged.op = fused;
-    if (op == "bias_add") merged.inputs.push_back(n.inputs[1]);
+    if (op == OpKind::BiasAdd) merged.inputs.push_back(n.inputs[1]);
     merged.outputs = n.outputs;
     merged.name = g.nodes[p].name;
     for (size_t k = 0; k < merged.outputs.size(); ++k) {

@@ -3,8 +3,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "jobflow/backend.h"
 #include "jobflow/primitive.h"
-#include "kernel_util.h"
 
 namespace jobflow {
 
@@ -94,11 +94,8 @@ void pop_placement() {
 }  // namespace detail
 
 namespace scope {
-static Placement check_placement(std::string device, std::string ids) {
-  if (device != "cpu" && device != "gpu" && device != "cuda")
-    throw Error("[scope::placement] device must be \"cpu\" or \"gpu\", got \"" + device + "\"");
-  if (device == "cuda") device = "gpu";
-  return Placement{std::move(device), std::move(ids)};
+static Placement check_placement(const std::string& device, std::string ids) {
+  return Placement{parse_device(device, "scope::placement").tag, std::move(ids)};
 }
 placement::placement(std::string device, std::string ids) {
   detail::push_placement(check_placement(std::move(device), std::move(ids)));
@@ -119,37 +116,5 @@ placement::~placement() {
 }
 }  // namespace scope
 
-// ---- Primitive defaults and infer() helpers ----
-void Primitive::eval_gpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const {
-  op_error(name(), "has no GPU kernel");
-}
-std::vector<Blob> Primitive::vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
-                                 const std::vector<int>&) const {
-  op_error(name(), "has no gradient");
-}
-
-void op_error(const char* op, const std::string& what) { throw Error(std::string("[") + op + "] " + what); }
-
-void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n) {
-  if (in.size() != n)
-    op_error(op, "expects " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
-}
-void expect_float(const char* op, const TensorSpec& s, const char* arg) {
-  if (!is_floating(s.dtype))
-    op_error(op, std::string(arg) + " must be float32 or float64, got " + spec_str(s));
-}
-void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b) {
-  if (a.dtype != b.dtype)
-    op_error(op, std::string("dtypes differ: ") + spec_str(a) + " vs " + spec_str(b));
-}
-
-namespace kern {
-int norm_axis(const char* op, int axis, int rank) {
-  int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max(rank, 1))
-    op_error(op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return a;
-}
-}  // namespace kern
 
 }  // namespace jobflow

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "jobflow/backend.h"
 #include "jobflow/compiler.h"
 #include "jobflow/ops.h"
 #include "jobflow/optimizer.h"
@@ -116,10 +117,11 @@ JobBuilder::JobBuilder(JobType type, const FunctionConfig& config, const std::ve
   st_->type = type;
   st_->config = config;
   {
-    const std::string& dev = config.default_placement().device;
-    if (dev != "cpu" && dev != "gpu" && dev != "cuda")
-      throw Error("[global_function] default_placement device must be \"cpu\" or \"gpu\", got \"" + dev + "\"");
-    if (dev == "cuda") st_->config.default_placement("gpu", config.default_placement().ids);
+    Device d;
+    std::string why;
+    if (!parse_device(config.default_placement().device, &d, &why))
+      throw Error("[global_function] default_placement: " + why);
+    st_->config.default_placement(d.tag, config.default_placement().ids);
   }
   st_->specs = specs;
   name_specs(st_->specs, config.default_data_type());

@@ -6,6 +6,7 @@
 
 #include "jobflow/primitive.h"
 #include "jobflow/tensor.h"
+#include "layout.h"
 
 namespace jobflow::kern {
 
@@ -36,14 +37,14 @@ inline constexpr int64_t kParallelGrain = 1 << 15;
 
 // Kernels index shapes with fixed arrays of this many dims, so eval_cpu never
 // allocates; infer() rejects higher ranks with check_rank.
-inline constexpr int kMaxRank = 16;
+using layout::kMaxRank;
 inline void check_rank(const char* op, const Shape& s) {
   if (s.size() > static_cast<size_t>(kMaxRank))
     op_error(op, "rank " + std::to_string(s.size()) + " of " + shape_str(s) + " exceeds the supported maximum of " +
                      std::to_string(kMaxRank));
 }
 
-// Normalizes a possibly negative axis; throws naming the op.
-int norm_axis(const char* op, int axis, int rank);
+// Normalizes a possibly negative axis; throws naming the op (layout.h).
+using layout::norm_axis;
 
 }  // namespace jobflow::kern

@@ -103,7 +103,7 @@ class Warmup final : public LrScheduler {
 class SgdUpdate final : public Primitive {
  public:
   explicit SgdUpdate(double momentum) : momentum_(momentum) {}
-  const char* name() const override { return "sgd_update"; }
+  OpKind kind() const override { return OpKind::SgdUpdate; }
   Attrs attributes() const override { return {{"momentum", momentum_}}; }
   bool has_side_effects() const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -145,7 +145,7 @@ class SgdUpdate final : public Primitive {
 class AdamUpdate final : public Primitive {
  public:
   AdamUpdate(double b1, double b2, double eps) : b1_(b1), b2_(b2), eps_(eps) {}
-  const char* name() const override { return "adam_update"; }
+  OpKind kind() const override { return OpKind::AdamUpdate; }
   Attrs attributes() const override { return {{"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}}; }
   bool has_side_effects() const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {

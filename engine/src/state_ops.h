@@ -12,11 +12,12 @@ namespace jobflow::internal {
 class PlaceholderOp final : public Primitive {
  public:
   PlaceholderOp(int index, TensorSpec spec, std::string arg) : index_(index), spec_(std::move(spec)), arg_(std::move(arg)) {}
-  const char* name() const override { return "placeholder"; }
-  std::string attrs() const override { return arg_ + " " + spec_str(spec_); }
+  OpKind kind() const override { return OpKind::Placeholder; }
+  Attrs attributes() const override {
+    return {{"index", int64_t{index_}}, {"name", arg_}, {"shape", spec_.shape}, {"dtype", std::string(dtype_name(spec_.dtype))}};
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return {spec_}; }
   void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const override {}
-  void eval_gpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const override {}
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>&) const override { return {}; }
   int index() const { return index_; }
@@ -34,13 +35,15 @@ class PlaceholderOp final : public Primitive {
 class VariableOp final : public Primitive {
  public:
   VariableOp(std::shared_ptr<VariableEntry> e, bool trainable) : entry_(std::move(e)), trainable_(trainable) {}
-  const char* name() const override { return "variable"; }
-  std::string attrs() const override {
-    return entry_->name + " " + spec_str(entry_->spec) + (trainable_ ? "" : " (not trainable)");
+  OpKind kind() const override { return OpKind::Variable; }
+  Attrs attributes() const override {
+    return {{"name", entry_->name},
+            {"shape", entry_->spec.shape},
+            {"dtype", std::string(dtype_name(entry_->spec.dtype))},
+            {"trainable", int64_t{trainable_}}};
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return {entry_->spec}; }
   void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const override {}
-  void eval_gpu(const std::vector<Tensor>&, const std::vector<Tensor>&, ExecContext&) const override {}
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>&) const override { return {}; }
   const std::shared_ptr<VariableEntry>& entry() const { return entry_; }

@@ -25,6 +25,8 @@
 #include "jobflow/onnx.h"
 #include "jobflow/primitive.h"
 #include "onnx/onnx_util.h"
+#include "onnx/registry.h"
+#include "ops_internal.h"
 
 namespace {
 
@@ -449,6 +451,132 @@ TEST_F(OnnxOps, Opset18FileLoadsTheSame) {
   fs::remove_all(d);
 }
 
+// ------------------------------------------------------------ Jobflow's own ops
+
+// rsqrt, square, bias_add and equal_mask have no standard ONNX op: they are
+// saved as nodes of the ai.jobflow domain (with model-local functions for
+// other runtimes) and load back one to one.
+TEST_F(OnnxOps, JobflowDomainOpsRoundTripOneToOne) {
+  const Tensor x = specials({2, 3, 4}, 11);
+  const Tensor b = Tensor::from<float>({4}, {0.5f, -1.0f, 2.0f, 0.0f});
+  const Tensor c = Tensor::from<float>({3}, {1.0f, -2.0f, 0.25f});
+  auto job = define("jobflow_ops", {x, b, c}, [](const Blobs& v) {
+    return Blobs{flow::rsqrt(v[0]), flow::square(v[0]), flow::nn::bias_add(v[0], v[1], -1),
+                 flow::nn::bias_add(v[0], v[2], 1), flow::internal::equal_mask(v[0], flow::nn::relu(v[0]))};
+  });
+  std::shared_ptr<flow::CompiledJob> back;
+  const auto m = round_trip(*job, {x, b, c}, &back);
+  std::multiset<std::string> jobflow_nodes;
+  for (auto& n : m.graph().node())
+    if (n.domain() == "ai.jobflow") jobflow_nodes.insert(n.op_type());
+  EXPECT_EQ(jobflow_nodes, (std::multiset<std::string>{"BiasAdd", "BiasAdd", "EqualMask", "Rsqrt", "Square"}));
+  bool declared = false;
+  for (auto& o : m.opset_import()) declared |= o.domain() == "ai.jobflow" && o.version() == 1;
+  EXPECT_TRUE(declared) << "no opset_import for ai.jobflow";
+  // One model-local function per op, in standard ops.
+  std::set<std::string> functions;
+  for (auto& f : m.functions()) {
+    EXPECT_EQ(f.domain(), "ai.jobflow");
+    EXPECT_TRUE(functions.insert(f.name()).second) << f.name() << " defined twice";
+    for (auto& n : f.node()) EXPECT_EQ(n.domain(), "") << f.name() << ": " << n.op_type();
+  }
+  EXPECT_EQ(functions, (std::set<std::string>{"BiasAdd", "EqualMask", "Rsqrt", "Square"}));
+  expect_same_ops(*job, *back, {"rsqrt", "square", "bias_add", "equal_mask"});
+  // The standard forms these ops had before are gone.
+  for (auto& n : m.graph().node()) EXPECT_NE(n.op_type(), "Reciprocal");
+}
+
+// Files written before the ai.jobflow domain spelled these ops in standard
+// ops (Sqrt + Reciprocal, Mul(x, x), Reshape + Add): they still load and
+// compute the same values. (equal_mask's Equal + Cast never loaded.)
+TEST_F(OnnxOps, StandardFormsOfJobflowOpsStillLoad) {
+  const Tensor x = specials({2, 3, 4}, 12);
+  const Tensor c = Tensor::from<float>({3}, {1.0f, -2.0f, 0.25f});
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* os = m.add_opset_import();
+  os->set_domain("");
+  os->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("old");
+  auto* vi = g->add_input();
+  vi->set_name("x");
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : x.shape()) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  u::tensor_to_proto(c, "c", g->add_initializer());
+  u::tensor_to_proto(Tensor::from<int64_t>({2}, {-1, 1}), "c_shape", g->add_initializer());
+  auto node = [&](const char* type, std::vector<std::string> ins, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(type);
+    n->set_name(out);
+    for (auto& i : ins) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Sqrt", {"x"}, "s");
+  node("Reciprocal", {"s"}, "rsqrt");
+  node("Mul", {"x", "x"}, "square");
+  node("Reshape", {"c", "c_shape"}, "c2");
+  node("Add", {"x", "c2"}, "bias_add");
+  for (const char* o : {"rsqrt", "square", "bias_add"}) g->add_output()->set_name(o);
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  const auto got = flow::onnx::load_bytes(bytes, {}, "old")->run({x});
+  auto want_job = define("engine_ops", {x, c}, [](const Blobs& v) {
+    return Blobs{flow::rsqrt(v[0]), flow::square(v[0]), flow::nn::bias_add(v[0], v[1], 1)};
+  });
+  const auto want = want_job->run({x, c});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[i].equal(want[i])) << "output " << i;
+}
+
+// A train job with batch normalization layers (with and without scale and
+// offset) continues identically from its file: batch_norm_train maps to
+// BatchNormalization in training mode and back, on the same variables.
+TEST_F(OnnxOps, BatchNormLayersTrainRoundTrip) {
+  auto define_train = [] {
+    return flow::global_function(
+        flow::Train, flow::function_config().name("bn_train"),
+        {flow::Numpy::Placeholder({4, 3, 2, 2}, flow::Float, "x"), flow::Numpy::Placeholder({4, 3, 2, 2}, flow::Float, "t")},
+        [](Blob x, Blob t) -> flow::Numpy {
+          Blob h = flow::layers::batch_normalization(x, {.momentum = 0.5, .name = "bn1"});
+          h = flow::layers::batch_normalization(h, {.momentum = 0.75, .center = false, .scale = false, .name = "bn2"});
+          Blob loss = flow::reduce_mean(flow::square(flow::sub(h, t)));
+          flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0).minimize(loss);
+          return loss;
+        });
+  };
+  auto job = define_train();
+  flow::CheckPoint().init();
+  auto batch = [](uint32_t i) { return std::vector<Tensor>{specials({4, 3, 2, 2}, 100 + i), specials({4, 3, 2, 2}, 200 + i)}; };
+  auto finite = [](std::vector<Tensor> v) {  // training on NaN/Inf would compare NaN losses
+    for (auto& t : v)
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (!std::isfinite(t.data<float>()[i])) t.data<float>()[i] = 0.5f;
+    return v;
+  };
+  for (uint32_t i = 0; i < 2; ++i) job.compiled()->run(finite(batch(i)));
+  const fs::path d = tmp_dir("bn_train");
+  flow::onnx::save(*job.compiled(), (d / "t.onnx").string());
+  std::map<std::string, Tensor> at_save;
+  for (auto& n : flow::session::variable_names()) at_save[n] = flow::session::variable(n).clone();
+  std::vector<Tensor> losses;
+  for (uint32_t i = 2; i < 4; ++i) losses.push_back(job.compiled()->run(finite(batch(i)))[0]);
+  job.compiled()->sync();
+  std::map<std::string, Tensor> after;
+  for (auto& n : flow::session::variable_names()) after[n] = flow::session::variable(n).clone();
+  EXPECT_TRUE(after.count("bn2-moving_mean"));
+  EXPECT_FALSE(after.count("bn2-gamma"));
+
+  for (auto& [n, v] : at_save) flow::session::assign(n, v);
+  auto loaded = flow::onnx::load((d / "t.onnx").string(), {});
+  for (uint32_t i = 2; i < 4; ++i)
+    EXPECT_TRUE(loaded->run(finite(batch(i)))[0].equal(losses[i - 2])) << "step " << i;
+  loaded->sync();
+  for (auto& [n, v] : after) EXPECT_TRUE(flow::session::variable(n).equal(v)) << n;
+  fs::remove_all(d);
+}
+
 // ------------------------------------------------------------ importer: Pad, Split
 
 // A one-node ONNX model: input "x", initializers, outputs.
@@ -711,6 +839,61 @@ TEST_F(OnnxOps, ImportedPadErrors) {
   EXPECT_THROW(load_pad({1, 0, 0, 0}, "wrap"), flow::Error);
   EXPECT_THROW(load_pad({int64_t(1) << 62, 0, 0, 0}, "edge"), flow::Error);  // past max_tensor_bytes
   EXPECT_NO_THROW(load_pad({3, 3, 3, 3}, "reflect"));               // longer than the axis: numpy's reflect
+}
+
+// ------------------------------------------------------------ constant folding, the registry
+
+// Constant nodes are folded with the engine's own kernels: int64 arithmetic
+// is exact past 2^53, and a folded float op gives the bits the engine
+// computes at run time.
+TEST_F(OnnxOps, ConstantsFoldWithTheEnginesKernels) {
+  const int64_t big = (int64_t(1) << 53) + 1;  // no double holds it
+  const Tensor x = Tensor::from<float>({4}, {-3.5f, 0.1f, 1.0f, 20.25f});
+  Model M(17);
+  M.input("x", x);
+  M.init("big", Tensor::from<int64_t>({1}, {big}));
+  M.init("three", Tensor::from<int64_t>({1}, {3}));
+  auto* k = M.m.mutable_graph()->add_node();
+  k->set_op_type("Constant");
+  k->add_output("kx");
+  auto* v = k->add_attribute();
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  u::tensor_to_proto(x, "", v->mutable_t());
+  M.node("Mul", {"big", "three"}, {"product"});
+  M.node("Exp", {"kx"}, {"folded_exp"});
+  M.node("Exp", {"x"}, {"runtime_exp"});
+  const auto ys = M.run(x);
+  ASSERT_EQ(ys.size(), 3u);
+  EXPECT_EQ(ys[0].data<int64_t>()[0], big * 3);
+  EXPECT_TRUE(ys[1].equal(ys[2])) << ys[1].str() << " vs " << ys[2].str();
+}
+
+// Every forward op (what a job's body can contain) has an ONNX form; only
+// the ops autodiff, the optimizers and the compiler add have none.
+TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
+  using K = flow::OpKind;
+  const std::set<K> no_form = {
+      K::Placeholder, K::Variable,  // graph inputs and initializers
+      K::ReluGrad, K::SigmoidGrad, K::TanhGrad,
+      K::LeakyReluGrad, K::EluGrad, K::SeluGrad, K::SoftplusGrad, K::SoftsignGrad, K::HardSigmoidGrad, K::ClipGrad,
+      K::LeakyReluGrad2, K::EluGrad2, K::SeluGrad2, K::SoftplusGrad2, K::SoftsignGrad2, K::HardSigmoidGrad2, K::ClipGrad2,
+      K::PReluGradX, K::PReluGradSlope, K::PowGradBase, K::PowGradExponent, K::MinimumGradA, K::MinimumGradB,
+      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::StridedSliceGrad, K::PadGrad,
+      K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
+      K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
+      K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::SgdUpdate, K::AdamUpdate};
+  for (size_t i = 0; i < flow::kOpKindCount; ++i) {
+    const auto k = static_cast<K>(i);
+    EXPECT_EQ(flow::onnx::find_export(k) != nullptr, !no_form.count(k)) << flow::op_name(k);
+  }
+  // Jobflow's own ops import from their domain; "ai.onnx" is the standard one.
+  for (const char* op : {"Rsqrt", "Square", "BiasAdd", "EqualMask"}) {
+    EXPECT_NE(flow::onnx::find_import("ai.jobflow", op), nullptr) << op;
+    EXPECT_EQ(flow::onnx::find_import("", op), nullptr) << op;
+  }
+  EXPECT_EQ(flow::onnx::find_import("ai.onnx", "Conv"), flow::onnx::find_import("", "Conv"));
+  EXPECT_EQ(flow::onnx::find_import("com.example", "Conv"), nullptr);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jobflow/backend.h>
 #include <jobflow/checkpoint_io.h>
 #include <jobflow/compiler.h>
 #include <jobflow/jobflow.h>
@@ -393,13 +394,13 @@ TEST_F(JobRules, AFrozenUseInAnotherJobDoesNotStopTraining) {
   // The graph shows each job's own use.
   const auto& pg = *predict.compiled()->definition().graph;
   const auto& tg = *train.compiled()->definition().graph;
-  auto attrs_of = [](const flow::Graph& g, const std::string& var) {
+  auto trainable_of = [](const flow::Graph& g, const std::string& var) -> int64_t {
     for (const auto& n : g.nodes)
-      if (std::string(n.op->name()) == "variable" && n.op->attrs().rfind(var + " ", 0) == 0) return n.op->attrs();
-    return std::string("(none)");
+      if (n.op->kind() == flow::OpKind::Variable && n.op->attr_string("name") == var) return n.op->attr_int("trainable");
+    return -1;
   };
-  EXPECT_EQ(attrs_of(pg, "lin-weight"), "lin-weight (2, 3) float32 (not trainable)");
-  EXPECT_EQ(attrs_of(tg, "lin-weight"), "lin-weight (2, 3) float32");
+  EXPECT_EQ(trainable_of(pg, "lin-weight"), 0);
+  EXPECT_EQ(trainable_of(tg, "lin-weight"), 1);
 }
 
 // The other order, and what CheckPoint.load asks of the session: a value
@@ -543,8 +544,8 @@ TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {
   });
   auto ops = job.compiled()->plan().op_sequence();
   ASSERT_EQ(ops.size(), 3u) << job.compiled()->plan().describe();
-  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 +bias +relu]");
-  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 +bias]");
+  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=1]");
+  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=0]");
   // h1's buffer is dead once h2 is computed: the output may reuse it.
   EXPECT_LT(job.compiled()->plan().arena_bytes(), job.compiled()->plan().unshared_bytes());
   // Fused and unfused plans agree.
@@ -628,12 +629,61 @@ TEST_F(JobRules, OnlyVariablesTheLossReachesAreUpdated) {
   EXPECT_EQ(train.compiled()->definition().trainable.size(), 2u);  // used-weight, used-bias
 }
 
+TEST_F(JobRules, DevicesAreParsedInOnePlace) {
+  for (const char* ok : {"cpu", "gpu", "cuda", "gpu:0", "cuda:0"}) {
+    flow::Device d;
+    std::string why;
+    EXPECT_TRUE(flow::parse_device(ok, &d, &why)) << ok << ": " << why;
+    EXPECT_EQ(d.tag, std::string(ok) == "cpu" ? "cpu" : "gpu") << ok;
+    EXPECT_EQ(d.index, 0) << ok;
+  }
+  // Another device number is refused, not ignored: the CUDA backend uses device 0.
+  std::string e = error_of([] { flow::parse_device("cuda:1", "here"); });
+  EXPECT_EQ(e, "[here] device \"cuda:1\" is not available: the CUDA backend runs on device 0 only (use cuda:0 or gpu)");
+  for (const char* bad : {"tpu", "", "cpu:0", "cuda:", "gpu:x", "cuda:-1", "Cuda"}) {
+    flow::Device d;
+    std::string why;
+    EXPECT_FALSE(flow::parse_device(bad, &d, &why)) << bad;
+    EXPECT_NE(why.find(std::string("device \"") + bad + "\""), std::string::npos) << why;
+  }
+  // Placement scopes read devices the same way.
+  e = error_of([] {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2})}, [](Blob x) -> flow::Numpy {
+      auto s = flow::scope::placement("cuda:3");
+      return flow::identity(x);
+    });
+  });
+  EXPECT_NE(e.find("[scope::placement] device \"cuda:3\" is not available"), std::string::npos) << e;
+}
+
+TEST_F(JobRules, OpKindsHaveDistinctNames) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < flow::kOpKindCount; ++i) {
+    const auto k = static_cast<flow::OpKind>(i);
+    const std::string n = flow::op_name(k);
+    EXPECT_TRUE(names.insert(n).second) << n << " names two kinds";
+    flow::OpKind back;
+    ASSERT_TRUE(flow::op_kind_from_name(n, &back)) << n;
+    EXPECT_EQ(back, k) << n;
+  }
+  flow::OpKind unused;
+  EXPECT_FALSE(flow::op_kind_from_name("no_such_op", &unused));
+  // A primitive's name is its kind's.
+  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2, 3})}, [](Blob x) -> flow::Numpy {
+    return flow::nn::softmax(flow::mul(x, x));
+  });
+  for (const auto& n : job.compiled()->plan().graph().nodes)
+    EXPECT_STREQ(n.op->name(), flow::op_name(n.op->kind()));
+}
+
 TEST_F(JobRules, DefaultPlacementIsValidated) {
   std::string e = error_of([] {
     flow::global_function(flow::Predict, flow::function_config().default_placement("tpu"),
                           {flow::Numpy::Placeholder({2})}, [](Blob x) -> flow::Numpy { return x; });
   });
-  EXPECT_NE(e.find("default_placement device must be \"cpu\" or \"gpu\", got \"tpu\""), std::string::npos) << e;
+  EXPECT_NE(e.find("[global_function] default_placement: device \"tpu\" is not cpu, gpu, cuda, gpu:<n> or cuda:<n>"),
+            std::string::npos)
+      << e;
 }
 
 namespace {

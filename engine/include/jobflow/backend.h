@@ -1,11 +1,12 @@
-// jobflow/backend.h — the small interface every backend implements.
+// jobflow/backend.h — devices, and the small interface every backend
+// implements.
 //
-// A backend runs primitives for one device kind ("cpu", "gpu"). The
-// registry (backend.cpp) is the only code that knows which backends exist;
-// the compiler asks it for the backend of each node's placement. The CUDA
-// backend is a library the registry loads at run time (cuda/README.md);
-// without it, or without a device, "gpu"-placed ops run on the CPU after a
-// one-line warning.
+// A backend runs primitives for one device tag ("cpu", "gpu"). The registry
+// (backend.cpp, a table from tag to loader) is the only code that knows
+// which backends exist; the compiler asks it for the backend of each node's
+// placement. The CUDA backend is a library the registry loads at run time
+// (cuda/README.md); without it, or without a device, "gpu"-placed ops run on
+// the CPU after a one-line warning.
 #pragma once
 
 #include <string>
@@ -14,6 +15,21 @@
 #include "jobflow/primitive.h"
 
 namespace jobflow {
+
+// A device as users name it (placements, FunctionConfig::default_placement,
+// onnx::LoadOptions::device, the jobfunction element's `device`): "cpu";
+// "gpu" or "cuda" (the same), optionally with a device index, "cuda:0".
+// Only device 0 exists for now: the CUDA backend runs every op on device 0,
+// so another index is refused rather than ignored.
+struct Device {
+  std::string tag = "cpu";  // the registry's tag: "cpu" or "gpu"
+  int index = 0;
+};
+// Parses `text`; false with *why saying what is wrong ("device \"tpu\" is not
+// cpu, gpu, cuda, gpu:<n> or cuda:<n>").
+bool parse_device(const std::string& text, Device* out, std::string* why);
+// The same; throws Error("[where] <why>").
+Device parse_device(const std::string& text, const std::string& where);
 
 class Backend {
  public:
@@ -27,9 +43,9 @@ class Backend {
                     ExecContext& ctx) const = 0;
 };
 
-// The backend for a placement's device tag; falls back to the CPU backend
-// (and sets *fell_back) when none is built or no device is present.
-const Backend& backend_for(const std::string& device, bool* fell_back = nullptr);
+// The backend for a device tag ("cpu", "gpu"; Device::tag); falls back to the
+// CPU backend (and sets *fell_back) when none is built or no device is present.
+const Backend& backend_for(const std::string& tag, bool* fell_back = nullptr);
 // Names of the backends this process has: {"cpu"}, or {"cpu", "cuda"} when
 // the CUDA backend's library loads (whether or not a device is present).
 std::vector<std::string> compiled_backends();

@@ -55,7 +55,8 @@ struct LoadOptions {
   // Variables: a OneFlow-layout checkpoint folder that overrides the file's
   // initializers (names must match: error naming the variable otherwise).
   std::string checkpoint;
-  // Where the job runs ("cpu", "gpu"/"cuda:0").
+  // Where the job runs: "cpu", "gpu" (or "cuda"), "cuda:0" (parse_device(),
+  // jobflow/backend.h; device 0 is the only one for now).
   std::string device = "cpu";
   size_t max_in_flight = 4;
   // OpenMP threads of the job's worker (0 = $JOBFLOW_NUM_THREADS or OpenMP's default).

@@ -2,16 +2,21 @@
 //
 // Every op is a Primitive (MLX's design): one non-copyable class holding the
 // op's attributes, with
-//   infer()    shapes/dtypes of the outputs from those of the inputs; throws
-//              Error("[opname] ...") naming the shapes when they do not fit;
-//   eval_cpu() the CPU kernel (writes into preallocated outputs);
-//   eval_gpu() the CUDA kernel (cuda/; a CPU-only build throws);
-//   vjp()      the gradient, written with other ops so it runs on every
-//              backend.
+//   kind()       its identity, an OpKind (below): what backends and the ONNX
+//                importer/exporter key their tables by; name() derives from it;
+//   infer()      shapes/dtypes of the outputs from those of the inputs; throws
+//                Error("[opname] ...") naming the shapes when they do not fit;
+//   eval_cpu()   the CPU kernel (writes into preallocated outputs);
+//   vjp()        the gradient, written with other ops so it runs on every
+//                backend;
+//   attributes() every parameter, by name.
+// Other backends (cuda/) run an op by its kind and attributes: they keep a
+// table indexed by OpKind, so the engine's op files know nothing of them.
 // An op's builder function (ops.h) validates arguments and adds a node
 // holding its primitive to the current graph.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,9 +28,60 @@
 
 namespace jobflow {
 
-// A primitive's attributes by name (for export to ONNX and inspection).
+// The identity of every op the engine has: one entry per distinct Primitive
+// behaviour, grouped by the file under engine/src/ops/ that defines it.
+// op_name(kind) is its name in errors, plans and node names ("add"). Tables
+// keyed by it: the names (src/primitive.cpp, checked against this list at
+// compile time), the CUDA backend's ops (cuda/ops*.cpp) and the ONNX rows
+// (src/ops/*_onnx.cpp). Adding an op: an entry here, its name in
+// src/primitive.cpp, then docs/architecture.md "Adding an op".
+enum class OpKind : uint16_t {
+  // Sources the compiler binds (no kernel): state_ops.h, ops/shape.cpp.
+  Placeholder, Variable, Constant,
+  // ops/elementwise.cpp
+  Add, Sub, Mul, Div, EqualMask,
+  Neg, Exp, Log, Sqrt, Rsqrt, Square, Sigmoid, Tanh, Relu, AddScalar, MulScalar,
+  ReluGrad, SigmoidGrad, TanhGrad, Cast, AddN,
+  // ops/activations.cpp: activations, their first and second derivatives
+  LeakyRelu, Elu, Selu, Softplus, Softsign, HardSigmoid, Clip,
+  LeakyReluGrad, EluGrad, SeluGrad, SoftplusGrad, SoftsignGrad, HardSigmoidGrad, ClipGrad,
+  LeakyReluGrad2, EluGrad2, SeluGrad2, SoftplusGrad2, SoftsignGrad2, HardSigmoidGrad2, ClipGrad2,
+  // ops/activations.cpp: broadcasting binary ops and their derivatives
+  PRelu, Pow, Minimum, Maximum,
+  PReluGradX, PReluGradSlope, PowGradBase, PowGradExponent, MinimumGradA, MinimumGradB, MaximumGradA, MaximumGradB,
+  // ops/linalg.cpp
+  MatMul, BiasAdd, BiasGrad,
+  // ops/reduce.cpp
+  ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike,
+  // ops/shape.cpp
+  Reshape, Transpose, Concat, Slice, SliceGrad, Identity,
+  // ops/indexing.cpp
+  Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad,
+  // ops/nn.cpp
+  Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad,
+  Dropout, DropoutGrad, BatchNormalization, BatchNormalizationGrad, BatchNormTrain, BatchNormTrainGrad,
+  // ops/conv.cpp, ops/conv_transpose.cpp
+  Conv2d, Conv2dBackwardData, Conv2dBackwardWeights, MaxPool2d, AvgPool2d, MaxPool2dGrad, AvgPool2dGrad,
+  ConvTranspose2d, ConvTranspose2dGradInput, ConvTranspose2dGradWeight,
+  // optimizer.cpp
+  SgdUpdate, AdamUpdate,
+};
+// How many kinds there are (tables indexed by OpKind have this size).
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::AdamUpdate) + 1;
+// The op's name ("add", "conv2d"): the same for every primitive of the kind.
+const char* op_name(OpKind k);
+// The kind of a name; false when no op has it.
+bool op_kind_from_name(const std::string& name, OpKind* out);
+
+// A primitive's attributes by name (for export to ONNX, other backends and
+// inspection): every parameter that defines the op.
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>, Tensor>;
 using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+// The attribute `key` of `a`, or null.
+const AttrValue* find_attr(const Attrs& a, const std::string& key);
+// "axis=1 shape=(2, 3) value=(2, 3) float32": the text form used by
+// Primitive::attrs().
+std::string attrs_str(const Attrs& a);
 
 // Per-step state handed to kernels.
 struct ExecContext {
@@ -42,10 +98,10 @@ class Primitive {
   Primitive& operator=(const Primitive&) = delete;
   virtual ~Primitive() = default;
 
-  virtual const char* name() const = 0;
+  virtual OpKind kind() const = 0;
+  const char* name() const { return op_name(kind()); }
   virtual std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const = 0;
   virtual void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const = 0;
-  virtual void eval_gpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const;
   // Gradients w.r.t. inputs[argnums[k]], given cotangents of every output
   // (undefined Blob = zero cotangent). Returns one Blob per argnum;
   // undefined = no gradient flows.
@@ -69,11 +125,19 @@ class Primitive {
   // output, replacing a separate bias_grad pass over the same dy.
   virtual std::shared_ptr<Primitive> with_bias_grad() const { return nullptr; }
   // Every parameter that defines the op (axis, strides, pads, flags,
-  // constant values...), so an exporter can write it and a loader can
-  // rebuild an identical op through its builder function.
+  // constant values...), so an exporter can write it, a loader can rebuild
+  // an identical op through its builder function and another backend can
+  // run it.
   virtual Attrs attributes() const { return {}; }
-  // Human-readable attributes for `jobflow inspect` and error messages.
-  virtual std::string attrs() const { return ""; }
+  // One attribute, typed: throws Error("[opname] ...") naming the attribute
+  // when it is missing or of another type (an integer reads as a double).
+  int64_t attr_int(const std::string& key) const;
+  double attr_double(const std::string& key) const;
+  std::string attr_string(const std::string& key) const;
+  std::vector<int64_t> attr_ints(const std::string& key) const;
+  Tensor attr_tensor(const std::string& key) const;
+  // The attributes as text (attrs_str), for plans, profiles and errors.
+  std::string attrs() const { return attrs_str(attributes()); }
 };
 
 // "[opname] " prefix helper for errors thrown by infer().

@@ -1,5 +1,5 @@
-// numpy broadcasting for elementwise kernels (internal): the result shape,
-// a collapsed strided view of two operands, and parallel row loops over it.
+// numpy broadcasting for elementwise kernels (internal): parallel row loops
+// over the collapsed strided view of two operands (layout.h builds it).
 // Shared by ops/elementwise.cpp and ops/activations.cpp.
 #pragma once
 
@@ -16,24 +16,10 @@ namespace jobflow::kern {
 // (e.g. a (1, 10^6) x (1,) broadcast) still spreads over the threads.
 inline constexpr int64_t kRowPiece = 1 << 14;
 
-// numpy's result shape of broadcasting a with b; names both on mismatch.
-inline Shape broadcast_shape(const char* op, const Shape& a, const Shape& b) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r, 1);
-  for (size_t k = 0; k < r; ++k) {  // k counts from the last dim
-    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
-    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    if (da != db && da != 1 && db != 1)
-      op_error(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot broadcast (dim " +
-                       std::to_string(static_cast<int64_t>(r - 1 - k)) + ": " + std::to_string(da) + " vs " +
-                       std::to_string(db) + ")");
-    out[r - 1 - k] = da == 1 ? db : da;
-  }
-  return out;
-}
+// numpy broadcasting's result shape and collapsed view: layout.h.
+using layout::broadcast_shape;
 
-// Collapsed view of out = f(a, b): `nd` dims (outermost first) and each
-// operand's element stride along them (0 where it is broadcast).
+// The collapsed view of out = f(a, b) (layout::broadcast_view).
 struct BView {
   int nd = 0;
   int64_t dim[kMaxRank];
@@ -42,32 +28,8 @@ struct BView {
 };
 
 inline BView broadcast_view(const Shape& out, const Shape& a, const Shape& b) {
-  const int r = static_cast<int>(out.size());
   BView v;
-  // Walk from the innermost dim outwards so the running contiguous strides of
-  // a and b are known; build the view reversed and flip it at the end.
-  int64_t ca = 1, cb = 1;  // contiguous stride of the next dim of a / b
-  int64_t rd[kMaxRank], ra[kMaxRank], rb[kMaxRank];
-  int n = 0;
-  for (int i = r - 1; i >= 0; --i) {
-    const int ia = i - (r - static_cast<int>(a.size())), ib = i - (r - static_cast<int>(b.size()));
-    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (out[i] == 1) continue;  // no index to walk
-    const int64_t sa = da == 1 ? 0 : ca, sb = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
-    // Merge with the inner neighbour when stepping this dim once equals
-    // stepping the neighbour through its whole extent, for both operands.
-    if (n > 0 && sa == ra[n - 1] * rd[n - 1] && sb == rb[n - 1] * rd[n - 1]) {
-      rd[n - 1] *= out[i];
-    } else {
-      rd[n] = out[i], ra[n] = sa, rb[n] = sb;
-      ++n;
-    }
-  }
-  if (n == 0) rd[0] = 1, ra[0] = rb[0] = 0, n = 1;  // a single element
-  v.nd = n;
-  for (int k = 0; k < n; ++k) v.dim[k] = rd[n - 1 - k], v.sa[k] = ra[n - 1 - k], v.sb[k] = rb[n - 1 - k];
+  layout::broadcast_view(v, out, a, b);
   return v;
 }
 

@@ -39,18 +39,14 @@ using kern::broadcast_shape;  // numpy broadcasting: cpu/broadcast.h
 
 enum class Act { LeakyRelu, Elu, Selu, Softplus, Softsign, HardSigmoid, Clip };
 
-const char* act_name(Act k) {
-  switch (k) {
-    case Act::LeakyRelu: return "leaky_relu";
-    case Act::Elu: return "elu";
-    case Act::Selu: return "selu";
-    case Act::Softplus: return "softplus";
-    case Act::Softsign: return "softsign";
-    case Act::HardSigmoid: return "hard_sigmoid";
-    case Act::Clip: return "clip";
-  }
-  return "?";
+// The kinds of an activation (order 0) and of its derivatives (1, 2): the
+// OpKind enum lists each family in Act's order.
+constexpr OpKind act_kind(Act k, int order) {
+  const OpKind first = order == 0 ? OpKind::LeakyRelu : order == 1 ? OpKind::LeakyReluGrad : OpKind::LeakyReluGrad2;
+  return static_cast<OpKind>(static_cast<int>(first) + static_cast<int>(k));
 }
+static_assert(act_kind(Act::Clip, 0) == OpKind::Clip && act_kind(Act::Clip, 1) == OpKind::ClipGrad &&
+              act_kind(Act::Clip, 2) == OpKind::ClipGrad2 && act_kind(Act::Softplus, 1) == OpKind::SoftplusGrad);
 
 // Piecewise linear: the second derivative is 0 almost everywhere.
 bool piecewise_linear(Act k) { return k == Act::LeakyRelu || k == Act::HardSigmoid || k == Act::Clip; }
@@ -70,12 +66,6 @@ Attrs act_attrs(Act k, ActParams a) {
     case Act::Clip: return {{"min", a.p}, {"max", a.q}};
     default: return {};
   }
-}
-
-std::string act_attr_str(Act k, ActParams a) {
-  std::string s;
-  for (const auto& [n, v] : act_attrs(k, a)) s += (s.empty() ? "" : " ") + n + "=" + std::to_string(std::get<double>(v));
-  return s;
 }
 
 // f^(order)(x) for order 0 (the activation), 1 and 2, in T. The branch on the
@@ -162,8 +152,7 @@ Blob act_deriv(Act k, ActParams a, int order, Blob g, Blob x);
 class Activation final : public Primitive {
  public:
   Activation(Act k, ActParams a) : k_(k), a_(a) {}
-  const char* name() const override { return act_name(k_); }
-  std::string attrs() const override { return act_attr_str(k_, a_); }
+  OpKind kind() const override { return act_kind(k_, 0); }
   Attrs attributes() const override { return act_attrs(k_, a_); }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
@@ -198,8 +187,7 @@ class Activation final : public Primitive {
 class ActDeriv final : public Primitive {
  public:
   ActDeriv(Act k, ActParams a, int order) : k_(k), a_(a), order_(order) {}
-  const char* name() const override { return order_ == 1 ? names1_[static_cast<int>(k_)] : names2_[static_cast<int>(k_)]; }
-  std::string attrs() const override { return act_attr_str(k_, a_); }
+  OpKind kind() const override { return act_kind(k_, order_); }
   Attrs attributes() const override {
     Attrs r = act_attrs(k_, a_);
     r.push_back({"order", int64_t{order_}});
@@ -240,10 +228,6 @@ class ActDeriv final : public Primitive {
   }
 
  private:
-  static constexpr const char* names1_[] = {"leaky_relu_grad",   "elu_grad",          "selu_grad", "softplus_grad",
-                                            "softsign_grad",     "hard_sigmoid_grad", "clip_grad"};
-  static constexpr const char* names2_[] = {"leaky_relu_grad2",  "elu_grad2",          "selu_grad2", "softplus_grad2",
-                                            "softsign_grad2",    "hard_sigmoid_grad2", "clip_grad2"};
   Act k_;
   ActParams a_;
   int order_;
@@ -263,15 +247,14 @@ Blob activation(Act k, ActParams a, Blob x, const std::string& name) {
 
 enum class Bin { PRelu, Pow, Minimum, Maximum };
 
-const char* bin_name(Bin k) {
-  switch (k) {
-    case Bin::PRelu: return "prelu";
-    case Bin::Pow: return "pow";
-    case Bin::Minimum: return "minimum";
-    case Bin::Maximum: return "maximum";
-  }
-  return "?";
+// OpKind lists the binary ops in Bin's order, and their derivatives by
+// (op, side).
+constexpr OpKind bin_kind(Bin k) { return static_cast<OpKind>(static_cast<int>(OpKind::PRelu) + static_cast<int>(k)); }
+constexpr OpKind bin_deriv_kind(Bin k, int side) {
+  return static_cast<OpKind>(static_cast<int>(OpKind::PReluGradX) + 2 * static_cast<int>(k) + side);
 }
+static_assert(bin_kind(Bin::Maximum) == OpKind::Maximum && bin_deriv_kind(Bin::Pow, 1) == OpKind::PowGradExponent &&
+              bin_deriv_kind(Bin::Maximum, 1) == OpKind::MaximumGradB);
 
 // Weight of `a` in the gradient of min/max: 1 where a is selected, 0 where b
 // is, 1/2 on ties (the gradient is split evenly between equal operands).
@@ -287,7 +270,7 @@ Blob binary_deriv(Bin k, int side, Blob g, Blob a, Blob b);
 class Binary final : public Primitive {
  public:
   explicit Binary(Bin k) : k_(k) {}
-  const char* name() const override { return bin_name(k_); }
+  OpKind kind() const override { return bin_kind(k_); }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     if (k_ == Bin::PRelu || k_ == Bin::Pow) expect_float(name(), in[0], k_ == Bin::PRelu ? "x" : "a");
@@ -335,15 +318,8 @@ class Binary final : public Primitive {
 class BinaryDeriv final : public Primitive {
  public:
   BinaryDeriv(Bin k, int side) : k_(k), side_(side) {}
-  const char* name() const override {
-    static constexpr const char* n[4][2] = {{"prelu_grad_x", "prelu_grad_slope"},
-                                            {"pow_grad_base", "pow_grad_exponent"},
-                                            {"minimum_grad_a", "minimum_grad_b"},
-                                            {"maximum_grad_a", "maximum_grad_b"}};
-    return n[static_cast<int>(k_)][side_];
-  }
+  OpKind kind() const override { return bin_deriv_kind(k_, side_); }
   Attrs attributes() const override { return {{"side", int64_t{side_}}}; }
-  std::string attrs() const override { return "side=" + std::to_string(side_); }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 3);
     expect_float(name(), in[0], "dy");

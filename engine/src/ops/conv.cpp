@@ -148,8 +148,7 @@ Blob conv_forward(Blob x, Blob w, const Geom& g);
 class Conv2d final : public Primitive {
  public:
   Conv2d(Geom g, bool bias = false, bool relu = false) : g_(g), bias_(bias), relu_(relu) {}
-  const char* name() const override { return "conv2d"; }
-  std::string attrs() const override { return g_.str() + (bias_ ? " +bias" : "") + (relu_ ? " +relu" : ""); }
+  OpKind kind() const override { return OpKind::Conv2d; }
   Attrs attributes() const override {
     Attrs a;
     g_.add_to(a);
@@ -206,8 +205,7 @@ class Conv2d final : public Primitive {
 class Conv2dBackwardData final : public Primitive {
  public:
   Conv2dBackwardData(Shape x_shape, Geom g) : x_(std::move(x_shape)), g_(g) {}
-  const char* name() const override { return "conv2d_backward_data"; }
-  std::string attrs() const override { return "x=" + shape_str(x_) + " " + g_.str(); }
+  OpKind kind() const override { return OpKind::Conv2dBackwardData; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);
@@ -246,8 +244,7 @@ class Conv2dBackwardData final : public Primitive {
 class Conv2dBackwardWeights final : public Primitive {
  public:
   Conv2dBackwardWeights(Shape w_shape, Geom g, bool bias) : w_(std::move(w_shape)), g_(g), bias_(bias) {}
-  const char* name() const override { return "conv2d_backward_weights"; }
-  std::string attrs() const override { return "w=" + shape_str(w_) + " " + g_.str() + (bias_ ? " +dbias" : ""); }
+  OpKind kind() const override { return OpKind::Conv2dBackwardWeights; }
   Attrs attributes() const override {
     Attrs a{{"w_shape", w_}};
     g_.add_to(a);
@@ -355,8 +352,7 @@ cpu::Pool2dParams pool_params(const Shape& x, const Shape& y, const PoolGeom& g,
 class Pool2d final : public Primitive {
  public:
   Pool2d(cpu::PoolKind kind, PoolGeom g, bool workspace) : kind_(kind), g_(g), ws_(workspace) {}
-  const char* name() const override { return pool_name(kind_); }
-  std::string attrs() const override { return g_.str() + (ws_ ? " +workspace" : ""); }
+  OpKind kind() const override { return kind_ == cpu::PoolKind::Max ? OpKind::MaxPool2d : OpKind::AvgPool2d; }
   // Average pooling excludes the padding from the count (ONNX count_include_pad=0).
   Attrs attributes() const override {
     Attrs a;
@@ -395,8 +391,7 @@ class Pool2dGrad final : public Primitive {
  public:
   Pool2dGrad(cpu::PoolKind kind, PoolGeom g, Shape x_shape, bool from_input)
       : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input) {}
-  const char* name() const override { return kind_ == cpu::PoolKind::Max ? "max_pool2d_grad" : "avg_pool2d_grad"; }
-  std::string attrs() const override { return "x=" + shape_str(x_) + " " + g_.str() + (from_input_ ? " from_x" : ""); }
+  OpKind kind() const override { return kind_ == cpu::PoolKind::Max ? OpKind::MaxPool2dGrad : OpKind::AvgPool2dGrad; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);

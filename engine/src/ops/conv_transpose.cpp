@@ -105,8 +105,7 @@ Blob ct_grad_weight(Blob x, Blob dy, const Shape& w_shape, const CtGeom& g);
 class ConvTranspose2d final : public Primitive {
  public:
   explicit ConvTranspose2d(CtGeom g) : g_(g) {}
-  const char* name() const override { return kOp; }
-  std::string attrs() const override { return g_.str(); }
+  OpKind kind() const override { return OpKind::ConvTranspose2d; }
   Attrs attributes() const override {
     Attrs a;
     g_.add_to(a);
@@ -137,8 +136,7 @@ class ConvTranspose2d final : public Primitive {
 class ConvTranspose2dGradInput final : public Primitive {
  public:
   ConvTranspose2dGradInput(Shape x_shape, CtGeom g) : x_(std::move(x_shape)), g_(g) {}
-  const char* name() const override { return "conv_transpose2d_grad_input"; }
-  std::string attrs() const override { return "x=" + shape_str(x_) + " " + g_.str(); }
+  OpKind kind() const override { return OpKind::ConvTranspose2dGradInput; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);
@@ -175,8 +173,7 @@ class ConvTranspose2dGradInput final : public Primitive {
 class ConvTranspose2dGradWeight final : public Primitive {
  public:
   ConvTranspose2dGradWeight(Shape w_shape, CtGeom g) : w_(std::move(w_shape)), g_(g) {}
-  const char* name() const override { return "conv_transpose2d_grad_weight"; }
-  std::string attrs() const override { return "w=" + shape_str(w_) + " " + g_.str(); }
+  OpKind kind() const override { return OpKind::ConvTranspose2dGradWeight; }
   Attrs attributes() const override {
     Attrs a{{"w_shape", w_}};
     g_.add_to(a);

@@ -48,15 +48,15 @@ enum class BinOp { Add, Sub, Mul, Div, EqMask };
 class Binary final : public Primitive {
  public:
   explicit Binary(BinOp op) : op_(op) {}
-  const char* name() const override {
+  OpKind kind() const override {
     switch (op_) {
-      case BinOp::Add: return "add";
-      case BinOp::Sub: return "sub";
-      case BinOp::Mul: return "mul";
-      case BinOp::Div: return "div";
-      case BinOp::EqMask: return "equal_mask";
+      case BinOp::Add: return OpKind::Add;
+      case BinOp::Sub: return OpKind::Sub;
+      case BinOp::Mul: return OpKind::Mul;
+      case BinOp::Div: return OpKind::Div;
+      case BinOp::EqMask: return OpKind::EqualMask;
     }
-    return "?";
+    return OpKind::Add;
   }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -130,8 +130,8 @@ bool float_only(UnOp op) {
 class ActGrad final : public Primitive {
  public:
   explicit ActGrad(UnOp act) : act_(act) {}
-  const char* name() const override {
-    return act_ == UnOp::Relu ? "relu_grad" : act_ == UnOp::Sigmoid ? "sigmoid_grad" : "tanh_grad";
+  OpKind kind() const override {
+    return act_ == UnOp::Relu ? OpKind::ReluGrad : act_ == UnOp::Sigmoid ? OpKind::SigmoidGrad : OpKind::TanhGrad;
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
@@ -180,25 +180,21 @@ class ActGrad final : public Primitive {
 class Unary final : public Primitive {
  public:
   explicit Unary(UnOp op, double s = 0.0) : op_(op), s_(s) {}
-  // The compiler's fusion pass recognizes relu by this exact name.
-  const char* name() const override {
+  OpKind kind() const override {
     switch (op_) {
-      case UnOp::Neg: return "neg";
-      case UnOp::Exp: return "exp";
-      case UnOp::Log: return "log";
-      case UnOp::Sqrt: return "sqrt";
-      case UnOp::Rsqrt: return "rsqrt";
-      case UnOp::Square: return "square";
-      case UnOp::Sigmoid: return "sigmoid";
-      case UnOp::Tanh: return "tanh";
-      case UnOp::Relu: return "relu";
-      case UnOp::AddScalar: return "add_scalar";
-      case UnOp::MulScalar: return "mul_scalar";
+      case UnOp::Neg: return OpKind::Neg;
+      case UnOp::Exp: return OpKind::Exp;
+      case UnOp::Log: return OpKind::Log;
+      case UnOp::Sqrt: return OpKind::Sqrt;
+      case UnOp::Rsqrt: return OpKind::Rsqrt;
+      case UnOp::Square: return OpKind::Square;
+      case UnOp::Sigmoid: return OpKind::Sigmoid;
+      case UnOp::Tanh: return OpKind::Tanh;
+      case UnOp::Relu: return OpKind::Relu;
+      case UnOp::AddScalar: return OpKind::AddScalar;
+      case UnOp::MulScalar: return OpKind::MulScalar;
     }
-    return "?";
-  }
-  std::string attrs() const override {
-    return op_ == UnOp::AddScalar || op_ == UnOp::MulScalar ? "scalar=" + std::to_string(s_) : "";
+    return OpKind::Neg;
   }
   Attrs attributes() const override {
     if (op_ == UnOp::AddScalar || op_ == UnOp::MulScalar) return {{"scalar", s_}};
@@ -287,8 +283,7 @@ class Unary final : public Primitive {
 class Cast final : public Primitive {
  public:
   explicit Cast(DType to) : to_(to) {}
-  const char* name() const override { return "cast"; }
-  std::string attrs() const override { return std::string("dtype=") + dtype_name(to_); }
+  OpKind kind() const override { return OpKind::Cast; }
   Attrs attributes() const override { return {{"dtype", std::string(dtype_name(to_))}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("cast", in, 1);
@@ -332,7 +327,7 @@ class Cast final : public Primitive {
 // block by block, each block summing every input while it is in cache.
 class AddN final : public Primitive {
  public:
-  const char* name() const override { return "add_n"; }
+  OpKind kind() const override { return OpKind::AddN; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("add_n", "needs at least one input");
     for (size_t i = 1; i < in.size(); ++i)

@@ -96,8 +96,7 @@ Blob gather_grad(Blob dy, Blob indices, int axis, const Shape& x_shape);
 class Gather final : public Primitive {
  public:
   explicit Gather(int axis) : axis_(axis) {}
-  const char* name() const override { return "gather"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return OpKind::Gather; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   bool differentiable_input(int i) const override { return i == 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -143,8 +142,7 @@ class Gather final : public Primitive {
 class GatherGrad final : public Primitive {
  public:
   GatherGrad(int axis, Shape x_shape) : axis_(axis), x_(std::move(x_shape)) {}
-  const char* name() const override { return "gather_grad"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_) + " x=" + shape_str(x_); }
+  OpKind kind() const override { return OpKind::GatherGrad; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"x_shape", x_}}; }
   bool differentiable_input(int i) const override { return i == 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -314,8 +312,7 @@ class StridedSlice final : public Primitive {
  public:
   explicit StridedSlice(SliceArgs a) : a_(std::move(a)) {}
   // Not "slice": that name is concat's single-axis slice (shape.cpp).
-  const char* name() const override { return "strided_slice"; }
-  std::string attrs() const override { return a_.str(); }
+  OpKind kind() const override { return OpKind::StridedSlice; }
   Attrs attributes() const override {
     Attrs r;
     a_.add_to(r);
@@ -346,8 +343,7 @@ class StridedSlice final : public Primitive {
 class StridedSliceGrad final : public Primitive {
  public:
   StridedSliceGrad(SliceArgs a, Shape x_shape) : a_(std::move(a)), x_(std::move(x_shape)) {}
-  const char* name() const override { return "strided_slice_grad"; }
-  std::string attrs() const override { return a_.str() + " x=" + shape_str(x_); }
+  OpKind kind() const override { return OpKind::StridedSliceGrad; }
   Attrs attributes() const override {
     Attrs r;
     a_.add_to(r);
@@ -393,8 +389,7 @@ Blob slice_grad(Blob dy, const SliceArgs& a, const Shape& x_shape) {
 class Split final : public Primitive {
  public:
   Split(int axis, std::vector<int64_t> sizes) : axis_(axis), sizes_(std::move(sizes)) {}
-  const char* name() const override { return "split"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_) + " split=" + ints_str(sizes_); }
+  OpKind kind() const override { return OpKind::Split; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"split", sizes_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("split", in, 1);
@@ -610,11 +605,7 @@ Blob pad_grad(Blob dy, const std::vector<int64_t>& pads, PadMode m, const Shape&
 class Pad final : public Primitive {
  public:
   Pad(std::vector<int64_t> pads, PadMode m, double value) : pads_(std::move(pads)), m_(m), value_(value) {}
-  const char* name() const override { return "pad"; }
-  std::string attrs() const override {
-    return "pads=" + ints_str(pads_) + " mode=" + pad_mode_name(m_) +
-           (m_ == PadMode::Constant ? " value=" + std::to_string(value_) : "");
-  }
+  OpKind kind() const override { return OpKind::Pad; }
   Attrs attributes() const override {
     return {{"pads", pads_}, {"mode", std::string(pad_mode_name(m_))}, {"value", value_}};
   }
@@ -642,10 +633,7 @@ class Pad final : public Primitive {
 class PadGrad final : public Primitive {
  public:
   PadGrad(std::vector<int64_t> pads, PadMode m, Shape x_shape) : pads_(std::move(pads)), m_(m), x_(std::move(x_shape)) {}
-  const char* name() const override { return "pad_grad"; }
-  std::string attrs() const override {
-    return "pads=" + ints_str(pads_) + " mode=" + pad_mode_name(m_) + " x=" + shape_str(x_);
-  }
+  OpKind kind() const override { return OpKind::PadGrad; }
   Attrs attributes() const override {
     return {{"pads", pads_}, {"mode", std::string(pad_mode_name(m_))}, {"x_shape", x_}};
   }

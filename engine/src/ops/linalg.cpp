@@ -38,11 +38,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
 class MatMul final : public Primitive {
  public:
   MatMul(bool ta, bool tb, bool bias = false, bool relu = false) : ta_(ta), tb_(tb), bias_(bias), relu_(relu) {}
-  const char* name() const override { return "matmul"; }
-  std::string attrs() const override {
-    return std::string("transpose_a=") + (ta_ ? "1" : "0") + " transpose_b=" + (tb_ ? "1" : "0") +
-           (bias_ ? " +bias" : "") + (relu_ ? " +relu" : "");
-  }
+  OpKind kind() const override { return OpKind::MatMul; }
   Attrs attributes() const override {
     return {{"transpose_a", int64_t{ta_}}, {"transpose_b", int64_t{tb_}}, {"bias", int64_t{bias_}},
             {"relu", int64_t{relu_}}};
@@ -133,8 +129,7 @@ class MatMul final : public Primitive {
 class BiasAdd final : public Primitive {
  public:
   BiasAdd(int axis, bool relu = false) : axis_(axis), relu_(relu) {}
-  const char* name() const override { return "bias_add"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_) + (relu_ ? " +relu" : ""); }
+  OpKind kind() const override { return OpKind::BiasAdd; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"relu", int64_t{relu_}}}; }
   int axis() const { return axis_; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -192,8 +187,7 @@ class BiasAdd final : public Primitive {
 class BiasGrad final : public Primitive {
  public:
   explicit BiasGrad(int axis) : axis_(axis) {}
-  const char* name() const override { return "bias_grad"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return OpKind::BiasGrad; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("bias_grad", in, 1);

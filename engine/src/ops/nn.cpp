@@ -23,16 +23,8 @@
 namespace jobflow {
 namespace {
 
-struct Lanes {
-  int64_t outer = 1, C = 1, inner = 1;
-};
-Lanes lanes_of(const Shape& s, int ax) {
-  Lanes l;
-  for (int i = 0; i < ax; ++i) l.outer *= s[i];
-  l.C = s.empty() ? 1 : s[ax];
-  for (size_t i = ax + 1; i < s.size(); ++i) l.inner *= s[i];
-  return l;
-}
+using layout::Lanes;  // (outer, C, inner) around an axis
+using layout::lanes_of;
 
 // Runs f(base) for every lane start (element offset; lane stride = inner),
 // splitting lanes across threads when the tensor is big. For inner == 1 the
@@ -96,8 +88,7 @@ Blob softmax_grad(Blob y, Blob dy, int axis, bool log);
 class Softmax final : public Primitive {
  public:
   Softmax(int axis, bool log) : axis_(axis), log_(log) {}
-  const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return log_ ? OpKind::LogSoftmax : OpKind::Softmax; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
@@ -134,8 +125,7 @@ class Softmax final : public Primitive {
 class SoftmaxGrad final : public Primitive {
  public:
   SoftmaxGrad(int axis, bool log) : axis_(axis), log_(log) {}
-  const char* name() const override { return log_ ? "log_softmax_grad" : "softmax_grad"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return log_ ? OpKind::LogSoftmaxGrad : OpKind::SoftmaxGrad; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
@@ -190,7 +180,7 @@ void with_labels(const Tensor& t, F&& f) {
 
 class SparseXent final : public Primitive {
  public:
-  const char* name() const override { return kXent; }
+  OpKind kind() const override { return OpKind::SparseSoftmaxCrossEntropy; }
   bool differentiable_input(int i) const override { return i == 1; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(kXent, in, 2);
@@ -242,7 +232,7 @@ class SparseXent final : public Primitive {
 // Inputs prob (B, C), labels (B,), dloss (B,): dlogits = (prob - onehot) * dloss.
 class SparseXentGrad final : public Primitive {
  public:
-  const char* name() const override { return "sparse_softmax_cross_entropy_grad"; }
+  OpKind kind() const override { return OpKind::SparseSoftmaxCrossEntropyGrad; }
   bool differentiable_input(int i) const override { return i != 1; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 3);
@@ -308,8 +298,7 @@ uint64_t fnv1a(const std::string& s) {
 class Dropout final : public Primitive {
  public:
   Dropout(double rate, uint64_t salt) : rate_(rate), salt_(salt) {}
-  const char* name() const override { return "dropout"; }
-  std::string attrs() const override { return "rate=" + std::to_string(rate_); }
+  OpKind kind() const override { return OpKind::Dropout; }
   Attrs attributes() const override { return {{"rate", rate_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("dropout", in, 1);
@@ -356,8 +345,7 @@ class Dropout final : public Primitive {
 class DropoutGrad final : public Primitive {
  public:
   explicit DropoutGrad(double rate) : rate_(rate) {}
-  const char* name() const override { return "dropout_grad"; }
-  std::string attrs() const override { return "rate=" + std::to_string(rate_); }
+  OpKind kind() const override { return OpKind::DropoutGrad; }
   Attrs attributes() const override { return {{"rate", rate_}}; }
   bool differentiable_input(int i) const override { return i == 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -409,11 +397,7 @@ void check_stat(const char* op, const TensorSpec& x, const TensorSpec& s, int64_
 class BatchNorm final : public Primitive {
  public:
   BatchNorm(int axis, double eps, bool offset, bool scale) : axis_(axis), eps_(eps), offset_(offset), scale_(scale) {}
-  const char* name() const override { return "batch_normalization"; }
-  std::string attrs() const override {
-    return "axis=" + std::to_string(axis_) + " epsilon=" + std::to_string(eps_) + (offset_ ? "" : " no_offset") +
-           (scale_ ? "" : " no_scale");
-  }
+  OpKind kind() const override { return OpKind::BatchNormalization; }
   // Inputs: x, mean, variance, then offset when `offset`, then scale when `scale`.
   Attrs attributes() const override {
     return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"offset", int64_t{offset_}}, {"scale", int64_t{scale_}}};
@@ -466,7 +450,7 @@ class BatchNorm final : public Primitive {
 class BatchNormGrad final : public Primitive {
  public:
   BatchNormGrad(int axis, double eps, bool scale) : axis_(axis), eps_(eps), scale_(scale) {}
-  const char* name() const override { return "batch_normalization_grad"; }
+  OpKind kind() const override { return OpKind::BatchNormalizationGrad; }
   Attrs attributes() const override {
     return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"scale", int64_t{scale_}}};
   }
@@ -545,11 +529,7 @@ class BatchNormTrain final : public Primitive {
  public:
   BatchNormTrain(int axis, double eps, double momentum, bool gamma, bool beta)
       : axis_(axis), eps_(eps), momentum_(momentum), gamma_(gamma), beta_(beta) {}
-  const char* name() const override { return "batch_norm_train"; }
-  std::string attrs() const override {
-    return "axis=" + std::to_string(axis_) + " epsilon=" + std::to_string(eps_) +
-           " momentum=" + std::to_string(momentum_);
-  }
+  OpKind kind() const override { return OpKind::BatchNormTrain; }
   // Inputs: x, moving_mean, moving_variance, then gamma when `gamma`, then beta when `beta`.
   Attrs attributes() const override {
     return {{"axis", int64_t{axis_}}, {"epsilon", eps_}, {"momentum", momentum_}, {"gamma", int64_t{gamma_}},
@@ -627,7 +607,7 @@ class BatchNormTrain final : public Primitive {
 class BatchNormTrainGrad final : public Primitive {
  public:
   BatchNormTrainGrad(int axis, bool gamma) : axis_(axis), gamma_(gamma) {}
-  const char* name() const override { return "batch_norm_train_grad"; }
+  OpKind kind() const override { return OpKind::BatchNormTrainGrad; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"gamma", int64_t{gamma_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 4 + gamma_);
@@ -765,18 +745,27 @@ Blob batch_normalization(Blob x, const BatchNormOptions& o) {
   Blob beta = o.center ? get_variable(name + "-beta", {C}, dt, zeros_initializer(), o.trainable) : Blob();
   Blob mm = get_variable(name + "-moving_mean", {C}, dt, zeros_initializer(), false);
   Blob mv = get_variable(name + "-moving_variance", {C}, dt, ones_initializer(), false);
-  // Batch statistics in train jobs; a frozen layer (trainable = false) is
-  // used in inference mode there too, as OneFlow and Keras do, so its moving
-  // statistics stay put.
-  if (defining_train_job() && o.trainable) {
-    std::vector<Blob> in{x, mm, mv};
-    if (gamma.defined()) in.push_back(gamma);
-    if (beta.defined()) in.push_back(beta);
-    return internal::add_node(
-        std::make_shared<BatchNormTrain>(ax, o.epsilon, o.momentum, gamma.defined(), beta.defined()), in, name)[0];
-  }
+  // A frozen layer (trainable = false) is used in inference mode in train
+  // jobs too, as OneFlow and Keras do, so its moving statistics stay put.
+  if (o.trainable) return internal::batch_norm_layer(x, mm, mv, gamma, beta, ax, o.epsilon, o.momentum, name);
   return nn::batch_normalization(x, mm, mv, beta, gamma, o.epsilon, ax, name);
 }
 
 }  // namespace layers
+
+namespace internal {
+
+Blob batch_norm_layer(Blob x, Blob moving_mean, Blob moving_variance, Blob gamma, Blob beta, int axis, double epsilon,
+                      double momentum, const std::string& name) {
+  if (defining_train_job()) {
+    std::vector<Blob> in{x, moving_mean, moving_variance};
+    if (gamma.defined()) in.push_back(gamma);
+    if (beta.defined()) in.push_back(beta);
+    return add_node(std::make_shared<BatchNormTrain>(axis, epsilon, momentum, gamma.defined(), beta.defined()), in,
+                    name)[0];
+  }
+  return nn::batch_normalization(x, moving_mean, moving_variance, beta, gamma, epsilon, axis, name);
+}
+
+}  // namespace internal
 }  // namespace jobflow

@@ -210,14 +210,14 @@ void reduce_kernel(const T* x, T* y, const RedPlan& p, int64_t n_out, Fin fin) {
   }
 }
 
-const char* red_name(RedOp op) {
+OpKind red_kind(RedOp op) {
   switch (op) {
-    case RedOp::Sum: return "reduce_sum";
-    case RedOp::Mean: return "reduce_mean";
-    case RedOp::Max: return "reduce_max";
-    case RedOp::SumTo: return "sum_to";
+    case RedOp::Sum: return OpKind::ReduceSum;
+    case RedOp::Mean: return OpKind::ReduceMean;
+    case RedOp::Max: return OpKind::ReduceMax;
+    case RedOp::SumTo: return OpKind::SumTo;
   }
-  return "?";
+  return OpKind::ReduceSum;
 }
 
 std::string axes_str(const std::vector<int>& axes) {
@@ -240,11 +240,7 @@ class Reduce final : public Primitive {
  public:
   Reduce(RedOp op, std::vector<int> axes, bool keepdims, Shape target = {})
       : op_(op), axes_(std::move(axes)), keepdims_(keepdims), target_(std::move(target)) {}
-  const char* name() const override { return red_name(op_); }
-  std::string attrs() const override {
-    if (op_ == RedOp::SumTo) return "shape=" + shape_str(target_);
-    return "axes=" + axes_str(axes_) + " keepdims=" + (keepdims_ ? "1" : "0");
-  }
+  OpKind kind() const override { return red_kind(op_); }
   // axes empty = all axes; sum_to: the target shape.
   Attrs attributes() const override {
     if (op_ == RedOp::SumTo) return {{"shape", target_}};
@@ -363,8 +359,7 @@ class Reduce final : public Primitive {
 class ArgMax final : public Primitive {
  public:
   explicit ArgMax(int axis) : axis_(axis) {}
-  const char* name() const override { return "argmax"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return OpKind::ArgMax; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("argmax", in, 1);
@@ -438,8 +433,7 @@ class ArgMax final : public Primitive {
 class BroadcastTo final : public Primitive {
  public:
   explicit BroadcastTo(Shape shape) : shape_(std::move(shape)) {}
-  const char* name() const override { return "broadcast_to"; }
-  std::string attrs() const override { return "shape=" + shape_str(shape_); }
+  OpKind kind() const override { return OpKind::BroadcastTo; }
   Attrs attributes() const override { return {{"shape", shape_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("broadcast_to", in, 1);
@@ -511,7 +505,7 @@ class BroadcastTo final : public Primitive {
 class FillLike final : public Primitive {
  public:
   explicit FillLike(double v) : v_(v) {}
-  const char* name() const override { return v_ == 0.0 ? "zeros_like" : "ones_like"; }
+  OpKind kind() const override { return v_ == 0.0 ? OpKind::ZerosLike : OpKind::OnesLike; }
   Attrs attributes() const override { return {{"value", v_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);

@@ -41,8 +41,7 @@ void dispatch_width(DType t, F&& f) {
 class Reshape final : public Primitive {
  public:
   explicit Reshape(Shape shape) : shape_(std::move(shape)) {}
-  const char* name() const override { return "reshape"; }
-  std::string attrs() const override { return "shape=" + shape_str(shape_); }
+  OpKind kind() const override { return OpKind::Reshape; }
   Attrs attributes() const override { return {{"shape", shape_}}; }
   int aliases_input(int) const override { return 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -75,8 +74,7 @@ class Reshape final : public Primitive {
 class Transpose final : public Primitive {
  public:
   explicit Transpose(std::vector<int> perm) : perm_(std::move(perm)) {}
-  const char* name() const override { return "transpose"; }
-  std::string attrs() const override { return "perm=" + ints_str(perm_); }
+  OpKind kind() const override { return OpKind::Transpose; }
   Attrs attributes() const override { return {{"perm", std::vector<int64_t>(perm_.begin(), perm_.end())}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("transpose", in, 1);
@@ -222,8 +220,7 @@ AxisView axis_view(const Shape& s, int ax) {
 class Concat final : public Primitive {
  public:
   explicit Concat(int axis) : axis_(axis) {}
-  const char* name() const override { return "concat"; }
-  std::string attrs() const override { return "axis=" + std::to_string(axis_); }
+  OpKind kind() const override { return OpKind::Concat; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("concat", "needs at least one input");
@@ -278,10 +275,7 @@ class Concat final : public Primitive {
 class Slice final : public Primitive {
  public:
   Slice(int axis, int64_t start, int64_t len) : axis_(axis), start_(start), len_(len) {}
-  const char* name() const override { return "slice"; }
-  std::string attrs() const override {
-    return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " len=" + std::to_string(len_);
-  }
+  OpKind kind() const override { return OpKind::Slice; }
   Attrs attributes() const override {
     return {{"axis", int64_t{axis_}}, {"start", start_}, {"len", len_}};
   }
@@ -320,10 +314,7 @@ class Slice final : public Primitive {
 class SliceGrad final : public Primitive {
  public:
   SliceGrad(int axis, int64_t start, int64_t full) : axis_(axis), start_(start), full_(full) {}
-  const char* name() const override { return "slice_grad"; }
-  std::string attrs() const override {
-    return "axis=" + std::to_string(axis_) + " start=" + std::to_string(start_) + " full=" + std::to_string(full_);
-  }
+  OpKind kind() const override { return OpKind::SliceGrad; }
   Attrs attributes() const override {
     return {{"axis", int64_t{axis_}}, {"start", start_}, {"full", full_}};
   }
@@ -386,7 +377,7 @@ std::vector<Blob> Concat::vjp(const std::vector<Blob>& in, const std::vector<Blo
 // ---------------------------------------------------------------------------
 class Identity final : public Primitive {
  public:
-  const char* name() const override { return "identity"; }
+  OpKind kind() const override { return OpKind::Identity; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("identity", in, 1);
     return {in[0]};
@@ -405,8 +396,7 @@ class Identity final : public Primitive {
 class Constant final : public Primitive {
  public:
   explicit Constant(Tensor value) : value_(std::move(value)) {}
-  const char* name() const override { return "constant"; }
-  std::string attrs() const override { return spec_str({value_.shape(), value_.dtype()}); }
+  OpKind kind() const override { return OpKind::Constant; }
   Attrs attributes() const override { return {{"value", value_}}; }
   const Tensor& value() const { return value_; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {

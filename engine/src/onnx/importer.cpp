@@ -1,0 +1,339 @@
+// The Importer (importer.h): a model's values by name, one node's inputs,
+// attributes and outputs as its import row sees them, and the folding of
+// constant nodes with the engine's own kernels.
+#include "importer.h"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+
+#include "jobflow/job.h"
+#include "jobflow/session.h"
+#include "onnx_util.h"
+
+namespace jobflow::onnx {
+
+namespace ou = onnx_util;
+
+[[noreturn]] void fail(const std::string& file, const std::string& msg) {
+  throw Error("[onnx.load] " + file + ": " + msg);
+}
+
+std::string node_label(const NodeProto& n, int index) {
+  if (!n.name().empty()) return n.name();
+  std::string label = "#";  // (not "#" + ...: GCC 12 warns falsely about that)
+  return label.append(std::to_string(index));
+}
+
+// ---------------------------------------------------------------------------
+// Host helpers for constants (shape arithmetic, parameters read at load).
+
+std::vector<int64_t> to_i64(const Tensor& t) {
+  std::vector<int64_t> r(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::Int64) {  // exactly: INT64_MAX ("to the end" of a Slice) is no double
+    std::copy_n(t.data<int64_t>(), t.numel(), r.begin());
+    return r;
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.at(i);  // integers below 2^53 exactly; floats saturate
+    r[i] = !(v > -9.2233720368547758e18) ? std::numeric_limits<int64_t>::min()
+           : v >= 9.2233720368547758e18  ? std::numeric_limits<int64_t>::max()
+                                         : static_cast<int64_t>(v);
+  }
+  return r;
+}
+Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
+  Tensor t(s, dt);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = v[static_cast<size_t>(i)];
+    switch (dt) {
+      case DType::Float32: t.data<float>()[i] = static_cast<float>(x); break;
+      case DType::Float64: t.data<double>()[i] = x; break;
+      case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(x); break;
+      case DType::Int64: t.data<int64_t>()[i] = static_cast<int64_t>(x); break;
+      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
+      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
+    }
+  }
+  return t;
+}
+Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar) {
+  Tensor t(scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())}, DType::Int64);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+Tensor scalar_like(double v, DType dt) { return make_tensor({}, dt, {v}); }
+Blob scalar_blob(double v, DType dt) { return constant(scalar_like(v, dt)); }
+Blob abs_of(Blob x) { return add(nn::relu(x), nn::relu(neg(x))); }
+
+// ---------------------------------------------------------------------------
+// Reading tensors (TensorProto) with the checks of onnx_util plus bool.
+
+Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t max_bytes, const std::string& what,
+                   const std::string& node_for_unsupported) {
+  if (p.dims_size() > kMaxImportRank)
+    throw Error("[onnx] " + what + ": rank " + std::to_string(p.dims_size()) + " exceeds the limit of " +
+                std::to_string(kMaxImportRank));
+  for (int64_t d : p.dims())
+    if (d < 0) throw Error("[onnx] " + what + ": negative dimension " + std::to_string(d));
+  if (p.data_type() == TensorProto::BOOL) {
+    // Bools as uint8 0/1 (ONNX keeps them in raw_data bytes or int32_data).
+    uint64_t n = 1;
+    for (int64_t d : p.dims()) {
+      if (d != 0 && n > max_bytes / static_cast<uint64_t>(d))
+        throw Error("[onnx] " + what + ": " + "tensor larger than the limit of " + std::to_string(max_bytes) + " bytes");
+      n *= static_cast<uint64_t>(d);
+    }
+    if (n > max_bytes) throw Error("[onnx] " + what + ": tensor larger than the limit");
+    if (p.has_raw_data() ? p.raw_data().size() != n : static_cast<uint64_t>(p.int32_data_size()) != n)
+      throw Error("[onnx] " + what + ": bool tensor holds a wrong number of values for dims");
+    Tensor t(Shape(p.dims().begin(), p.dims().end()), DType::UInt8);
+    for (uint64_t i = 0; i < n; ++i)
+      t.data<uint8_t>()[i] = p.has_raw_data() ? (p.raw_data()[i] != 0) : (p.int32_data(static_cast<int>(i)) != 0);
+    return t;
+  }
+  switch (p.data_type()) {
+    case TensorProto::FLOAT: case TensorProto::DOUBLE: case TensorProto::INT32: case TensorProto::INT64:
+    case TensorProto::INT8: case TensorProto::UINT8:
+      break;
+    default: {
+      std::string dt = TensorProto::DataType_IsValid(p.data_type())
+                           ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(p.data_type()))
+                           : std::to_string(p.data_type());
+      std::transform(dt.begin(), dt.end(), dt.begin(), [](unsigned char c) { return std::tolower(c); });
+      throw Unsupported("[onnx] " + what + ": element type " + dt + " is not supported",
+                        {{"dtype " + dt, {node_for_unsupported}}});
+    }
+  }
+  return ou::tensor_from_proto(p, base_dir, max_bytes, what);
+}
+
+// ---------------------------------------------------------------------------
+// The importer.
+
+std::string Importer::where() const {
+  return "node '" + node_label(*node, node_index) + "' (" + node->op_type() + ")";
+}
+
+void Importer::err(const std::string& msg) const { fail(file_, where() + ": " + msg); }
+
+void Importer::unsupported(const std::string& form) const {
+  throw Unsupported("[onnx.load] " + file_ + ": unsupported op: " + form + " (node " + node_label(*node, node_index) + ")",
+                    {{form, {node_label(*node, node_index)}}});
+}
+
+const std::string& Importer::iname(int i) const {
+  // Never an out-of-range read of the protobuf.
+  if (i < 0 || i >= node->input_size())
+    err("has " + std::to_string(node->input_size()) + " inputs; input " + std::to_string(i) + " is required");
+  return node->input(i);
+}
+
+void Importer::check_size(const Shape& s, DType t, const std::string& what) const {
+  uint64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) err(what + " has a negative dimension");
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) err(what + " is too large");
+    n *= static_cast<uint64_t>(d);
+  }
+  const uint64_t sz = dtype_size(t);
+  if (n > opts_.max_tensor_bytes / std::max<uint64_t>(sz, 1))
+    err(what + " " + shape_str(s) + " would need more than max_tensor_bytes (" + std::to_string(opts_.max_tensor_bytes) +
+        ")");
+}
+
+Value& Importer::value(const std::string& name) {
+  auto it = values.find(name);
+  if (it == values.end()) {
+    auto b = bad_outputs.find(name);
+    if (b != bad_outputs.end()) throw Unsupported("[onnx.load] " + file_ + ": " + b->second, {{b->second, {name}}});
+    err("input '" + name + "' is not defined");
+  }
+  return it->second;
+}
+
+Blob Importer::blob_of(const std::string& name) {
+  Value& v = value(name);
+  if (v.blob.defined()) return v.blob;
+  if (v.variable && !inspect_mode) {
+    const Tensor& t = v.konst;
+    v.blob = get_variable(name, t.shape(), t.dtype(), zeros_initializer(), trainable.count(name) > 0);
+    session::assign(name, t);
+  } else {
+    v.blob = constant(v.konst, name);
+  }
+  return v.blob;
+}
+
+Blob Importer::in(int i) {
+  if (!has(i)) err("input " + std::to_string(i) + " is required");
+  return blob_of(iname(i));
+}
+
+TensorSpec Importer::spec(int i) {
+  Value& v = value(iname(i));
+  if (v.blob.defined()) return v.blob.spec();
+  return {v.konst.shape(), v.konst.dtype()};
+}
+
+bool Importer::is_const(int i) {
+  if (!has(i)) return false;
+  return value(node->input(i)).konst.defined();
+}
+
+Tensor Importer::cin(int i) {
+  if (!has(i)) err("input " + std::to_string(i) + " is required");
+  Value& v = value(node->input(i));
+  if (!v.konst.defined()) {
+    // A static engine needs it at load time: a form of the op we lack.
+    const std::string form = node->op_type() + "(runtime input " + std::to_string(i) + ")";
+    throw Unsupported("[onnx.load] " + file_ + ": " + where() + ": input '" + node->input(i) +
+                          "' must be a constant (an initializer or a Constant): its value is only known when the "
+                          "job runs",
+                      {{form, {node_label(*node, node_index)}}});
+  }
+  return v.konst;
+}
+
+std::vector<int64_t> Importer::ints_in(int i) {
+  Tensor t = cin(i);
+  if (is_floating(t.dtype())) err("input '" + node->input(i) + "' must be an integer tensor");
+  return to_i64(t);
+}
+
+const AttributeProto* Importer::attr(const std::string& name, AttributeProto::AttributeType want) const {
+  for (const auto& a : node->attribute()) {
+    if (a.name() != name) continue;
+    AttributeProto::AttributeType t = a.type();
+    if (t == AttributeProto::UNDEFINED) {  // old files: infer from the field set
+      if (a.has_i()) t = AttributeProto::INT;
+      else if (a.has_f()) t = AttributeProto::FLOAT;
+      else if (a.has_s()) t = AttributeProto::STRING;
+      else if (a.has_t()) t = AttributeProto::TENSOR;
+      else if (a.ints_size()) t = AttributeProto::INTS;
+      else if (a.floats_size()) t = AttributeProto::FLOATS;
+      else t = want;
+    }
+    if (t != want)
+      err("attribute '" + name + "' has type " + AttributeProto::AttributeType_Name(t) + ", expected " +
+          AttributeProto::AttributeType_Name(want));
+    return &a;
+  }
+  return nullptr;
+}
+
+bool Importer::has_attr(const std::string& name) const {
+  for (const auto& a : node->attribute())
+    if (a.name() == name) return true;
+  return false;
+}
+
+int64_t Importer::attr_i(const std::string& name, int64_t def) const {
+  auto* a = attr(name, AttributeProto::INT);
+  return a ? a->i() : def;
+}
+
+double Importer::attr_f(const std::string& name, double def) const {
+  auto* a = attr(name, AttributeProto::FLOAT);
+  return a ? a->f() : def;
+}
+
+std::string Importer::attr_s(const std::string& name, const std::string& def) const {
+  auto* a = attr(name, AttributeProto::STRING);
+  return a ? a->s() : def;
+}
+
+std::optional<std::vector<int64_t>> Importer::attr_ints(const std::string& name) const {
+  auto* a = attr(name, AttributeProto::INTS);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::vector<int64_t> Importer::attr_ints(const std::string& name, std::vector<int64_t> def) const {
+  auto v = attr_ints(name);
+  return v ? *v : def;
+}
+
+Tensor Importer::attr_t(const std::string& name) const {
+  auto* a = attr(name, AttributeProto::TENSOR);
+  if (!a) return Tensor();
+  return read_tensor(a->t(), base_dir_, opts_.max_tensor_bytes, where() + " " + name, node_label(*node, node_index));
+}
+
+void Importer::out(int i, Blob b) {
+  if (i >= node->output_size() || node->output(i).empty()) return;
+  check_size(b.shape(), b.dtype(), "output '" + node->output(i) + "'");
+  values[node->output(i)].blob = b;
+}
+
+void Importer::out_const(int i, Tensor t) {
+  if (i >= node->output_size() || node->output(i).empty()) return;
+  Value v;
+  v.konst = std::move(t);
+  values[node->output(i)] = v;
+}
+
+int Importer::axis_of(int64_t a, int64_t rank) const {
+  const int ax = rank > 0 ? layout::wrap_axis(a, rank) : -1;
+  if (ax < 0) err("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+  return ax;
+}
+
+namespace {
+
+// A foldable op whose inputs are all plain constants: its handler builds the
+// engine ops on a scratch graph, and the engine's own kernels (eval_cpu)
+// compute them now; the outputs become constants, the values the job would
+// compute. Nothing of the scratch graph stays.
+bool try_fold(Importer& I, const ImportRow& e) {
+  if (!e.fold || I.nin() == 0) return false;
+  for (int i = 0; i < I.nin(); ++i)
+    if (I.has(i) && !I.value(I.iname(i)).pure_const()) return false;
+  Graph scratch;
+  auto forget_scratch = [&] {
+    for (auto& [name, v] : I.values)
+      if (v.blob.defined() && v.blob.graph() == &scratch) v.blob = Blob();
+  };
+  try {
+    detail::GraphScope scope(&scratch);
+    e.fn(I);
+    std::vector<Tensor> vals(scratch.blobs.size());
+    ExecContext ctx;
+    for (const Node& n : scratch.nodes) {
+      std::vector<Tensor> ins, outs;
+      for (int b : n.inputs) ins.push_back(vals[b]);
+      for (int b : n.outputs) outs.emplace_back(scratch.blobs[b].spec.shape, scratch.blobs[b].spec.dtype);
+      n.op->eval_cpu(ins, outs, ctx);
+      for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
+    }
+    for (int i = 0; i < I.node->output_size(); ++i) {
+      auto it = I.values.find(I.node->output(i));
+      if (it == I.values.end() || !it->second.blob.defined() || it->second.blob.graph() != &scratch) continue;
+      Value v;
+      v.konst = vals[it->second.blob.id()];
+      it->second = v;
+    }
+  } catch (...) {
+    forget_scratch();
+    throw;
+  }
+  forget_scratch();
+  return true;
+}
+
+}  // namespace
+
+void Importer::run_node(const NodeProto& n, int index) {
+  node = &n;
+  node_index = index;
+  const ImportRow* row = find_import(n.domain(), n.op_type());
+  if (!row) unsupported(n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type());
+  if (!try_fold(*this, *row)) row->fn(*this);
+  // Outputs the handler did not produce cannot be used later.
+  for (int i = 0; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && !values.count(n.output(i)))
+      bad_outputs[n.output(i)] = n.op_type() + "(output " + std::to_string(i) + ")";
+}
+
+}  // namespace jobflow::onnx

@@ -1,0 +1,138 @@
+// The ONNX importer's node-level interface (internal): what an import row
+// (registry.h) sees of the model while it maps one ONNX node onto engine
+// ops.
+//
+// The stages of a load:
+//   model_check.cpp  file size, protobuf parse, structure (topological
+//                    order, ranks, names), unsupported ops listed at once;
+//   importer.cpp     the Importer: values by name, a node's inputs and
+//                    attributes, constants folded with the engine's kernels;
+//   ops/*_onnx.cpp   the rows: one handler per ONNX op type;
+//   build.cpp        placeholders, variables, the job (detail::JobBuilder),
+//                    its signature and metadata.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "import_internal.h"
+#include "jobflow/onnx.h"
+#include "jobflow/ops.h"
+#include "layout.h"
+#include "registry.h"
+
+namespace jobflow::onnx {
+
+// The protobuf types every stage and row uses.
+using ::onnx::AttributeProto;
+using ::onnx::GraphProto;
+using ::onnx::ModelProto;
+using ::onnx::NodeProto;
+using ::onnx::TensorProto;
+using ::onnx::ValueInfoProto;
+using onnx_import::Unsupported;
+
+// The importer's rank limit (initializers, inputs, shapes it builds).
+inline constexpr int kMaxImportRank = 8;
+
+[[noreturn]] void fail(const std::string& file, const std::string& msg);
+std::string node_label(const ::onnx::NodeProto& n, int index);
+
+// ---- host helpers for constants read at load (shapes, axes, parameters) ----
+std::vector<int64_t> to_i64(const Tensor& t);  // int64 exactly; floats saturate
+Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v);
+Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar = false);
+Tensor scalar_like(double v, DType dt);
+
+// A TensorProto read with onnx_util's checks, plus bool (as uint8 0/1).
+// Unsupported element types throw onnx_import::Unsupported naming
+// `node_for_unsupported`.
+Tensor read_tensor(const ::onnx::TensorProto& p, const std::string& base_dir, uint64_t max_bytes,
+                   const std::string& what, const std::string& node_for_unsupported);
+
+// A named value of the model.
+struct Value {
+  Blob blob;              // defined once the value exists in the graph
+  Tensor konst;           // value known at load time
+  bool variable = false;  // a float initializer: a session variable when used as data
+  bool pure_const() const { return konst.defined() && !variable; }
+};
+
+class Importer {
+ public:
+  Importer(std::string file, const LoadOptions& opts, const ::onnx::ModelProto& m, std::string base_dir)
+      : file_(std::move(file)), opts_(opts), model_(m), base_dir_(std::move(base_dir)) {}
+
+  std::string file_;
+  const LoadOptions& opts_;
+  const ::onnx::ModelProto& model_;
+  std::string base_dir_;
+  int64_t opset = 0;
+  bool inspect_mode = false;  // initializers as constants, nothing in the session
+  bool train = false;         // building a train job
+  bool job_file = false;
+  std::map<std::string, Value> values;
+  std::set<std::string> trainable;
+  std::map<std::string, std::string> bad_outputs;  // output name -> why it cannot be used
+
+  const ::onnx::NodeProto* node = nullptr;
+  int node_index = 0;
+
+  // ---- errors: "[onnx.load] FILE: node 'N' (Op): ..." ----
+  std::string where() const;
+  [[noreturn]] void err(const std::string& msg) const;
+  // A form of the op this build lacks ("Conv(3-D)"): onnx_import::Unsupported.
+  [[noreturn]] void unsupported(const std::string& form) const;
+
+  // ---- inputs ----
+  int nin() const { return node->input_size(); }
+  bool has(int i) const { return i < node->input_size() && !node->input(i).empty(); }
+  // The name of input i; a node with fewer inputs is an error naming it.
+  const std::string& iname(int i) const;
+  // Checks that a tensor of `s` elements of `t` fits the load limits before
+  // anything of that size is built (overflow-safe).
+  void check_size(const Shape& s, DType t, const std::string& what) const;
+  Value& value(const std::string& name);
+  Blob blob_of(const std::string& name);
+  Blob in(int i);  // input i as a blob (a constant or variable node when needed)
+  TensorSpec spec(int i);
+  Shape shape(int i) { return spec(i).shape; }
+  bool is_const(int i);
+  // Input i's value, which must be known at load time (else Unsupported:
+  // "Op(runtime input i)").
+  Tensor cin(int i);
+  std::vector<int64_t> ints_in(int i);  // cin(i) of an integer tensor
+
+  // ---- attributes (type-checked; old files without types inferred) ----
+  const ::onnx::AttributeProto* attr(const std::string& name, ::onnx::AttributeProto::AttributeType want) const;
+  bool has_attr(const std::string& name) const;
+  int64_t attr_i(const std::string& name, int64_t def) const;
+  double attr_f(const std::string& name, double def) const;
+  std::string attr_s(const std::string& name, const std::string& def) const;
+  std::optional<std::vector<int64_t>> attr_ints(const std::string& name) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def) const;
+  // A TENSOR attribute read like an initializer; an empty Tensor when absent.
+  Tensor attr_t(const std::string& name) const;
+
+  // ---- outputs ----
+  void out(int i, Blob b);
+  void out_const(int i, Tensor t);
+  bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
+
+  // `a` of a tensor of `rank` dims in [0, rank) (a scalar has no axis).
+  int axis_of(int64_t a, int64_t rank) const;
+
+  // ---- the build ----
+  void run_node(const ::onnx::NodeProto& n, int index);
+};
+
+// ---- shared by the rows ----
+Blob scalar_blob(double v, DType dt);  // a constant scalar of `dt`
+Blob abs_of(Blob x);                   // |x| from engine ops (relu(x) + relu(-x))
+
+}  // namespace jobflow::onnx

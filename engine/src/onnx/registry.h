@@ -1,0 +1,90 @@
+// The ONNX op registry (internal): the one table the importer and the
+// exporter consult.
+//
+// Each op family keeps its rows next to its ops, in engine/src/ops/
+// <family>_onnx.cpp (compiled when ONNX support is built):
+//   * import rows: an ONNX op type (in the standard domain, or in Jobflow's
+//     own `ai.jobflow` domain) -> a handler that builds engine ops through
+//     their builder functions (Importer, importer.h);
+//   * export rows: an OpKind -> a handler that writes the op as ONNX nodes
+//     (Exporter, exporter.h).
+// Ops the engine has and standard ONNX lacks (rsqrt, square, bias_add,
+// equal_mask) are written as single nodes of the `ai.jobflow` domain, so a
+// saved job loads back into the same ops one to one; the file also defines
+// each of them as a model-local ONNX function in standard ops, so other
+// runtimes can run it.
+//
+// A row is found by key only: no pattern matching across nodes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "jobflow/primitive.h"
+
+namespace jobflow::onnx {
+
+class Importer;
+class Exporter;
+
+// Jobflow's ONNX domain (and its opset version) for the ops standard ONNX
+// does not have.
+inline constexpr const char* kJobflowDomain = "ai.jobflow";
+inline constexpr int kJobflowOpset = 1;
+
+using ImportFn = void (*)(Importer&);
+using ExportFn = void (*)(Exporter&);
+
+struct ImportRow {
+  std::string domain;  // "" (standard ONNX) or kJobflowDomain
+  std::string op_type;
+  ImportFn fn = nullptr;
+  // Computed at load time, with the engine's own kernels, when every input
+  // is a constant (shape arithmetic: Shape -> Gather -> Concat -> Reshape).
+  bool fold = false;
+  // Inputs that are the trained parameters (weights, biases, scales) when
+  // an ordinary ONNX model is loaded as a train job.
+  std::vector<int> weights;
+};
+
+struct ExportRow {
+  OpKind kind;
+  ExportFn fn = nullptr;
+};
+
+// What a family adds.
+struct OpRows {
+  std::vector<ImportRow> imports;
+  std::vector<ExportRow> exports;
+  // A standard ONNX op; `fold`: see ImportRow.
+  ImportRow& import_op(const char* op_type, ImportFn fn, bool fold = false) {
+    imports.push_back({"", op_type, fn, fold, {}});
+    return imports.back();
+  }
+  // An op of the ai.jobflow domain.
+  ImportRow& import_jobflow_op(const char* op_type, ImportFn fn) {
+    imports.push_back({kJobflowDomain, op_type, fn, false, {}});
+    return imports.back();
+  }
+  void export_op(OpKind k, ExportFn fn) { exports.push_back({k, fn}); }
+};
+
+// The families (one function per ops/<family>_onnx.cpp).
+void elementwise_onnx_rows(OpRows& r);
+void activation_onnx_rows(OpRows& r);
+void linalg_onnx_rows(OpRows& r);
+void reduce_onnx_rows(OpRows& r);
+void shape_onnx_rows(OpRows& r);
+void indexing_onnx_rows(OpRows& r);
+void nn_onnx_rows(OpRows& r);
+void conv_onnx_rows(OpRows& r);
+
+// The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
+// or null.
+const ImportRow* find_import(const std::string& domain, const std::string& op_type);
+// The row of an engine op, or null (the op has no ONNX form).
+const ExportRow* find_export(OpKind k);
+// Every importable op type, sorted: "Add", ..., "ai.jobflow.Rsqrt".
+std::vector<std::string> importable_ops();
+
+}  // namespace jobflow::onnx

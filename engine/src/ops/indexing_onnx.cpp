@@ -1,0 +1,201 @@
+// ONNX rows of gather, strided_slice, split and pad (ops/indexing.cpp), and
+// Trilu (a mask) (registry.h).
+#include <cmath>
+#include <limits>
+
+#include "onnx/exporter.h"
+#include "onnx/importer.h"
+#include "onnx/onnx_util.h"
+
+namespace jobflow::onnx {
+namespace {
+
+namespace ou = onnx_util;
+
+// ---- import ----
+
+// Slice's starts, ends, axes and steps as the node gives them (attributes
+// before opset 10, inputs after), defaults filled in.
+struct SliceArgs {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+SliceArgs read_slice_args(Importer& I) {
+  SliceArgs a;
+  if (I.opset < 10) {
+    a.starts = I.attr_ints("starts", {}), a.ends = I.attr_ints("ends", {}), a.axes = I.attr_ints("axes", {});
+  } else {
+    a.starts = I.ints_in(1), a.ends = I.ints_in(2);
+    if (I.has(3)) a.axes = I.ints_in(3);
+    if (I.has(4)) a.steps = I.ints_in(4);
+  }
+  if (a.axes.empty())
+    for (size_t i = 0; i < a.starts.size(); ++i) a.axes.push_back(static_cast<int64_t>(i));
+  if (a.steps.empty()) a.steps.assign(a.starts.size(), 1);
+  if (a.ends.size() != a.starts.size() || a.axes.size() != a.starts.size() || a.steps.size() != a.starts.size())
+    I.err("starts, ends, axes and steps differ in length");
+  return a;
+}
+
+void op_slice(Importer& I) {
+  // ONNX Slice maps one to one onto the engine's slice (ONNX semantics:
+  // negative and out-of-range starts/ends clamp, negative steps), whose
+  // index arithmetic is overflow-safe for hostile values.
+  Blob x = I.in(0);
+  const SliceArgs a = read_slice_args(I);
+  I.out(0, slice(x, a.starts, a.ends, a.axes, a.steps));
+}
+
+void op_split(Importer& I) {
+  Blob x = I.in(0);
+  const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
+  const int64_t D = x.shape()[ax];
+  std::vector<int64_t> parts;
+  if (I.opset >= 13 && I.has(1)) parts = I.ints_in(1);
+  else if (I.has_attr("split")) parts = I.attr_ints("split", {});
+  else if (I.opset < 13 && I.has(1)) parts = I.ints_in(1);
+  const int n = I.node->output_size();
+  if (parts.empty()) {
+    const int64_t ns = I.attr_i("num_outputs", n);
+    if (ns <= 0) I.err("no outputs");
+    const int64_t chunk = (D + ns - 1) / ns;
+    for (int64_t i = 0, left = D; i < ns; ++i, left -= chunk) parts.push_back(std::min(chunk, std::max<int64_t>(left, 0)));
+  }
+  if (static_cast<int>(parts.size()) != n) I.err("split has " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
+  int64_t sum = 0;
+  for (int64_t p : parts) {
+    if (p < 0 || p > D) I.err("split size " + std::to_string(p) + " is out of range for an axis of " + std::to_string(D));
+    sum += p;
+  }
+  if (sum != D) I.err("split sizes add up to " + std::to_string(sum) + ", not " + std::to_string(D));
+  // The engine's split: consecutive parts, any dtype, values copied exactly.
+  // (The axis as the node gives it, checked above: a saved job loads back
+  // to the same op.)
+  const std::vector<Blob> ys = split(x, parts, static_cast<int>(I.attr_i("axis", 0)));
+  for (int i = 0; i < n; ++i)
+    if (I.wants(i)) I.out(i, ys[static_cast<size_t>(i)]);
+}
+
+void op_gather(Importer& I) {
+  // The engine's gather: numpy.take semantics, negative indices wrap,
+  // out-of-range indices are a run-time error; indices may be computed
+  // (Embedding) or constant.
+  Blob x = I.in(0);
+  const int64_t axis = I.attr_i("axis", 0);
+  I.axis_of(axis, x.ndim());  // in range; the engine takes a negative axis as it is (as saved)
+  Blob idx = I.in(1);
+  if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
+    I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, gather(x, idx, static_cast<int>(axis)));
+}
+
+void op_pad(Importer& I) {
+  // The engine's pad: constant / reflect / edge for every dtype, negative
+  // pads crop (ONNX allows both).
+  Blob x = I.in(0);
+  const int r = x.ndim();
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  if (I.opset < 11) {
+    pads = I.attr_ints("pads", I.attr_ints("paddings", {}));
+    value = I.attr_f("value", 0.0);
+  } else {
+    pads = I.ints_in(1);
+    if (I.has(2)) {
+      const Tensor v = I.cin(2);
+      if (v.numel() != 1) I.err("constant_value must hold one value, got " + shape_str(v.shape()));
+      value = v.at(0);
+    }
+    if (I.has(3)) {
+      auto axes = I.ints_in(3);
+      std::vector<int64_t> full(2 * r, 0);
+      if (pads.size() != 2 * axes.size()) I.err("pads must have 2 values per axis");
+      std::vector<bool> seen(r, false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        int d = I.axis_of(axes[i], r);
+        if (seen[d]) I.err("axes repeat");
+        seen[d] = true;
+        full[d] = pads[i], full[r + d] = pads[axes.size() + i];
+      }
+      pads = full;
+    }
+  }
+  const std::string mode = I.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") I.unsupported("Pad(" + mode + ")");
+  if (static_cast<int>(pads.size()) != 2 * r) I.err("pads must have " + std::to_string(2 * r) + " values");
+  {  // the padded result must fit the limits (overflow-safe) before the op is built
+    Shape grown = x.shape();
+    for (int d = 0; d < r; ++d) {
+      const int64_t lim = std::numeric_limits<int64_t>::max() / 4;
+      for (int64_t p : {pads[d], pads[r + d]})
+        if (p > lim || p < -lim) I.err("pads too large");
+      grown[d] += pads[d] + pads[r + d];
+      if (grown[d] < 0) I.err("pads crop more than axis " + std::to_string(d) + " of " + shape_str(x.shape()) + " has");
+    }
+    I.check_size(grown, x.dtype(), "Pad result");
+  }
+  I.out(0, pad(x, pads, mode, value));
+}
+
+void op_trilu(Importer& I) {
+  Blob x = I.in(0);
+  if (x.ndim() < 2) I.err("input must have rank >= 2");
+  const int64_t k = I.has(1) ? I.ints_in(1).at(0) : 0;
+  const bool upper = I.attr_i("upper", 1) != 0;
+  const int64_t R = x.shape()[x.ndim() - 2], C = x.shape().back();
+  std::vector<double> m(static_cast<size_t>(R * C));
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) m[i * C + j] = upper ? (j - i >= k) : (j - i <= k);
+  I.out(0, mul(x, constant(make_tensor({R, C}, x.dtype(), m))));
+}
+
+// ---- export ----
+
+// strided_slice -> ONNX Slice itself (the engine's slice follows its
+// clamping rules).
+void export_strided_slice(Exporter& E) {
+  const std::string& nm = E.name();
+  const Primitive& p = E.op();
+  E.add("Slice",
+        {E.in(0), E.int64_init(nm + "/starts", p.attr_ints("starts")), E.int64_init(nm + "/ends", p.attr_ints("ends")),
+         E.int64_init(nm + "/axes", p.attr_ints("axes")), E.int64_init(nm + "/steps", p.attr_ints("steps"))},
+        {E.out(0)}, nm);
+}
+
+// split -> Split with the part sizes as an input.
+void export_split(Exporter& E) {
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < E.num_outputs(); ++i) outs.push_back(E.out(static_cast<int>(i)));
+  NodeProto* n = E.add("Split", {E.in(0), E.int64_init(E.name() + "/split", E.op().attr_ints("split"))}, outs, E.name());
+  Exporter::set_int(n, "axis", E.op().attr_int("axis"));
+}
+
+// pad -> Pad (constant, reflect, edge); a constant value other than +0 as
+// a scalar of x's dtype.
+void export_pad(Exporter& E) {
+  const std::string& nm = E.name();
+  const std::string mode = E.op().attr_string("mode");
+  std::vector<std::string> ins{E.in(0), E.int64_init(nm + "/pads", E.op().attr_ints("pads"))};
+  const double value = E.op().attr_double("value");
+  // ONNX's default constant_value is 0 (+0.0).
+  if (mode == "constant" && (value != 0.0 || std::signbit(value)))
+    ins.push_back(E.constant(nm + "/value", Exporter::scalar_of(E.in_spec(0).dtype, value)));
+  Exporter::set_string(E.add("Pad", ins, {E.out(0)}, nm), "mode", mode);
+}
+
+}  // namespace
+
+void indexing_onnx_rows(OpRows& r) {
+  r.import_op("Slice", op_slice, true);
+  r.import_op("Split", op_split);
+  r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
+  r.import_op("Pad", op_pad);
+  r.import_op("Trilu", op_trilu);
+
+  r.export_op(OpKind::StridedSlice, export_strided_slice);
+  r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
+  r.export_op(OpKind::Split, export_split);
+  r.export_op(OpKind::Pad, export_pad);
+}
+
+}  // namespace jobflow::onnx

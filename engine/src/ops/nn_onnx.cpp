@@ -1,0 +1,248 @@
+// ONNX rows of softmax, the cross-entropy, dropout and batch normalization
+// (ops/nn.cpp), and the normalizations ONNX has that the engine builds from
+// other ops (InstanceNormalization, LayerNormalization) (registry.h).
+#include <utility>
+
+#include "onnx/exporter.h"
+#include "onnx/importer.h"
+#include "onnx/onnx_util.h"
+#include "ops_internal.h"
+
+namespace jobflow::onnx {
+namespace {
+
+namespace ou = onnx_util;
+
+// ---- import ----
+
+void op_softmax(Importer& I, bool log_) {
+  Blob x = I.in(0);
+  const int r = x.ndim();
+  auto f = [&](Blob v, int axis) { return log_ ? nn::log_softmax(v, axis) : nn::softmax(v, axis); };
+  if (I.opset >= 13) {
+    I.out(0, f(x, I.axis_of(I.attr_i("axis", -1), r)));
+    return;
+  }
+  const int ax = I.axis_of(I.attr_i("axis", 1), std::max(r, 1));
+  if (ax == r - 1) {
+    I.out(0, f(x, ax));
+    return;
+  }
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < r; ++d) (d < ax ? outer : inner) *= x.shape()[d];
+  I.out(0, reshape(f(reshape(x, {outer, inner}), 1), x.shape()));
+}
+
+void op_sce_loss(Importer& I) {
+  Blob scores = I.in(0), labels = I.in(1);
+  if (I.has(2)) I.unsupported("SoftmaxCrossEntropyLoss(weights)");
+  if (I.has_attr("ignore_index")) I.unsupported("SoftmaxCrossEntropyLoss(ignore_index)");
+  const std::string red = I.attr_s("reduction", "mean");
+  const Shape ss = scores.shape();
+  if (ss.size() < 2) I.err("scores must have rank >= 2");
+  const int64_t C = ss[1];
+  Blob logits = scores;
+  Shape lshape = labels.shape();
+  if (ss.size() > 2) {
+    std::vector<int> perm{0};
+    for (int d = 2; d < static_cast<int>(ss.size()); ++d) perm.push_back(d);
+    perm.push_back(1);
+    logits = reshape(transpose(scores, perm), {-1, C});
+    labels = reshape(labels, {numel(lshape)});
+  }
+  Blob l = nn::sparse_softmax_cross_entropy_with_logits(labels, logits);
+  if (ss.size() > 2) l = reshape(l, lshape);
+  if (red == "mean") l = reduce_mean(l);
+  else if (red == "sum") l = reduce_sum(l);
+  else if (red != "none") I.err("reduction must be none, mean or sum");
+  I.out(0, l);
+  if (I.wants(1)) I.out(1, nn::log_softmax(scores, 1));
+}
+
+void op_dropout(Importer& I) {
+  Blob x = I.in(0);
+  double ratio = I.attr_f("ratio", 0.5);
+  bool training = I.train;
+  if (I.opset >= 12) {
+    ratio = I.has(1) ? I.cin(1).at(0) : 0.5;
+    if (I.has(2)) training = I.cin(2).at(0) != 0;
+  }
+  if (I.wants(1)) I.unsupported("Dropout(mask output)");
+  // The node name keys the mask stream (as in the job that was saved).
+  if (training && I.train && ratio > 0) I.out(0, nn::dropout(x, ratio, I.node->name()));
+  else if (training && !I.train && ratio > 0 && !I.job_file) I.unsupported("Dropout(training_mode in a predict job)");
+  else I.out(0, identity(x));
+}
+
+void op_batchnorm(Importer& I) {
+  Blob x = I.in(0);
+  const double eps = I.attr_f("epsilon", 1e-5);
+  const double momentum = I.attr_f("momentum", 0.9);
+  bool training = false;
+  if (I.opset >= 14) training = I.attr_i("training_mode", 0) != 0;
+  else if (I.opset >= 7) training = I.wants(1) || I.wants(2);
+  else training = I.attr_i("is_test", 0) == 0 && (I.wants(1) || I.wants(2));
+  if (x.ndim() < 2) I.err("input must have rank >= 2");
+  if (!training) {
+    for (int i = 1; i < I.node->output_size(); ++i)
+      if (I.wants(i)) I.unsupported("BatchNormalization(statistics outputs in inference)");
+    I.out(0, nn::batch_normalization(x, I.in(3), I.in(4), I.in(2), I.in(1), eps, 1));
+    return;
+  }
+  if (I.job_file && !I.inspect_mode) {
+    // A Jobflow batch normalization layer (batch_norm_train, saved in
+    // training mode): batch statistics in train jobs, the moving ones in
+    // predict jobs. Inputs 3 and 4 are its moving statistics: variables the
+    // job updates in place. A layer without scale or offset was saved with
+    // constant ones or zeros there, which compute the same.
+    for (int i : {3, 4})
+      if (!I.value(I.iname(i)).variable)
+        I.err("input '" + I.iname(i) + "' of a training batch normalization must be a float initializer (a variable)");
+    I.out(0, internal::batch_norm_layer(x, I.in(3), I.in(4), I.in(1), I.in(2), 1, eps, momentum, I.node->name()));
+    return;
+  }
+  // ONNX training mode in any job: batch statistics, running stats as outputs.
+  std::vector<int> axes;
+  for (int d = 0; d < x.ndim(); ++d)
+    if (d != 1) axes.push_back(d);
+  Blob mean = reduce_mean(x, axes, true);
+  Blob xc = sub(x, mean);
+  Blob var = reduce_mean(square(xc), axes, true);
+  Shape cs(x.ndim(), 1);
+  cs[1] = x.shape()[1];
+  Blob y = mul(xc, rsqrt(add_scalar(var, eps)));
+  y = add(mul(y, reshape(I.in(1), cs)), reshape(I.in(2), cs));
+  I.out(0, y);
+  const int64_t C = x.shape()[1];
+  if (I.wants(1)) I.out(1, add(mul_scalar(I.in(3), momentum), mul_scalar(reshape(mean, {C}), 1 - momentum)));
+  if (I.wants(2)) I.out(2, add(mul_scalar(I.in(4), momentum), mul_scalar(reshape(var, {C}), 1 - momentum)));
+}
+
+void op_instancenorm(Importer& I) {
+  Blob x = I.in(0);
+  const double eps = I.attr_f("epsilon", 1e-5);
+  if (x.ndim() < 3) I.err("input must have rank >= 3");
+  std::vector<int> axes;
+  for (int d = 2; d < x.ndim(); ++d) axes.push_back(d);
+  Blob xc = sub(x, reduce_mean(x, axes, true));
+  Blob y = mul(xc, rsqrt(add_scalar(reduce_mean(square(xc), axes, true), eps)));
+  Shape cs(x.ndim(), 1);
+  cs[1] = x.shape()[1];
+  I.out(0, add(mul(y, reshape(I.in(1), cs)), reshape(I.in(2), cs)));
+}
+
+void op_layernorm(Importer& I) {
+  Blob x = I.in(0);
+  const double eps = I.attr_f("epsilon", 1e-5);
+  const int ax = I.axis_of(I.attr_i("axis", -1), x.ndim());
+  if (I.attr_i("stash_type", 1) != 1) I.unsupported("LayerNormalization(stash_type)");
+  std::vector<int> axes;
+  for (int d = ax; d < x.ndim(); ++d) axes.push_back(d);
+  Blob mean = reduce_mean(x, axes, true);
+  Blob xc = sub(x, mean);
+  Blob inv = rsqrt(add_scalar(reduce_mean(square(xc), axes, true), eps));
+  Blob y = mul(mul(xc, inv), I.in(1));
+  if (I.has(2)) y = add(y, I.in(2));
+  I.out(0, y);
+  I.out(1, mean);
+  I.out(2, inv);
+}
+
+// ---- export ----
+
+// sparse_softmax_cross_entropy -> SoftmaxCrossEntropyLoss (reduction
+// "none"), the labels through a Cast to int64.
+void export_sparse_xent(Exporter& E) {
+  E.only_first_output();
+  std::string labels = E.in(0);
+  if (E.in_spec(0).dtype != DType::Int64) {
+    labels = E.fresh(E.name() + "/labels_int64");
+    Exporter::set_int(E.add("Cast", {E.in(0)}, {labels}, labels), "to", TensorProto::INT64);
+  }
+  Exporter::set_string(E.add("SoftmaxCrossEntropyLoss", {E.in(1), labels}, {E.out(0)}, E.name()), "reduction", "none");
+}
+
+// dropout -> Dropout with a float64 ratio Constant and, in train jobs,
+// training_mode = true; the node name keys the mask stream.
+void export_dropout(Exporter& E) {
+  E.only_first_output();
+  const std::string& nm = E.name();
+  std::vector<std::string> ins{E.in(0), E.constant(nm + "/ratio", Exporter::scalar_of(DType::Float64, E.op().attr_double("rate")))};
+  if (E.train()) {
+    const std::string t = E.fresh(nm + "/training_mode");
+    NodeProto* c = E.add("Constant", {}, {t}, t);
+    auto* at = c->add_attribute();
+    at->set_name("value");
+    at->set_type(AttributeProto::TENSOR);
+    at->mutable_t()->set_data_type(TensorProto::BOOL);
+    at->mutable_t()->set_raw_data(std::string(1, '\1'));
+    ins.push_back(t);
+  }
+  E.add("Dropout", ins, {E.out(0)}, nm);
+}
+
+// batch_normalization (functional) and batch_norm_train (the layer in a
+// train job) -> BatchNormalization(X, scale, B, mean, var), channels on
+// axis 1; a missing scale/offset as ones/zeros. batch_norm_train is written
+// in training mode with its momentum: the running statistics outputs are
+// the moving variables a loader's batch_norm_train updates in place.
+void export_batch_norm(Exporter& E) {
+  const Primitive& p = E.op();
+  const std::string& nm = E.name();
+  const int64_t rank = static_cast<int64_t>(E.in_spec(0).shape.size());
+  int64_t axis = p.attr_int("axis");
+  if (axis < 0) axis += rank;
+  if (axis != 1 || rank < 2)
+    E.no_form("ONNX BatchNormalization normalizes along axis 1 only (axis=" + std::to_string(p.attr_int("axis")) +
+              ", rank " + std::to_string(rank) + ")");
+  const bool functional = p.kind() == OpKind::BatchNormalization;
+  const bool has_scale = p.attr_int(functional ? "scale" : "gamma");
+  const bool has_offset = p.attr_int(functional ? "offset" : "beta");
+  const int64_t C = E.in_spec(0).shape[1];
+  const DType dt = E.in_spec(0).dtype;
+  // functional inputs: x, mean, var, [offset], [scale]; train: x, mm, mv, [gamma], [beta].
+  std::string scale, offset;
+  if (functional) {
+    if (has_offset) offset = E.in(3);
+    if (has_scale) scale = E.in(3 + has_offset);
+  } else {
+    if (has_scale) scale = E.in(3);
+    if (has_offset) offset = E.in(3 + has_scale);
+  }
+  if (scale.empty()) scale = E.constant(nm + "/scale", Exporter::filled({C}, dt, 1.0));
+  if (offset.empty()) offset = E.constant(nm + "/offset", Exporter::filled({C}, dt, 0.0));
+  std::vector<std::string> outs{E.out(0)};
+  if (!functional) {
+    E.only_first_output();
+    outs.push_back(E.fresh(nm + "/running_mean"));
+    outs.push_back(E.fresh(nm + "/running_var"));
+  }
+  NodeProto* n = E.add("BatchNormalization", {E.in(0), scale, offset, E.in(1), E.in(2)}, outs, nm);
+  Exporter::set_float(n, "epsilon", p.attr_double("epsilon"));
+  if (!functional) {
+    Exporter::set_float(n, "momentum", p.attr_double("momentum"));
+    Exporter::set_int(n, "training_mode", 1);
+  }
+}
+
+}  // namespace
+
+void nn_onnx_rows(OpRows& r) {
+  r.import_op("Softmax", [](Importer& I) { op_softmax(I, false); });
+  r.import_op("LogSoftmax", [](Importer& I) { op_softmax(I, true); });
+  r.import_op("SoftmaxCrossEntropyLoss", op_sce_loss);
+  r.import_op("Dropout", op_dropout);
+  r.import_op("BatchNormalization", op_batchnorm).weights = {1, 2};
+  r.import_op("InstanceNormalization", op_instancenorm).weights = {1, 2};
+  r.import_op("LayerNormalization", op_layernorm).weights = {1, 2};
+
+  r.export_op(OpKind::Softmax, [](Exporter& E) { Exporter::set_int(E.add_as("Softmax"), "axis", E.op().attr_int("axis")); });
+  r.export_op(OpKind::LogSoftmax,
+              [](Exporter& E) { Exporter::set_int(E.add_as("LogSoftmax"), "axis", E.op().attr_int("axis")); });
+  r.export_op(OpKind::SparseSoftmaxCrossEntropy, export_sparse_xent);
+  r.export_op(OpKind::Dropout, export_dropout);
+  r.export_op(OpKind::BatchNormalization, export_batch_norm);
+  r.export_op(OpKind::BatchNormTrain, export_batch_norm);
+}
+
+}  // namespace jobflow::onnx

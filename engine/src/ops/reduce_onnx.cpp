@@ -1,0 +1,171 @@
+// ONNX rows of the reductions, argmax, broadcast_to and the fills
+// (ops/reduce.cpp) (registry.h).
+#include <algorithm>
+
+#include "onnx/exporter.h"
+#include "onnx/importer.h"
+#include "onnx/onnx_util.h"
+
+namespace jobflow::onnx {
+namespace {
+
+namespace ou = onnx_util;
+
+// ---- import ----
+
+Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep) {
+  Shape r;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+    bool red = axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!red) r.push_back(s[d]);
+    else if (keep) r.push_back(1);
+  }
+  return r;
+}
+
+enum class Reduction { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSumExp, LogSum };
+
+void op_reduce(Importer& I, Reduction kind) {
+  Blob x = I.in(0);
+  const int r = x.ndim();
+  std::vector<int64_t> axes;
+  const bool axes_input = (kind == Reduction::Sum && I.opset >= 13) || I.opset >= 18;
+  if (axes_input) {
+    if (I.has(1)) axes = I.ints_in(1);
+  } else {
+    axes = I.attr_ints("axes", {});
+  }
+  const bool keep = I.attr_i("keepdims", 1) != 0;
+  if (axes.empty() && I.attr_i("noop_with_empty_axes", 0) != 0) {
+    I.out(0, identity(x));
+    return;
+  }
+  std::vector<int> ax;
+  for (int64_t a : axes) ax.push_back(I.axis_of(a, r));
+  std::sort(ax.begin(), ax.end());
+  ax.erase(std::unique(ax.begin(), ax.end()), ax.end());
+  if (ax.empty())
+    for (int d = 0; d < r; ++d) ax.push_back(d);
+  Blob y;
+  switch (kind) {
+    case Reduction::Sum: y = reduce_sum(x, ax, keep); break;
+    case Reduction::Mean: y = reduce_mean(x, ax, keep); break;
+    case Reduction::Max: y = reduce_max(x, ax, keep); break;
+    case Reduction::Min: y = neg(reduce_max(neg(x), ax, keep)); break;
+    case Reduction::SumSquare: y = reduce_sum(square(x), ax, keep); break;
+    case Reduction::L1: y = reduce_sum(abs_of(x), ax, keep); break;
+    case Reduction::L2: y = sqrt(reduce_sum(square(x), ax, keep)); break;
+    case Reduction::LogSumExp: {
+      Blob m = reduce_max(x, ax, true);
+      y = add(log(reduce_sum(exp(sub(x, m)), ax, true)), m);
+      if (!keep) y = reshape(y, reduce_shape(x.shape(), ax, false));
+      break;
+    }
+    case Reduction::LogSum: y = log(reduce_sum(x, ax, keep)); break;
+  }
+  I.out(0, y);
+}
+
+void op_argmax(Importer& I, bool min) {
+  Blob x = I.in(0);
+  const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
+  if (I.attr_i("select_last_index", 0) != 0) I.unsupported(std::string(min ? "ArgMin" : "ArgMax") + "(select_last_index)");
+  Blob y = cast(argmax(min ? neg(x) : x, ax), DType::Int64);
+  if (I.attr_i("keepdims", 1) != 0) {
+    Shape s = x.shape();
+    s[ax] = 1;
+    y = reshape(y, s);
+  }
+  I.out(0, y);
+}
+
+void op_expand(Importer& I) {
+  Blob x = I.in(0);
+  auto want = I.ints_in(1);
+  Shape s;
+  if (!layout::broadcast_shape(x.shape(), Shape(want.begin(), want.end()), &s)) I.err("cannot expand " + shape_str(x.shape()) + " to " + shape_str(Shape(want.begin(), want.end())));
+  I.out(0, s == x.shape() ? identity(x) : broadcast_to(x, s));
+}
+
+// ---- export ----
+
+// reduce_sum -> ReduceSum (axes as an input since opset 13); reduce_mean,
+// reduce_max -> ReduceMean, ReduceMax (axes an attribute up to opset 17, an
+// input from 18).
+void export_reduce(Exporter& E, const char* type) {
+  const std::vector<int64_t> axes = E.op().attr_ints("axes");
+  const bool keep = E.op().attr_int("keepdims");
+  if (E.op().kind() == OpKind::ReduceSum || E.opset() >= 18) {
+    std::vector<std::string> ins{E.in(0)};
+    if (!axes.empty()) ins.push_back(E.int64_init(E.name() + "/axes", axes));
+    Exporter::set_int(E.add(type, ins, {E.out(0)}, E.name()), "keepdims", keep);
+  } else {
+    NodeProto* n = E.add_as(type);
+    if (!axes.empty()) Exporter::set_ints(n, "axes", axes);
+    Exporter::set_int(n, "keepdims", keep);
+  }
+}
+
+// sum_to -> ReduceSum over the broadcast axes + Reshape to the target.
+void export_sum_to(Exporter& E) {
+  const std::string& nm = E.name();
+  const Shape& x = E.in_spec(0).shape;
+  const Shape target = E.op().attr_ints("shape");
+  std::vector<int64_t> axes;
+  const size_t lead = x.size() - target.size();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (i < lead || (target[i - lead] == 1 && x[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  std::string r = E.in(0);
+  if (!axes.empty()) {
+    r = E.fresh(nm + "/sum");
+    std::vector<std::string> ins{E.in(0), E.int64_init(nm + "/axes", axes)};
+    Exporter::set_int(E.add("ReduceSum", ins, {r}, r), "keepdims", 1);
+  }
+  E.add("Reshape", {r, E.int64_init(nm + "/shape", target)}, {E.out(0)}, nm);
+}
+
+// argmax -> ArgMax (keepdims 0) + Cast to the engine's int32.
+void export_argmax(Exporter& E) {
+  const std::string r = E.fresh(E.name() + "/int64");
+  NodeProto* n = E.add("ArgMax", {E.in(0)}, {r}, E.name());
+  Exporter::set_int(n, "axis", E.op().attr_int("axis"));
+  Exporter::set_int(n, "keepdims", 0);
+  Exporter::set_int(E.add("Cast", {r}, {E.out(0)}, E.fresh(E.name() + "/cast")), "to",
+                    ou::to_onnx_dtype(E.out_spec(0).dtype));
+}
+
+// zeros_like, ones_like -> ConstantOfShape of the static shape.
+void export_fill(Exporter& E, double v) {
+  NodeProto* n = E.add("ConstantOfShape", {E.int64_init(E.name() + "/shape", E.out_spec(0).shape)}, {E.out(0)}, E.name());
+  Exporter::set_tensor(n, "value", Exporter::filled({1}, E.out_spec(0).dtype, v));
+}
+
+}  // namespace
+
+void reduce_onnx_rows(OpRows& r) {
+  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); });
+  r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); });
+  r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); });
+  r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); });
+  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); });
+  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); });
+  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); });
+  r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); });
+  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); });
+  r.import_op("ArgMax", [](Importer& I) { op_argmax(I, false); });
+  r.import_op("ArgMin", [](Importer& I) { op_argmax(I, true); });
+  r.import_op("Expand", op_expand);
+
+  r.export_op(OpKind::ReduceSum, [](Exporter& E) { export_reduce(E, "ReduceSum"); });
+  r.export_op(OpKind::ReduceMean, [](Exporter& E) { export_reduce(E, "ReduceMean"); });
+  r.export_op(OpKind::ReduceMax, [](Exporter& E) { export_reduce(E, "ReduceMax"); });
+  r.export_op(OpKind::SumTo, export_sum_to);
+  r.export_op(OpKind::ArgMax, export_argmax);
+  r.export_op(OpKind::BroadcastTo, [](Exporter& E) {
+    E.add("Expand", {E.in(0), E.int64_init(E.name() + "/shape", E.op().attr_ints("shape"))}, {E.out(0)}, E.name());
+  });
+  r.export_op(OpKind::ZerosLike, [](Exporter& E) { export_fill(E, 0.0); });
+  r.export_op(OpKind::OnesLike, [](Exporter& E) { export_fill(E, 1.0); });
+}
+
+}  // namespace jobflow::onnx
