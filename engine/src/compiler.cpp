@@ -1,4 +1,4 @@
-#include "jobflow/compiler.h"
+#include "compiler.h"
 
 #include <algorithm>
 #include <chrono>

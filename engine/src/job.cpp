@@ -8,7 +8,7 @@
 #include <map>
 
 #include "jobflow/backend.h"
-#include "jobflow/compiler.h"
+#include "compiler.h"
 #include "jobflow/ops.h"
 #include "jobflow/optimizer.h"
 #include "jobflow/summary.h"

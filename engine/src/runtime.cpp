@@ -14,7 +14,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "jobflow/compiler.h"
+#include "compiler.h"
 #include "session_internal.h"
 
 namespace jobflow {
@@ -458,6 +458,7 @@ const Signature& CompiledJob::signature() const { return impl_->sig_; }
 const JobDefinition& CompiledJob::definition() const { return impl_->def_; }
 void CompiledJob::set_definition(JobDefinition d) { impl_->def_ = std::move(d); }
 const Plan& CompiledJob::plan() const { return *impl_->plan_; }
+std::string CompiledJob::describe() const { return impl_->plan_->describe(); }
 void CompiledJob::set_step_observer(StepObserver o) { impl_->observer_ = std::move(o); }
 void CompiledJob::check_inputs(const std::vector<Tensor>& inputs) const { impl_->check_inputs(inputs); }
 CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) { return impl_->run(std::move(inputs)); }

@@ -4,7 +4,7 @@
 #include <functional>
 #include <set>
 
-#include "jobflow/compiler.h"
+#include "compiler.h"
 #include "jobflow/checkpoint_io.h"
 #include "jobflow/session.h"
 #include "session_internal.h"

@@ -30,7 +30,7 @@
 #include <gtest/gtest.h>
 
 #include <jobflow/backend.h>
-#include <jobflow/compiler.h>
+#include "compiler.h"
 #include <jobflow/jobflow.h>
 #include <jobflow/session.h>
 

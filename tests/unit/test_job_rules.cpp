@@ -6,7 +6,7 @@
 
 #include <jobflow/backend.h>
 #include <jobflow/checkpoint_io.h>
-#include <jobflow/compiler.h>
+#include "compiler.h"
 #include <jobflow/jobflow.h>
 
 #include "checkpoint_io_testing.h"

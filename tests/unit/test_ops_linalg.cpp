@@ -3,7 +3,7 @@
 // compiler makes (matmul + bias + relu) against the unfused graph.
 #include <gtest/gtest.h>
 
-#include <jobflow/compiler.h>
+#include "compiler.h"
 #include <jobflow/jobflow.h>
 
 #include "gradcheck.h"

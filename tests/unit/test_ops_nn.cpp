@@ -6,7 +6,7 @@
 // here for the ops that behave differently in train jobs).
 #include <gtest/gtest.h>
 
-#include <jobflow/compiler.h>
+#include "compiler.h"
 #include <jobflow/jobflow.h>
 
 #include <algorithm>

@@ -117,7 +117,10 @@ class CompiledJob {
   const Signature& signature() const;
   const JobDefinition& definition() const;
   void set_definition(JobDefinition d);
-  const Plan& plan() const;
+  const Plan& plan() const;  // the engine's own view (engine/src/compiler.h)
+  // What was compiled: one line per node after pruning and fusion (op,
+  // attributes, shapes, backend), the header line giving the memory arena.
+  std::string describe() const;
   // Installs the step observer (FunctionConfig::summary_dir uses it). Set it
   // before the first call; it is not synchronized with calls.
   void set_step_observer(StepObserver o);

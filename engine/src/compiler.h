@@ -1,4 +1,4 @@
-// jobflow/compiler.h — from a job's graph to a Plan that runs it.
+// compiler.h (internal) — from a job's graph to a Plan that runs it.
 //
 // compile() runs once per job function:
 //   1. prune: keep the nodes the returns and the updates need;
