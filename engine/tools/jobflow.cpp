@@ -3,7 +3,7 @@
 //   jobflow inspect FILE
 //   jobflow export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]
 //   jobflow run FILE [--data IDX_DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]
-//   jobflow onnx-test DIR...
+//   jobflow onnx-test DIR... [-v] [--min-pass N]
 //   jobflow --help | --version
 //
 // docs/job-files.md describes the file format and every command.
@@ -59,8 +59,11 @@ const char* kUsage =
     "                             files (--input, one per placeholder, split into batches along\n"
     "                             dim 0); prints the accuracy when the job returns (labels, logits)\n"
     "                             or logits of the test set\n"
-    "  onnx-test DIR... [-v]      runs ONNX backend test cases (folders with model.onnx and\n"
-    "                             test_data_set_*)\n"
+    "  onnx-test DIR... [-v] [--min-pass N]\n"
+    "                             runs ONNX backend test cases (folders with model.onnx and\n"
+    "                             test_data_set_*); fails when a case fails, when fewer than N\n"
+    "                             pass, or when a case is skipped for a reason that is not an\n"
+    "                             unsupported op, attribute, input form or dtype\n"
     "  --help, --version\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -316,13 +319,25 @@ int cmd_run(const std::vector<std::string>& args) {
 int cmd_onnx_test(const std::vector<std::string>& args) {
   std::vector<std::string> dirs;
   bool verbose = false;
-  for (const auto& a : args) {
-    if (a == "-v" || a == "--verbose") verbose = true;
-    else if (!a.empty() && a[0] == '-') usage_error("onnx-test: unknown option '" + a + "'");
-    else dirs.push_back(a);
+  int min_pass = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-v" || a == "--verbose") {
+      verbose = true;
+    } else if (a == "--min-pass") {
+      if (i + 1 >= args.size()) usage_error("onnx-test: --min-pass needs a number");
+      const std::string& n = args[++i];
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 9)
+        usage_error("onnx-test: --min-pass needs a number, got '" + n + "'");
+      min_pass = std::stoi(n);
+    } else if (!a.empty() && a[0] == '-') {
+      usage_error("onnx-test: unknown option '" + a + "'");
+    } else {
+      dirs.push_back(a);
+    }
   }
   if (dirs.empty()) usage_error("onnx-test: give one or more test folders");
-  return jobflow::onnx::run_onnx_tests(dirs, std::cout, verbose);
+  return jobflow::onnx::run_onnx_tests(dirs, std::cout, verbose, min_pass);
 }
 
 }  // namespace
