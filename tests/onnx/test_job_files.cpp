@@ -3,7 +3,6 @@
 // job round trips that give bit-identical results.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include "jobflow/primitive.h"
 #include "onnx/onnx_util.h"
 #include "ops_internal.h"
+#include "temp_dir.h"
 
 
 namespace {
@@ -33,14 +33,7 @@ namespace models = jobflow::models;
 using flow::Structure;
 using flow::Tensor;
 
-fs::path tmp_dir(const std::string& name) {
-  const char* env = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path base = env && *env ? fs::path(env) : fs::temp_directory_path() / "jobflow_test_job_files";
-  fs::path d = base / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmp_dir(const std::string& name) { return flow::testing::test_tmp_dir("job_files_" + name); }
 
 ::onnx::ModelProto read_model(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
