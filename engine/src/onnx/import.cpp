@@ -51,6 +51,10 @@ constexpr int kMaxRank = 8;
 [[noreturn]] void fail(const std::string& file, const std::string& msg) {
   throw Error("[onnx.load] " + file + ": " + msg);
 }
+// An error of the LoadOptions field `option`, not of the file.
+[[noreturn]] void fail_option(const char* option, const std::string& file, const std::string& msg) {
+  throw OptionError(option, "[onnx.load] " + file + ": " + msg);
+}
 
 std::string node_label(const NodeProto& n, int index) {
   return n.name().empty() ? "#" + std::to_string(index) : n.name();
@@ -1964,9 +1968,10 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
   const bool added_loss = type == JobType::Train && !file_loss;
   if (added_loss) {
     if (opts.loss.empty() || opts.optimizer.empty())
-      fail(what, "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
+      fail_option(opts.loss.empty() ? "loss" : "optimizer", what,
+                  "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
     if (opts.loss != "sparse_softmax_cross_entropy" && opts.loss != "mse")
-      fail(what, "loss \"" + opts.loss + "\" is not sparse_softmax_cross_entropy or mse");
+      fail_option("loss", what, "loss \"" + opts.loss + "\" is not sparse_softmax_cross_entropy or mse");
   }
   std::string loss_output = opts.loss_output;
   TensorSpec loss_out_spec;
@@ -1977,10 +1982,14 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
         vi = &o;
         break;
       }
-    if (!vi) fail(what, "loss_output '" + loss_output + "' is not a graph output");
+    if (!vi) fail_option("loss_output", what, "loss_output '" + loss_output + "' is not a graph output");
     loss_output = vi->name();
     loss_out_spec = input_spec(P, *vi);
-    if (loss_out_spec.shape.empty()) fail(what, "output '" + loss_output + "' is a scalar; a loss needs a batch");
+    if (loss_out_spec.shape.empty())
+      fail_option("loss", what, "output '" + loss_output + "' is a scalar; a loss needs a batch");
+    if (!is_floating(loss_out_spec.dtype))
+      fail_option("loss", what, "loss " + opts.loss + " needs a float output; '" + loss_output + "' is " +
+                                    spec_str(loss_out_spec));
     if (opts.loss == "sparse_softmax_cross_entropy") {
       in_names.push_back("labels");
       in_specs.push_back({{loss_out_spec.shape[0]}, DType::Int32});
@@ -2043,6 +2052,24 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
       fail(what, "jobflow.seed is not a number");
     }
   }
+  // The returns the job declares its accuracy (not when a loss given at
+  // load replaces the returns); finish() checks them against the returns.
+  if (job_file && !added_loss && !meta(ou::kAccuracy).empty()) {
+    const std::vector<std::string> ab = split_list(meta(ou::kAccuracy));
+    int idx[2] = {-1, -1};
+    for (size_t i = 0; i < ab.size() && i < 2; ++i) {
+      size_t used = 0;
+      try {
+        idx[i] = std::stoi(ab[i], &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != ab[i].size()) idx[i] = -1;
+    }
+    if (ab.size() != 2 || idx[0] < 0 || idx[1] < 0)
+      fail(what, "jobflow.accuracy is \"" + meta(ou::kAccuracy) + "\", not two return indices \"LABELS,LOGITS\"");
+    cfg.accuracy(idx[0], idx[1]);
+  }
 
   Importer I(what, opts, m, P.base_dir);
   I.opset = P.opset;
@@ -2070,6 +2097,8 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
         opt = ou::optimizer_from_text(opts.optimizer, optimizer::Scheduler());
       }
     } catch (const Error& e) {
+      // LoadOptions.optimizer replaces the file's; the file is at fault only for its own.
+      if (!opts.optimizer.empty()) fail_option("optimizer", what, std::string("optimizer: ") + e.what());
       fail(what, std::string("optimizer: ") + e.what());
     }
     if (!opt) fail(what, "no optimizer");
@@ -2164,7 +2193,9 @@ BuildResult build(Parsed& P, const LoadOptions& opts, bool inspect) {
       Blob y = out_blob(loss_output, nullptr);
       Blob l;
       if (opts.loss == "sparse_softmax_cross_entropy") {
-        if (y.ndim() != 2) fail(what, "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
+        if (y.ndim() != 2)
+          fail_option("loss", what,
+                      "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
         l = nn::sparse_softmax_cross_entropy_with_logits(B.input(static_cast<int>(in_names.size()) - 1), y);
       } else {
         l = reduce_mean(square(sub(y, B.input(static_cast<int>(in_names.size()) - 1))));
