@@ -12,13 +12,13 @@
 
 /* ---- Elements written in other files (the lead's list) ----------------
  * plugin/meson.build compiles gstjob<name>.cc when it exists and then
- * defines JOBFLOW_HAVE_<NAME>; add a line here for each new element file.
- * jobflow_register_jobbatch registers both jobbatch and jobunbatch. */
+ * defines JOBFLOW_HAVE_<NAME>; add a line here for each new element file. */
 G_BEGIN_DECLS
 gboolean jobflow_register_jobfunction(GstPlugin* plugin);
 gboolean jobflow_register_jobconvert(GstPlugin* plugin);
 gboolean jobflow_register_jobdecode(GstPlugin* plugin);
 gboolean jobflow_register_jobbatch(GstPlugin* plugin);
+gboolean jobflow_register_jobunbatch(GstPlugin* plugin);
 G_END_DECLS
 
 static gboolean register_others(GstPlugin* plugin) {
@@ -34,6 +34,9 @@ static gboolean register_others(GstPlugin* plugin) {
 #endif
 #ifdef JOBFLOW_HAVE_JOBBATCH
   ok &= jobflow_register_jobbatch(plugin);
+#endif
+#ifdef JOBFLOW_HAVE_JOBUNBATCH
+  ok &= jobflow_register_jobunbatch(plugin);
 #endif
   (void)plugin;
   return ok;
