@@ -11,6 +11,7 @@
 
 #include <gst/gst.h>
 
+#include <exception>
 #include <mutex>
 #include <utility>
 
@@ -56,6 +57,64 @@ class Locked {
   mutable std::mutex mu_;
   T value_{};
 };
+
+/* GObject finalize of a final element type whose instance struct holds
+ * `Impl* impl`: deletes it and chains up. */
+template <class Element>
+void finalize_element(GObject* object) {
+  delete reinterpret_cast<Element*>(object)->impl;
+  G_OBJECT_CLASS(g_type_class_peek_parent(G_OBJECT_GET_CLASS(object)))->finalize(object);
+}
+
+/* Sets the GObject vfuncs of an element class: its property accessors and
+ * finalize_element. Returns the GObjectClass to install properties on. */
+template <class Element>
+GObjectClass* init_object_class(gpointer klass, GObjectSetPropertyFunc set, GObjectGetPropertyFunc get) {
+  GObjectClass* c = G_OBJECT_CLASS(klass);
+  c->set_property = set;
+  c->get_property = get;
+  c->finalize = finalize_element<Element>;
+  return c;
+}
+
+/* Adds "sink" and "src" pad templates of static other/tensors caps (any
+ * number of tensors) to an element class that takes and gives tensors. */
+inline void add_tensors_pad_templates(GstElementClass* klass) {
+  static GstStaticPadTemplate sink = GST_STATIC_PAD_TEMPLATE(
+      "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
+  static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE(
+      "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
+  gst_element_class_add_static_pad_template(klass, &sink);
+  gst_element_class_add_static_pad_template(klass, &src);
+}
+
+/* Adds the pad of the element's class template `name` ("sink", "src")
+ * with the given functions (null: the default); returns it. */
+inline GstPad* add_pad(GstElement* element, const char* name, GstPadChainFunction chain, GstPadEventFunction event,
+                       GstPadQueryFunction query, GstPadActivateModeFunction activate_mode = nullptr) {
+  GstPad* pad = gst_pad_new_from_template(gst_element_get_pad_template(element, name), name);
+  if (chain) gst_pad_set_chain_function(pad, chain);
+  if (event) gst_pad_set_event_function(pad, event);
+  if (query) gst_pad_set_query_function(pad, query);
+  if (activate_mode) gst_pad_set_activatemode_function(pad, activate_mode);
+  gst_element_add_pad(element, pad);
+  return pad;
+}
+
+/* Runs `body`, a pad or element function's work, so that no C++ exception
+ * leaves it: one becomes a CORE/FAILED element error ("<what> failed")
+ * and the function returns `failed`. */
+template <class R, class F>
+R guarded(GstElement* element, const char* what, R failed, F body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    GST_ELEMENT_ERROR(element, CORE, FAILED, ("%s failed", what), ("%s", e.what()));
+  } catch (...) {
+    GST_ELEMENT_ERROR(element, CORE, FAILED, ("%s failed", what), ("unknown exception"));
+  }
+  return failed;
+}
 
 /* Registers an enum type once (`type` points to a static GType = 0). */
 inline GType enum_type(GType* type, const char* name, const GEnumValue* values) {

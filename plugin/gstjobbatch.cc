@@ -33,11 +33,6 @@ using jobflow::gst::SerialQueue;
 constexpr guint kDefaultBatchSize = 1;
 constexpr guint64 kDefaultMaxLatency = 0;  // no bound: wait for a full batch
 
-GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-
 struct Settings {
   guint batch_size = kDefaultBatchSize;
   guint64 max_latency = kDefaultMaxLatency;
@@ -175,12 +170,8 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
   GstJobBatch* self = GST_JOB_BATCH(parent);
   SerialQueue::Item item;
   item.buffer = buf;
-  try {
-    return self->impl->queue.push(std::move(item));
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Batching failed"), ("%s", e.what()));
-    return GST_FLOW_ERROR;
-  }
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Batching", GST_FLOW_ERROR,
+                               [&] { return self->impl->queue.push(std::move(item)); });
 }
 
 /* The output caps event for input caps, with the configuration it starts;
@@ -233,7 +224,7 @@ GstEvent* caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<const Bat
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   GstJobBatch* self = GST_JOB_BATCH(parent);
   Impl& p = *self->impl;
-  try {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Event handling", FALSE, [&]() -> gboolean {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_FLUSH_START:
         return p.queue.flush_start(event);
@@ -256,10 +247,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
     }
     if (jobflow::gst::is_serialized(event)) return p.queue.push_event(event) == GST_FLOW_OK;
     return gst_pad_event_default(pad, parent, event);
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Event handling failed"), ("%s", e.what()));
-    return FALSE;
-  }
+  });
 }
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
@@ -314,20 +302,11 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
   });
 }
 
-void finalize(GObject* object) {
-  GstJobBatch* self = GST_JOB_BATCH(object);
-  delete self->impl;
-  G_OBJECT_CLASS(gst_job_batch_parent_class)->finalize(object);
-}
-
 }  // namespace
 
 static void gst_job_batch_class_init(GstJobBatchClass* klass) {
-  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GObjectClass* gobject_class = jobflow::gst::init_object_class<GstJobBatch>(klass, set_property, get_property);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
-  gobject_class->set_property = set_property;
-  gobject_class->get_property = get_property;
-  gobject_class->finalize = finalize;
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_property(
       gobject_class, PROP_BATCH_SIZE,
@@ -341,23 +320,15 @@ static void gst_job_batch_class_init(GstJobBatchClass* klass) {
                           "Longest time (ns, monotonic clock) the first frame of a batch waits before a partial "
                           "batch is pushed, padded with zeros (0 = wait for a full batch)",
                           0, G_MAXUINT64, kDefaultMaxLatency, flags));
-  gst_element_class_add_static_pad_template(element_class, &sink_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  jobflow::gst::add_tensors_pad_templates(element_class);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor batcher", "Filter/Tensor",
                                         "Concatenates frames along dim 0 into batches, with a latency bound",
                                         "Jobflow");
 }
 
 static void gst_job_batch_init(GstJobBatch* self) {
-  self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
-  gst_pad_set_chain_function(self->sinkpad, chain);
-  gst_pad_set_event_function(self->sinkpad, sink_event);
-  gst_pad_set_query_function(self->sinkpad, sink_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
-  self->srcpad = gst_pad_new_from_static_template(&src_template, "src");
-  gst_pad_set_activatemode_function(self->srcpad, src_activate_mode);
-  gst_pad_set_query_function(self->srcpad, src_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
+  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query, src_activate_mode);
 
   SerialQueue::Handler handler;
   handler.item = [self](SerialQueue::Item& item) { return handle_item(self, item); };

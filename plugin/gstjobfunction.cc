@@ -46,11 +46,6 @@ using jobflow::gst::LoadedJob;
 using jobflow::gst::LoadError;
 using jobflow::gst::SerialQueue;
 
-GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-
 /* One call: a queued buffer's inputs and the job they were checked against. */
 struct Call : jobflow::gst::ItemData {
   std::vector<Tensor> inputs;  // views of the input buffer's memories
@@ -296,7 +291,7 @@ bool apply_reload(GstJobFunction* self) {
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
   GstJobFunction* self = GST_JOB_FUNCTION(parent);
   Impl& p = *self->impl;
-  try {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Queueing the call", GST_FLOW_ERROR, [&]() -> GstFlowReturn {
     if (p.reload_pending.exchange(false) && !apply_reload(self)) {
       gst_buffer_unref(buf);
       return GST_FLOW_ERROR;
@@ -329,10 +324,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     item.buffer = buf;
     item.data = std::move(call);
     return p.queue.push(std::move(item));  // the task computes it
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("jobfunction: %s", e.what()), (nullptr));
-    return GST_FLOW_ERROR;
-  }
+  });
 }
 
 /* Checks upstream's caps against the job's placeholders; queues the src caps. */
@@ -376,7 +368,7 @@ gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   GstJobFunction* self = GST_JOB_FUNCTION(parent);
   SerialQueue& q = self->impl->queue;
-  try {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Event handling", FALSE, [&]() -> gboolean {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_FLUSH_START:
         return q.flush_start(event);
@@ -394,10 +386,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
     }
     if (jobflow::gst::is_serialized(event)) return q.push_event(event) == GST_FLOW_OK;
     return gst_pad_event_default(pad, parent, event);
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("jobfunction: event handling failed"), ("%s", e.what()));
-    return FALSE;
-  }
+  });
 }
 
 /* Caps of the job's placeholders or returns, framerate left open. */
@@ -563,20 +552,11 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
   return ret;
 }
 
-void finalize(GObject* object) {
-  GstJobFunction* self = GST_JOB_FUNCTION(object);
-  delete self->impl;
-  G_OBJECT_CLASS(gst_job_function_parent_class)->finalize(object);
-}
-
 }  // namespace
 
 static void gst_job_function_class_init(GstJobFunctionClass* klass) {
-  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GObjectClass* gobject_class = jobflow::gst::init_object_class<GstJobFunction>(klass, set_property, get_property);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
-  gobject_class->set_property = set_property;
-  gobject_class->get_property = get_property;
-  gobject_class->finalize = finalize;
   element_class->change_state = change_state;
 
   const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS);
@@ -681,27 +661,18 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
       "Runs a compiled Jobflow job function (a job file) on tensor buffers: placeholders in, returns out; train jobs "
       "step, report loss and save checkpoints",
       "Jobflow project");
-  gst_element_class_add_static_pad_template(element_class, &sink_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  jobflow::gst::add_tensors_pad_templates(element_class);
   gst_type_mark_as_plugin_api(jobflow::gst::function_loss_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_job_function_init(GstJobFunction* self) {
-  self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
+  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
   /* Accept any static tensor caps: set_sink_caps then refuses a mismatch
    * with an error naming the placeholder (the default accept-caps check
    * against the job's caps would refuse it silently, as not-negotiated). */
   GST_PAD_SET_ACCEPT_TEMPLATE(self->sinkpad);
-  gst_pad_set_chain_function(self->sinkpad, chain);
-  gst_pad_set_event_function(self->sinkpad, sink_event);
-  gst_pad_set_query_function(self->sinkpad, sink_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
-
-  self->srcpad = gst_pad_new_from_static_template(&src_template, "src");
-  gst_pad_set_query_function(self->srcpad, src_query);
-  gst_pad_set_activatemode_function(self->srcpad, src_activate_mode);
+  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query, src_activate_mode);
   gst_pad_use_fixed_caps(self->srcpad);
-  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
 
   SerialQueue::Handler handler;
   handler.item = [self](SerialQueue::Item& item) { return handle_item(self, item); };

@@ -21,11 +21,6 @@ using jobflow::TensorSpec;
 
 constexpr guint kDefaultBatchSize = 0;  // 0 = from JobflowBatchMeta
 
-GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-
 struct Settings {
   guint batch_size = kDefaultBatchSize;
 };
@@ -180,13 +175,8 @@ GstFlowReturn split(GstJobUnbatch* self, GstBuffer* buf) {
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
   GstJobUnbatch* self = GST_JOB_UNBATCH(parent);
-  GstFlowReturn ret;
-  try {
-    ret = split(self, buf);
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Unbatching failed"), ("%s", e.what()));
-    ret = GST_FLOW_ERROR;
-  }
+  const GstFlowReturn ret =
+      jobflow::gst::guarded(GST_ELEMENT(self), "Unbatching", GST_FLOW_ERROR, [&] { return split(self, buf); });
   gst_buffer_unref(buf);
   return ret;
 }
@@ -194,7 +184,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   GstJobUnbatch* self = GST_JOB_UNBATCH(parent);
   State& st = self->impl->state;
-  try {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Event handling", FALSE, [&]() -> gboolean {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_CAPS: {
         GstCaps* caps;
@@ -228,10 +218,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
         break;
     }
     return gst_pad_event_default(pad, parent, event);
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Event handling failed"), ("%s", e.what()));
-    return FALSE;
-  }
+  });
 }
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
@@ -272,20 +259,11 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
   });
 }
 
-void finalize(GObject* object) {
-  GstJobUnbatch* self = GST_JOB_UNBATCH(object);
-  delete self->impl;
-  G_OBJECT_CLASS(gst_job_unbatch_parent_class)->finalize(object);
-}
-
 }  // namespace
 
 static void gst_job_unbatch_class_init(GstJobUnbatchClass* klass) {
-  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GObjectClass* gobject_class = jobflow::gst::init_object_class<GstJobUnbatch>(klass, set_property, get_property);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
-  gobject_class->set_property = set_property;
-  gobject_class->get_property = get_property;
-  gobject_class->finalize = finalize;
   element_class->change_state = change_state;
   g_object_class_install_property(
       gobject_class, PROP_BATCH_SIZE,
@@ -295,8 +273,7 @@ static void gst_job_unbatch_class_init(GstJobUnbatchClass* klass) {
                         0, G_MAXINT, kDefaultBatchSize,
                         static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                  GST_PARAM_MUTABLE_PLAYING)));
-  gst_element_class_add_static_pad_template(element_class, &sink_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  jobflow::gst::add_tensors_pad_templates(element_class);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor unbatcher", "Filter/Tensor",
                                         "Splits batched tensors back into frames with their own timestamps",
                                         "Jobflow");
@@ -304,14 +281,8 @@ static void gst_job_unbatch_class_init(GstJobUnbatchClass* klass) {
 
 static void gst_job_unbatch_init(GstJobUnbatch* self) {
   self->impl = new Impl();
-  self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
-  gst_pad_set_chain_function(self->sinkpad, chain);
-  gst_pad_set_event_function(self->sinkpad, sink_event);
-  gst_pad_set_query_function(self->sinkpad, sink_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
-  self->srcpad = gst_pad_new_from_static_template(&src_template, "src");
-  gst_pad_set_query_function(self->srcpad, src_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
+  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query);
 }
 
 gboolean jobflow_register_jobunbatch(GstPlugin* plugin) {

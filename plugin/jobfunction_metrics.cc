@@ -11,24 +11,6 @@ namespace jobflow::gst {
 
 namespace {
 
-double mean_of(const Tensor& t) {
-  const int64_t n = t.numel();
-  if (n == 0) return NAN;
-  double s = 0;
-  if (t.dtype() == DType::Float32) {
-    const float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i) s += p[i];
-  } else {
-    const double* p = t.data<double>();
-    for (int64_t i = 0; i < n; ++i) s += p[i];
-  }
-  return s / static_cast<double>(n);
-}
-
-int64_t label_at(const Tensor& t, int64_t i) {
-  return t.dtype() == DType::Int32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
-}
-
 /* Rows of `logits` (B, C) whose argmax equals `labels` (B,). */
 guint64 count_correct(const Tensor& labels, const Tensor& logits) {
   const int64_t B = logits.shape()[0], C = logits.shape()[1];
@@ -44,7 +26,7 @@ guint64 count_correct(const Tensor& labels, const Tensor& logits) {
       for (int64_t c = 1; c < C; ++c)
         if (row[c] > row[best]) best = c;
     }
-    if (best == label_at(labels, b)) ++correct;
+    if (best == static_cast<int64_t>(labels.at(b))) ++correct;
   }
   return correct;
 }
@@ -78,7 +60,7 @@ FunctionMetrics::Step FunctionMetrics::add(const LoadedJob& l, const std::vector
   steps_++;
   samples_ += batch;
   if (l.loss_index >= 0) {
-    s.loss = mean_of(r[l.loss_index]);
+    s.loss = r[l.loss_index].mean();
     loss_sum_ += s.loss;
     loss_steps_++;
   }
