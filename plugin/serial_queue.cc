@@ -12,6 +12,23 @@
 
 namespace jobflow::gst {
 
+SerialQueue::Item::Item(Item&& o) noexcept
+    : buffer(std::exchange(o.buffer, nullptr)),
+      event(std::exchange(o.event, nullptr)),
+      data(std::move(o.data)),
+      arrival_us(o.arrival_us) {}
+
+SerialQueue::Item& SerialQueue::Item::operator=(Item&& o) noexcept {
+  if (this != &o) {
+    release();
+    buffer = std::exchange(o.buffer, nullptr);
+    event = std::exchange(o.event, nullptr);
+    data = std::move(o.data);
+    arrival_us = o.arrival_us;
+  }
+  return *this;
+}
+
 void SerialQueue::Item::release() {
   if (buffer) gst_buffer_unref(buffer);
   if (event) gst_event_unref(event);
@@ -48,14 +65,11 @@ void SerialQueue::wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 unt
 }
 
 void SerialQueue::clear() {
-  std::deque<Item> old;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    old.swap(items_);
-    queued_buffers_ = 0;
-    notify();
-  }
-  for (Item& it : old) it.release();  // outside the lock: a buffer's last unref may run code
+  std::deque<Item> old;  // released outside the lock: a buffer's last unref may run code
+  std::lock_guard<std::mutex> lk(mu_);
+  old.swap(items_);
+  queued_buffers_ = 0;
+  notify();
 }
 
 void SerialQueue::set_flushing(bool flushing) {

@@ -44,13 +44,19 @@ struct ItemData {
 class SerialQueue {
  public:
   /* A buffer or a serialized event (one of the two), with the element's
-   * data for it. Whoever holds an Item owns its references. */
+   * data for it. An Item owns its references (move-only; take one with
+   * std::exchange(item.buffer, nullptr)). */
   struct Item {
     GstBuffer* buffer = nullptr;
     GstEvent* event = nullptr;
     std::shared_ptr<const ItemData> data;
     gint64 arrival_us = 0;  // monotonic time it was queued (set by push)
-    void release();         // drops the buffer / event references
+
+    Item() = default;
+    Item(Item&& o) noexcept;
+    Item& operator=(Item&& o) noexcept;
+    ~Item() { release(); }
+    void release();  // drops the buffer / event references and the data
   };
   /* The element's side, called on the task without the queue's lock. */
   struct Handler {
