@@ -7,15 +7,16 @@
  *       "label (0.93)" joined by ", " (textoverlay can draw it).
  * Each row is also posted on the bus as an element message named
  * "jobflow-labels" (see docs/elements.md for its fields), so applications
- * need no tensor parsing. */
+ * need no tensor parsing. A GstBaseTransform: one buffer in, one out. */
 #pragma once
 
+#include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 
 G_BEGIN_DECLS
 
 #define GST_TYPE_JOB_DECODE (gst_job_decode_get_type())
-G_DECLARE_FINAL_TYPE(GstJobDecode, gst_job_decode, GST, JOB_DECODE, GstElement)
+G_DECLARE_FINAL_TYPE(GstJobDecode, gst_job_decode, GST, JOB_DECODE, GstBaseTransform)
 
 /* Name of the element message posted for every decoded row. */
 #define JOBFLOW_LABELS_MESSAGE_NAME "jobflow-labels"

@@ -72,6 +72,15 @@ class FunctionConfig {
   // must return its loss; a build without protobuf refuses (summary.h).
   FunctionConfig& summary_dir(std::string dir) { summary_dir_ = std::move(dir); return *this; }
   const std::string& summary_dir() const { return summary_dir_; }
+  // Declares that the job's returns `labels` (integers, (B,)) and `logits`
+  // (floats, (B, C)), flat indices, score an accuracy: the share of rows
+  // whose argmax is the label (the seeds' eval_job returns (labels,
+  // logits): accuracy(0, 1)). The signature carries it (accuracy_labels,
+  // accuracy_logits), job files keep it (jobflow.accuracy), and the
+  // jobfunction element reports it; jobs that do not declare it report
+  // none. Checked when the job is defined (an error names the returns).
+  FunctionConfig& accuracy(int labels, int logits) { accuracy_ = {labels, logits}; return *this; }
+  std::pair<int, int> accuracy() const { return accuracy_; }
 
  private:
   DType dtype_ = DType::Float32;
@@ -82,6 +91,7 @@ class FunctionConfig {
   bool fusion_ = true;
   std::string name_;
   std::string summary_dir_;
+  std::pair<int, int> accuracy_{-1, -1};
 };
 inline FunctionConfig function_config() { return FunctionConfig(); }
 

@@ -53,6 +53,14 @@ struct Signature {
   std::vector<TensorSpec> outputs;        // flat
   Structure output_structure;
   bool callback = false;                  // declared Callback<T>
+  // Train jobs: the flat index of the return that is the loss (the blob
+  // given to minimize(); a job file's jobflow.loss), -1 when the job does
+  // not return it.
+  int loss_output = -1;
+  // The returns that score an accuracy, when the job declares them
+  // (FunctionConfig::accuracy; a job file's jobflow.accuracy): integer
+  // labels (B,) and float logits (B, C), flat indices; -1 when not declared.
+  int accuracy_labels = -1, accuracy_logits = -1;
   std::string str() const;
 };
 
