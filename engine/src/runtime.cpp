@@ -219,6 +219,16 @@ void CompiledJob::sync() {
   rethrow_pending();
 }
 
+bool CompiledJob::sync_for(std::chrono::microseconds timeout) {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] sync() (or CheckPoint.save/load) called from the job's own callback "
+                "would wait for itself; call it after the calls, outside the callback");
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_idle_.wait_for(lk, timeout, [&] { return in_flight_ == 0; })) return false;
+  rethrow_pending();
+  return true;
+}
+
 int64_t CompiledJob::steps_run() const {
   std::lock_guard<std::mutex> exec(exec_mu_);  // not in the middle of a step
   return plan_->steps_run();
