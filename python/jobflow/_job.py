@@ -329,27 +329,15 @@ def _flatten(value, kind, outputs, job):
     raise AssertionError(kind)
 
 
-_names_used = set()
-
-
-def _unique_name(name):
-    if name not in _names_used:
-        _names_used.add(name)
-        return name
-    for i in itertools.count(1):
-        n = "%s_%d" % (name, i)
-        if n not in _names_used:
-            _names_used.add(n)
-            return n
-
-
 def _define(func, job_type, config, legacy):
     if config is None:
         config = FunctionConfig()
     if not isinstance(config, FunctionConfig):
         raise _C.Error("[global_function] function_config must be a flow.FunctionConfig(), got %s"
                        % type(config).__name__)
-    name = _unique_name(config._name or getattr(func, "__name__", "job"))
+    # The job is named after the function, as in OneFlow (names need not be
+    # unique: two train jobs of one name share their step counter).
+    name = config._name or getattr(func, "__name__", "job")
     sig = inspect.signature(func, eval_str=True)
     params = list(sig.parameters.values())
     anns = [(p.default if legacy and p.annotation is inspect.Parameter.empty else p.annotation) for p in params]
