@@ -119,6 +119,28 @@ std::vector<Tensor> run_interruptible(CompiledJob& job, std::vector<Tensor> in) 
   return std::move(box->result);
 }
 
+// Every job made here, so flow.sync_default_session() can wait for them
+// with Ctrl-C honoured before the engine's own (uninterruptible) wait.
+std::mutex g_jobs_mu;
+std::vector<std::weak_ptr<CompiledJob>> g_jobs;
+
+void register_job(const std::shared_ptr<CompiledJob>& j) {
+  std::lock_guard<std::mutex> lk(g_jobs_mu);
+  std::erase_if(g_jobs, [](const std::weak_ptr<CompiledJob>& w) { return w.expired(); });
+  g_jobs.push_back(j);
+}
+
+void wait_all_jobs() {
+  std::vector<std::shared_ptr<CompiledJob>> live;
+  {
+    std::lock_guard<std::mutex> lk(g_jobs_mu);
+    for (auto& w : g_jobs)
+      if (auto j = w.lock()) live.push_back(std::move(j));
+  }
+  for (auto& j : live) wait_idle(*j);
+  for (auto& j : live) release_job(j);
+}
+
 // ---- argument trees ----
 
 struct InNode {
@@ -428,6 +450,7 @@ std::unique_ptr<PyJob> make_job(std::shared_ptr<CompiledJob> impl, const std::ve
   std::vector<InNode> args;
   int next = 0;
   for (const auto& p : specs) args.push_back(in_node(p, sig, next));
+  register_job(impl);
   auto core = std::make_shared<Core>();
   core->name = sig.job_name;
   core->out = std::move(out);
@@ -583,6 +606,11 @@ void bind_jobs(py::module_& m) {
 #else
   m.attr("has_onnx") = false;
 #endif
+
+  m.def("wait_all_jobs", [] {
+    housekeeping();
+    wait_all_jobs();
+  }, "waits for every call of every job made from Python; Ctrl-C interrupts");
 
   // ---- for tests and the benchmark ----
   m.def("_wrap_info", [](py::handle arr, DType dtype) {

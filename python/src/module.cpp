@@ -221,8 +221,9 @@ PYBIND11_MODULE(_jobflow, m) {
     py::gil_scoped_release unlocked;
     session::assign(name, t);
   });
-  m.def("sync_all", [] {
+  m.def("sync_all", [m] {
     drain_deferred();
+    m.attr("wait_all_jobs")();  // interruptible; then the jobs made elsewhere (none, usually)
     sync_all_released();
   });
   m.def("reset_session", [] {

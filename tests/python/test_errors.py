@@ -126,7 +126,7 @@ CTRL_C = textwrap.dedent("""
         job(np.ones(3, np.float32))(slow)
     try:
         syncing.append(1)
-        job.sync()
+        WAIT
         print("not interrupted", len(done), flush=True)
     except KeyboardInterrupt:
         print("interrupted after", len(done), "of 30", flush=True)
@@ -134,13 +134,14 @@ CTRL_C = textwrap.dedent("""
 """)
 
 
-def test_ctrl_c_interrupts_sync(tmp_path):
+@pytest.mark.parametrize("wait", ["job.sync()", "flow.sync_default_session()", "flow.train.CheckPoint().save('m')"])
+def test_ctrl_c_interrupts_sync(tmp_path, wait):
     # The 3rd callback sends SIGINT while the main thread waits in sync():
     # sync() raises KeyboardInterrupt long before the 30 slow callbacks end
     # (a sync() that ignored it would return after all 30).
     script = tmp_path / "ctrl_c.py"
-    script.write_text(CTRL_C)
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    script.write_text(CTRL_C.replace("WAIT", wait))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     words = p.stdout.split()
     assert words[:2] == ["interrupted", "after"] and int(words[2]) < 30, p.stdout
