@@ -8,6 +8,7 @@ then pass NumPy arrays to the compiled job; the body never runs again.
 """
 import inspect
 import itertools
+import threading
 import typing as _typing
 
 import numpy as np
@@ -163,13 +164,20 @@ class _Definition:
         self.losses = []
 
 
-_defining = []
+_local = threading.local()  # bodies being defined on this thread (jobs may be defined on several)
+
+
+def _defining():
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
 
 
 def current_definition(what):
-    if not _defining:
+    stack = _defining()
+    if not stack:
         raise _C.Error("[%s] called outside a job function body" % what)
-    return _defining[-1]
+    return stack[-1]
 
 
 def watch(blob, handler):
@@ -359,7 +367,7 @@ def _define(func, job_type, config, legacy):
     builder = _C.JobBuilder(_C.JobType.train if job_type == "train" else _C.JobType.predict,
                             config._cpp(name), specs)
     d = _Definition(name, legacy, config)
-    _defining.append(d)
+    _defining().append(d)
     builder.enter()
     try:
         counter = itertools.count()
@@ -378,7 +386,7 @@ def _define(func, job_type, config, legacy):
                            % name)
     finally:
         builder.leave()
-        _defining.pop()
+        _defining().pop()
     outputs = []
     structure = _flatten(value, kind, outputs, name)
     job = builder.finish(outputs, structure, callback, d.watches)
