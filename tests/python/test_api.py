@@ -374,3 +374,39 @@ def test_settings_are_accepted():
 
     assert job.name == "cfg_job"
     assert "cfg_job(x: (3,) float32) -> Numpy [predict]" == job.signature
+
+
+# ---- the older API's rules ----
+
+def test_older_api_rules():
+    config = flow.function_config()
+    config.train.primary_lr(0.1)
+    config.train.model_update_conf({"momentum_conf": {"beta": 0.9}})
+    with pytest.raises(flow.Error, match=r"\[flow.function\] train job 'no_loss' never called flow.losses.add_loss"):
+        @flow.function(config)
+        def no_loss(x=flow.FixedTensorDef((3,))):
+            return x
+
+    with pytest.raises(flow.Error, match=r"\[losses.add_loss\] job 'new_api': add_loss needs config.train.primary_lr"):
+        @flow.global_function(type="train")
+        def new_api(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
+            flow.losses.add_loss(flow.math.reduce_sum(x))
+            return x
+
+    with pytest.raises(flow.Error, match=r"model_update_conf\] expected one of"):
+        flow.function_config().train.model_update_conf("sgd")
+
+    @flow.function(config)
+    def fit(x=flow.FixedTensorDef((8, 2)), y=flow.FixedTensorDef((8, 1))):
+        loss = flow.math.reduce_mean(flow.math.square(flow.layers.dense(x, 1, name="old_lin") - y))
+        flow.losses.add_loss(loss)
+        return loss
+
+    x = np.arange(16, dtype=np.float32).reshape(8, 2) / 16
+    y = x @ np.array([[2.0], [-1.0]], np.float32)
+    flow.train.CheckPoint().init()
+    losses = [float(fit(x, y).get()) for _ in range(100)]
+    assert losses[-1] < 0.01 * losses[0]
+    assert "old_lin-weight-momentum" in flow.get_all_variables()  # momentum_conf: SGD with momentum
+    r = fit(x, y).get()
+    assert isinstance(r, np.ndarray) and isinstance(r.ndarray(), np.ndarray) and type(r.ndarray()) is np.ndarray
