@@ -23,6 +23,8 @@
 //                                      a Callbacker; give it the callback:
 //                                      train_job(images, labels)(print_loss);
 // Any job can also be called asynchronously with job.async(args...)(cb).
+// OneFlow's older styles work on what an asynchronous call returns:
+// job.async(args...).get() blocks for the result, .async_get(cb) = (cb).
 // Callbacks run on the job's callback thread, in call order.
 #pragma once
 
@@ -355,6 +357,23 @@ class Callbacker {
     CompiledJob::attach(call_, [cb = std::move(cb), conv](std::vector<Tensor> r) { cb(conv(r)); });
     call_.reset();
   }
+  // OneFlow's older result styles (flow.function, seed 001):
+  //   H r = job(args).get();          // blocks; returns the result
+  //   job(args).async_get(callback);  // the same as job(args)(callback)
+  // get() waits like job.sync() (for this call and every call before it)
+  // and throws the call's error, or an earlier asynchronous one.
+  H get() {
+    if (!call_) throw Error("[Callbacker] a callback was already given for this call");
+    auto box = std::make_shared<std::optional<H>>();
+    auto conv = convert_;
+    CompiledJob::attach(call_, [box, conv](std::vector<Tensor> r) { box->emplace(conv(r)); });
+    call_.reset();
+    job_->sync();
+    if (!*box)
+      throw Error("[" + job_->signature().job_name + "] get(): the call failed and its error was reported elsewhere");
+    return std::move(**box);
+  }
+  void async_get(std::function<void(H)> cb) { (*this)(std::move(cb)); }
 
  private:
   std::shared_ptr<CompiledJob> job_;

@@ -157,6 +157,11 @@ class CompiledJob {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
+  // As sync(), but waits at most `timeout`: false if calls are still in
+  // flight then (nothing rethrown), true once every call has ended (after
+  // rethrowing a stored error). For callers that must stay responsive while
+  // they wait: the Python binding checks for Ctrl-C between two waits.
+  bool sync_for(std::chrono::microseconds timeout);
   size_t max_in_flight() const;
   int num_threads() const;
   // Calls queued, running or awaiting their callback.
