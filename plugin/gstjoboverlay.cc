@@ -141,7 +141,7 @@ void draw_mask(cairo_t* cr, const JobflowAnalyticsSegmentationMtd* seg, double a
 
 /* A caption box at (x, y) (its top-left), text in black or white. */
 void draw_caption(cairo_t* cr, PangoLayout* layout, const std::string& text, const Rgb& c, double x, double y,
-                  bool above, int frame_h) {
+                  bool above, int frame_w, int frame_h) {
   pango_layout_set_text(layout, text.c_str(), -1);
   int tw, th;
   pango_layout_get_pixel_size(layout, &tw, &th);
@@ -149,6 +149,7 @@ void draw_caption(cairo_t* cr, PangoLayout* layout, const std::string& text, con
   double top = above ? y - th - 2 * pad : y;
   if (top < 0) top = above ? y : 0;  // no room above: inside the box
   if (top + th + 2 * pad > frame_h) top = frame_h - th - 2 * pad;
+  if (x + tw + 2 * pad > frame_w) x = std::max(0.0, frame_w - tw - 2 * pad);  // keep it in the frame
   cairo_set_source_rgb(cr, c.r, c.g, c.b);
   cairo_rectangle(cr, x, top, tw + 2 * pad, th + 2 * pad);
   cairo_fill(cr);
@@ -160,7 +161,7 @@ void draw_caption(cairo_t* cr, PangoLayout* layout, const std::string& text, con
 }
 
 /* Draws every result of `meta` into `cr` (a transparent frame-sized layer). */
-void draw(cairo_t* cr, JobflowAnalyticsRelationMeta* meta, const Settings& cfg, int frame_h) {
+void draw(cairo_t* cr, JobflowAnalyticsRelationMeta* meta, const Settings& cfg, int frame_w, int frame_h) {
   if (cfg.show_masks) {
     gpointer state = nullptr;
     JobflowAnalyticsSegmentationMtd seg;
@@ -246,7 +247,7 @@ void draw(cairo_t* cr, JobflowAnalyticsRelationMeta* meta, const Settings& cfg, 
       y += 20;
     }
   }
-  for (const Caption& c : captions) draw_caption(cr, layout, c.text, c.color, c.x, c.y, c.above, frame_h);
+  for (const Caption& c : captions) draw_caption(cr, layout, c.text, c.color, c.x, c.y, c.above, frame_w, frame_h);
   g_object_unref(layout);
 }
 
@@ -263,7 +264,7 @@ GstFlowReturn transform_frame_ip(GstVideoFilter* filter, GstVideoFrame* frame) {
   std::memset(map.data, 0, map.size);
   cairo_surface_t* surface = cairo_image_surface_create_for_data(map.data, CAIRO_FORMAT_ARGB32, w, h, stride);
   cairo_t* cr = cairo_create(surface);
-  draw(cr, meta, cfg, h);
+  draw(cr, meta, cfg, w, h);
   cairo_destroy(cr);
   cairo_surface_flush(surface);
   cairo_surface_destroy(surface);
