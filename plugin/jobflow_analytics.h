@@ -56,9 +56,11 @@
  *             jobflow_analytics_tracking_mtd_get_mtd_type(), &s2, &trk)) { ... }
  *   }
  *
- * The meta has no tags: elements that copy tag-less metas (GstBaseTransform
- * subclasses such as videoconvert, queue, tee) keep it; videoscale's scale
- * transform scales the boxes and mask placements with the frame.
+ * The meta has no tags (as upstream's): elements that copy tag-less metas
+ * (GstBaseTransform subclasses such as videoconvert, and queue, tee) keep it;
+ * videoscale copies it unchanged (it scales only metas tagged "size"). Its
+ * transform function implements the video scale transform (boxes and mask
+ * placements scaled) for elements that apply it explicitly.
  *
  * JSON: jobflow_analytics_relation_meta_write_json() writes one buffer's
  * entries into a json-glib JsonBuilder (the schema is in docs/elements.md,
