@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -108,21 +109,39 @@ struct State {
   size_t steps = 0;                 // ctc: time steps per row
   size_t nbytes = 0;
   /* frame modes */
-  GstCaps* out_caps = nullptr;      // decided at the last buffer
   std::vector<GstEvent*> held;      // sticky events waiting for the output caps
 };
 
 void clear_state(State* st) {
   gst_clear_caps(&st->in_caps);
-  gst_clear_caps(&st->out_caps);
   for (GstEvent* e : st->held) gst_event_unref(e);
   *st = State{};
 }
 
 struct Impl {
-  ~Impl() { clear_state(&state); }
+  ~Impl() {
+    clear_state(&state);
+    gst_clear_caps(&out_caps);
+  }
   jobflow::gst::Locked<Settings> settings;
   State state;
+  /* Frame modes: the output caps decided at the last buffer. Set by the
+   * streaming thread, read by caps queries from any thread. */
+  std::mutex out_caps_mu;
+  GstCaps* out_caps = nullptr;
+  GstCaps* decided_caps() {  // a reference, or null
+    std::lock_guard<std::mutex> lk(out_caps_mu);
+    return out_caps ? gst_caps_ref(out_caps) : nullptr;
+  }
+  void set_decided_caps(GstCaps* caps) {  // caps: null or borrowed
+    GstCaps* old;
+    {
+      std::lock_guard<std::mutex> lk(out_caps_mu);
+      old = out_caps;
+      out_caps = caps ? gst_caps_ref(caps) : nullptr;
+    }
+    if (old) gst_caps_unref(old);
+  }
 };
 
 GstStaticPadTemplate sink_template =
@@ -723,8 +742,8 @@ GstCaps* transform_caps(GstBaseTransform* trans, GstPadDirection direction, GstC
     out = gst_caps_from_string("text/x-raw, format=(string)utf8");
   } else {
     /* the caps submit_input_buffer() worked out, or anything until then */
-    GstCaps* decided = self->impl->state.out_caps;
-    out = decided ? gst_caps_copy(decided) : gst_pad_get_pad_template_caps(GST_BASE_TRANSFORM_SRC_PAD(trans));
+    GstCaps* decided = self->impl->decided_caps();
+    out = decided ? decided : gst_pad_get_pad_template_caps(GST_BASE_TRANSFORM_SRC_PAD(trans));
   }
   if (filter) {
     GstCaps* tmp = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
@@ -872,11 +891,13 @@ GstFlowReturn submit_input_buffer(GstBaseTransform* trans, gboolean is_discont, 
     return GST_FLOW_NOT_NEGOTIATED;
   }
   GstCaps* want = output_caps_for(st, input);
-  if (!st.out_caps || !gst_caps_is_equal(want, st.out_caps)) {
+  GstCaps* decided = self->impl->decided_caps();
+  if (!decided || !gst_caps_is_equal(want, decided)) {
     GST_DEBUG_OBJECT(self, "output caps %" GST_PTR_FORMAT, want);
-    gst_caps_replace(&st.out_caps, want);
+    self->impl->set_decided_caps(want);
     gst_base_transform_reconfigure_src(trans);
   }
+  if (decided) gst_caps_unref(decided);
   gst_caps_unref(want);
   const GstFlowReturn ret = parent_submit(trans, is_discont, input);
   if (!st.held.empty() && gst_pad_has_current_caps(GST_BASE_TRANSFORM_SRC_PAD(trans))) push_held(self);
@@ -899,6 +920,7 @@ gboolean start(GstBaseTransform* trans) {
   GstJobDecode* self = GST_JOB_DECODE(trans);
   try {
     clear_state(&self->impl->state);
+    self->impl->set_decided_caps(nullptr);
     const Settings cfg = self->impl->settings.copy();
     self->impl->state.mode = cfg.mode;
     self->impl->state.mask_video = cfg.mask_video;
@@ -911,6 +933,7 @@ gboolean start(GstBaseTransform* trans) {
 
 gboolean stop(GstBaseTransform* trans) {
   clear_state(&GST_JOB_DECODE(trans)->impl->state);
+  GST_JOB_DECODE(trans)->impl->set_decided_caps(nullptr);
   return TRUE;
 }
 
@@ -922,7 +945,10 @@ GstFlowReturn prepare_output_buffer(GstBaseTransform* trans, GstBuffer* input, G
     *outbuf = gst_buffer_new();
   } else if (st.mode == kModeSegmentation && st.mask_video) {
     GstVideoInfo info;
-    if (!st.out_caps || !gst_video_info_from_caps(&info, st.out_caps)) return GST_FLOW_NOT_NEGOTIATED;
+    GstCaps* decided = self->impl->decided_caps();
+    const bool ok = decided && gst_video_info_from_caps(&info, decided);
+    if (decided) gst_caps_unref(decided);
+    if (!ok) return GST_FLOW_NOT_NEGOTIATED;
     *outbuf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
     gst_buffer_add_video_meta(*outbuf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_GRAY8, GST_VIDEO_INFO_WIDTH(&info),
                               GST_VIDEO_INFO_HEIGHT(&info));
