@@ -88,8 +88,11 @@ class JobDecode : public ::testing::Test {
                           GstCaps* frame_caps = nullptr, int mw = 0, int mh = 0, double s = 1, double px = 0,
                           double py = 0) {
     GstBuffer* b = gst_buffer_new();
-    for (const auto& t : tensors) gst_buffer_append_memory(b, gst_memory_new_wrapped(
-        static_cast<GstMemoryFlags>(0), g_memdup2(t.data(), t.size()), t.size(), 0, t.size(), nullptr, nullptr));
+    for (const auto& t : tensors) {
+      gpointer data = g_memdup2(t.data(), t.size());
+      gst_buffer_append_memory(
+          b, gst_memory_new_wrapped(static_cast<GstMemoryFlags>(0), data, t.size(), 0, t.size(), data, g_free));
+    }
     GST_BUFFER_PTS(b) = GST_SECOND;
     GST_BUFFER_DURATION(b) = GST_SECOND / 30;
     if (frame) jobflow_buffer_add_frame_meta(b, frame, frame_caps, mw, mh, s, s, px, py);
