@@ -47,7 +47,8 @@ plugins=$(pkg-config --variable=pluginsdir gstreamer-1.0)
 declare -A expect=(
   [libjobflow0]="/usr/lib/$multiarch/libjobflow.so.0 /usr/lib/$multiarch/libjobflow-gst.so.0"
   [libjobflow-dev]="/usr/include/jobflow/jobflow.h /usr/include/jobflow/gst/jobsink.h
-                    /usr/include/jobflow/gst/tensor_caps.h /usr/lib/$multiarch/libjobflow.so
+                    /usr/include/jobflow/gst/tensor_caps.h /usr/include/jobflow/gst/jobflow_analytics.h
+                    /usr/lib/$multiarch/libjobflow.so
                     /usr/lib/$multiarch/libjobflow-gst.so /usr/lib/$multiarch/pkgconfig/jobflow.pc
                     /usr/lib/$multiarch/pkgconfig/jobflow-gst.pc /usr/share/doc/jobflow/installing.md"
   [gstreamer1.0-jobflow]="$plugins/libgstjobflow.so"
