@@ -6,6 +6,7 @@
 
 #include "gstjobbatch.h"
 #include "gstjobconvert.h"
+#include "gstjobcrop.h"
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
 #include "gstjobfunction.h"
@@ -28,6 +29,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobunbatch(plugin);
   ok &= jobflow_register_jobtrack(plugin);
   ok &= jobflow_register_joboverlay(plugin);
+  ok &= jobflow_register_jobcrop(plugin);
   return ok;
 }
 

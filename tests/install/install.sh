@@ -37,7 +37,8 @@ expect=("$lib/libjobflow.so" "$lib/libjobflow.so.0" "$lib/pkgconfig/jobflow.pc"
 [[ $plugin == yes ]] && expect+=("$lib/libjobflow-gst.so" "$lib/libjobflow-gst.so.0" "$lib/pkgconfig/jobflow-gst.pc"
                                  "$inc/jobflow/gst/jobsink.h" "$inc/jobflow/gst/tensor_caps.h"
                                  "$inc/jobflow/gst/jobflow_meta.h" "$inc/jobflow/gst/jobflow_analytics.h"
-                                 "$inc/jobflow/gst/jobflow_frame_meta.h" "$plugins/libgstjobflow.so")
+                                 "$inc/jobflow/gst/jobflow_frame_meta.h" "$inc/jobflow/gst/jobflow_crop_meta.h"
+                                 "$plugins/libgstjobflow.so")
 for f in "${expect[@]}"; do
   [[ -e $f ]] || fail "not installed: ${f#"$dest"}"
 done
