@@ -870,6 +870,7 @@ void attach_results(GstJobDecode* self, GstBuffer* inbuf, const JobflowCropMeta*
  * (taken), or a new copy of the crop meta's frame (its memory shared, its
  * metas copied) with the input's timestamps. */
 GstBuffer* region_frame(State* st, GstBuffer* input, const JobflowCropMeta* cm) {
+  if (cm->chunk == 0) gst_clear_buffer(&st->pending);  // a new frame: what is held is another's (its last chunk was lost)
   GstBuffer* out = std::exchange(st->pending, nullptr);
   if (!out) out = gst_buffer_copy(cm->frame);
   gst_buffer_copy_into(out, input, GST_BUFFER_COPY_TIMESTAMPS, 0, static_cast<gsize>(-1));

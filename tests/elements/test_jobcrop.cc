@@ -501,6 +501,29 @@ TEST(JobDecodePerRegion, AttachesClassesAsChildrenOfTheRegions) {
   gst_object_unref(bus);
 }
 
+TEST(JobDecodePerRegion, AFrameWhoseLastChunkWasLostIsNotMixedWithTheNext) {
+  GstHarness* crop = crop_harness("");
+  std::vector<Box> five;
+  for (int i = 0; i < 5; ++i) five.push_back({"plate", i * 10, 0, 8, 8, {1, 1, 1}});
+  ASSERT_EQ(gst_harness_push(crop, make_frame(five, GST_SECOND)), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(crop, make_frame({{"plate", 0, 0, 8, 8, {1, 1, 1}}}, 2 * GST_SECOND)), GST_FLOW_OK);
+  GstBuffer* first = gst_harness_pull(crop);  // frame 1, chunk 0 of 2
+  GstBuffer* lost = gst_harness_pull(crop);   // frame 1, chunk 1: not sent on
+  GstBuffer* next = gst_harness_pull(crop);   // frame 2, its only chunk
+  GstHarness* h = attach_harness("mode=labels softmax=false");
+  ASSERT_EQ(gst_harness_push(h, scores_for(first, {{1, 0, 0}, {1, 0, 0}, {1, 0, 0}, {1, 0, 0}})), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, scores_for(next, {{0, 1, 0}})), GST_FLOW_OK);
+  GstBuffer* frame = gst_harness_pull(h);
+  EXPECT_EQ(GST_BUFFER_PTS(frame), 2 * GST_SECOND);
+  JobflowAnalyticsRelationMeta* m = jobflow_buffer_get_analytics_relation_meta(frame);
+  EXPECT_EQ(jobflow_analytics_relation_get_length(m), 2u);  // its region and its class only
+  EXPECT_EQ(classes_of(m, 0), (std::vector<std::pair<std::string, float>>{{"1", 1.f}}));
+  gst_buffer_unref(frame);
+  for (GstBuffer* b : {first, lost, next}) gst_buffer_unref(b);
+  gst_harness_teardown(h);
+  gst_harness_teardown(crop);
+}
+
 TEST(JobDecodePerRegion, AttachesCtcTextsAndRefusesBuffersWithoutCrops) {
   const std::string dict = write_file("ab.txt", "a\nb\n");
   GstHarness* crop = crop_harness("");
