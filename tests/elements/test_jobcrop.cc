@@ -586,10 +586,11 @@ TEST(JobDecodePerRegion, AttachesBoxesInsideTheRegionsInFramePixels) {
   const float boxes[4][4] = {{2, 2, 10, 6}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
   const float scores[4] = {0.8f, 0, 0, 0};
   GstBuffer* in = gst_buffer_new();
-  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, g_memdup2(boxes, sizeof boxes),
-                                                      sizeof boxes, 0, sizeof boxes, nullptr, nullptr));
-  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, g_memdup2(scores, sizeof scores),
-                                                      sizeof scores, 0, sizeof scores, nullptr, nullptr));
+  gpointer b = g_memdup2(boxes, sizeof boxes), sc = g_memdup2(scores, sizeof scores);
+  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, b, sizeof boxes, 0, sizeof boxes, b,
+                                                      g_free));
+  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, sc, sizeof scores, 0, sizeof scores,
+                                                      sc, g_free));
   gst_buffer_copy_into(in, crops, static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_TIMESTAMPS | GST_BUFFER_COPY_META), 0,
                        static_cast<gsize>(-1));
   ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
