@@ -56,6 +56,7 @@ struct Settings {
   std::string mean, std_dev;
   bool qos = true;
   gint64 max_lateness = kDefaultMaxLateness;
+  bool deskew = true;
 };
 
 /* Built when the video caps arrive; streaming thread only. */
@@ -122,6 +123,7 @@ enum {
   PROP_STD,
   PROP_QOS,
   PROP_MAX_LATENESS,
+  PROP_DESKEW,
 };
 
 GType layout_get_type() {
@@ -299,22 +301,36 @@ bool configure(GstJobCrop* self, GstCaps* caps) {
 
 /* ------------------------------------------------------------ crops */
 
-/* The region `od` as a crop of the frame (clamped to it); false when it
- * is not to be cropped (label, size). */
+/* The region `od` as a crop of the frame: its box clamped to the frame,
+ * or (deskew, a rotated region) its rotated rectangle; false when it is not
+ * to be cropped (label, size, outside the frame). */
 bool region_crop(const State& st, const Settings& cfg, GQuark label, JobflowAnalyticsODMtd* od, JobflowCrop* crop) {
   if (label && jobflow_analytics_od_mtd_get_obj_type(od) != label) return false;
   gint x, y, w, h;
-  if (!jobflow_analytics_od_mtd_get_location(od, &x, &y, &w, &h, nullptr)) return false;
-  const gint fw = GST_VIDEO_INFO_WIDTH(&st.vinfo), fh = GST_VIDEO_INFO_HEIGHT(&st.vinfo);
-  const gint x0 = std::clamp(x, 0, fw), y0 = std::clamp(y, 0, fh);
-  const gint x1 = std::clamp(x + w, 0, fw), y1 = std::clamp(y + h, 0, fh);
-  if (x1 - x0 <= 0 || y1 - y0 <= 0) return false;
-  if (x1 - x0 < static_cast<gint>(cfg.min_width) || y1 - y0 < static_cast<gint>(cfg.min_height)) return false;
+  gfloat r = 0.f;
+  if (!jobflow_analytics_od_mtd_get_oriented_location(od, &x, &y, &w, &h, &r, nullptr)) return false;
+  *crop = JobflowCrop{};
   crop->region_id = od->id;
-  crop->x = x0;
-  crop->y = y0;
-  crop->w = x1 - x0;
-  crop->h = y1 - y0;
+  const gint fw = GST_VIDEO_INFO_WIDTH(&st.vinfo), fh = GST_VIDEO_INFO_HEIGHT(&st.vinfo);
+  if (r != 0.f && cfg.deskew) {
+    const double cx = x + w / 2.0, cy = y + h / 2.0;
+    if (w <= 0 || h <= 0 || cx < 0 || cy < 0 || cx > fw || cy > fh) return false;
+    crop->x = x;
+    crop->y = y;
+    crop->w = w;
+    crop->h = h;
+    crop->rotation = r;
+  } else {
+    if (!jobflow_analytics_od_mtd_get_location(od, &x, &y, &w, &h, nullptr)) return false;  // around a rotated one
+    const gint x0 = std::clamp(x, 0, fw), y0 = std::clamp(y, 0, fh);
+    const gint x1 = std::clamp(x + w, 0, fw), y1 = std::clamp(y + h, 0, fh);
+    crop->x = x0;
+    crop->y = y0;
+    crop->w = x1 - x0;
+    crop->h = y1 - y0;
+  }
+  if (crop->w <= 0 || crop->h <= 0) return false;
+  if (crop->w < static_cast<gint>(cfg.min_width) || crop->h < static_cast<gint>(cfg.min_height)) return false;
   /* the fit into the model's input */
   int dx = 0, dy = 0, dw = st.model_w, dh = st.model_h;
   if (st.resize != kStretch) {
@@ -333,9 +349,44 @@ bool region_crop(const State& st, const Settings& cfg, GQuark label, JobflowAnal
   return true;
 }
 
-/* Fits crop `c` of the mapped frame into the scratch image, then writes
- * it normalised into `dst` (one slot). */
-bool write_crop(const State& st, const GstVideoFrame* frame, const JobflowCrop& c, guint8* dst) {
+/* A rotated crop into the scratch image: each pixel of the fitted
+ * rectangle samples the frame (bilinear, edges repeated) at its place in
+ * the rotated rectangle; the rest is pad-value. */
+void sample_rotated(const State& st, const GstVideoFrame* frame, const JobflowCrop& c, GstVideoFrame* out) {
+  const int fw = GST_VIDEO_FRAME_WIDTH(frame), fh = GST_VIDEO_FRAME_HEIGHT(frame), ps = st.pixel_stride;
+  const int fstride = GST_VIDEO_FRAME_PLANE_STRIDE(frame, 0), ostride = GST_VIDEO_FRAME_PLANE_STRIDE(out, 0);
+  const auto* src = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(frame, 0));
+  auto* dst = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(out, 0));
+  for (int y = 0; y < st.model_h; ++y) std::memset(dst + static_cast<size_t>(y) * ostride, static_cast<int>(st.pad_value),
+                                                   static_cast<size_t>(st.model_w) * ps);
+  const int dx = static_cast<int>(c.pad_x), dy = static_cast<int>(c.pad_y);
+  const int dw = static_cast<int>(std::lround(c.w * c.scale_x)), dh = static_cast<int>(std::lround(c.h * c.scale_y));
+  for (int v = dy; v < dy + dh; ++v) {
+    guint8* row = dst + static_cast<size_t>(v) * ostride;
+    for (int u = dx; u < dx + dw; ++u) {
+      double fx = u + 0.5, fy = v + 0.5;
+      jobflow_crop_to_frame(&c, &fx, &fy);
+      fx -= 0.5;  // pixel centres
+      fy -= 0.5;
+      const int x0 = static_cast<int>(std::floor(fx)), y0 = static_cast<int>(std::floor(fy));
+      const double ax = fx - x0, ay = fy - y0;
+      const int xa = std::clamp(x0, 0, fw - 1), xb = std::clamp(x0 + 1, 0, fw - 1);
+      const int ya = std::clamp(y0, 0, fh - 1), yb = std::clamp(y0 + 1, 0, fh - 1);
+      const guint8* r0 = src + static_cast<size_t>(ya) * fstride;
+      const guint8* r1 = src + static_cast<size_t>(yb) * fstride;
+      for (int k = 0; k < ps; ++k) {
+        const double top = r0[xa * ps + k] * (1 - ax) + r0[xb * ps + k] * ax;
+        const double bottom = r1[xa * ps + k] * (1 - ax) + r1[xb * ps + k] * ax;
+        row[u * ps + k] = static_cast<guint8>(std::clamp(std::lround(top * (1 - ay) + bottom * ay), 0L, 255L));
+      }
+    }
+  }
+}
+
+/* An axis-aligned crop into the scratch image: GStreamer's video converter
+ * crops, scales (bilinear) and places it, and fills the border with
+ * pad-value. */
+bool convert_crop(const State& st, const GstVideoFrame* frame, const JobflowCrop& c, GstVideoFrame* out) {
   const guint v = st.pad_value;
   GstStructure* opts = gst_structure_new(
       "options", GST_VIDEO_CONVERTER_OPT_RESAMPLER_METHOD, GST_TYPE_VIDEO_RESAMPLER_METHOD,
@@ -350,13 +401,23 @@ bool write_crop(const State& st, const GstVideoFrame* frame, const JobflowCrop& 
   GstVideoConverter* conv = gst_video_converter_new(const_cast<GstVideoInfo*>(&st.vinfo),
                                                     const_cast<GstVideoInfo*>(&st.scratch_info), opts);
   if (!conv) return false;
+  gst_video_converter_frame(conv, frame, out);
+  gst_video_converter_free(conv);
+  return true;
+}
+
+/* Fits crop `c` of the mapped frame into the scratch image, then writes
+ * it normalised into `dst` (one slot). */
+bool write_crop(const State& st, const GstVideoFrame* frame, const JobflowCrop& c, guint8* dst) {
   GstVideoFrame out;
-  if (!gst_video_frame_map(&out, const_cast<GstVideoInfo*>(&st.scratch_info), st.scratch, GST_MAP_READWRITE)) {
-    gst_video_converter_free(conv);
+  if (!gst_video_frame_map(&out, const_cast<GstVideoInfo*>(&st.scratch_info), st.scratch, GST_MAP_READWRITE))
+    return false;
+  if (c.rotation != 0.0) {
+    sample_rotated(st, frame, c, &out);
+  } else if (!convert_crop(st, frame, c, &out)) {
+    gst_video_frame_unmap(&out);
     return false;
   }
-  gst_video_converter_frame(conv, frame, &out);
-  gst_video_converter_free(conv);
   const int w = st.model_w, h = st.model_h, ch = st.channels, ps = st.pixel_stride;
   const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&out, 0);
   const guint8* src = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&out, 0));
@@ -585,6 +646,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_STD: s.std_dev = str(); break;
       case PROP_QOS: s.qos = g_value_get_boolean(value); break;
       case PROP_MAX_LATENESS: s.max_lateness = g_value_get_int64(value); break;
+      case PROP_DESKEW: s.deskew = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -609,6 +671,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_STD: str(s.std_dev); break;
       case PROP_QOS: g_value_set_boolean(value, s.qos); break;
       case PROP_MAX_LATENESS: g_value_set_int64(value, s.max_lateness); break;
+      case PROP_DESKEW: g_value_set_boolean(value, s.deskew); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -671,6 +734,10 @@ static void gst_job_crop_class_init(GstJobCropClass* klass) {
           g_param_spec_int64("max-lateness", "Maximum lateness",
                              "With qos: ns a frame may be late downstream before it is dropped (-1: never drop)", -1,
                              G_MAXINT64, kDefaultMaxLateness, playing));
+  install(PROP_DESKEW, g_param_spec_boolean("deskew", "Deskew",
+                                            "Crop a rotated region (text-regions' lines) as its rotated rectangle turned "
+                                            "upright (bilinear); false: as the axis-aligned box around it",
+                                            TRUE, playing));
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

@@ -3,7 +3,8 @@
  * For every video frame, the regions (ODMtds of its
  * JobflowAnalyticsRelationMeta, e.g. from `jobdecode mode=boxes` or
  * `text-regions`) of the chosen `label` and at least `min-width` x
- * `min-height` pixels are cropped from the frame, each fitted into the
+ * `min-height` pixels are cropped from the frame (a rotated region turned
+ * upright, `deskew`), each fitted into the
  * model's input (`resize`: keep the aspect and pad right/bottom, letterbox,
  * or stretch), normalised like jobconvert's tensors, and stacked along
  * dim 0 of one tensor: (B, C, H, W) (or NHWC), B slots per buffer, padding

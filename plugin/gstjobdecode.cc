@@ -842,6 +842,20 @@ void attach_results(GstJobDecode* self, GstBuffer* inbuf, const JobflowCropMeta*
         }
         const JobflowCrop& c = cm->crops[i];
         for (const dec::Box& b : decode_boxes(st, cfg, slot, &model)) {
+          const std::string label = label_of(st, static_cast<size_t>(std::max(b.label, 0)));
+          JobflowAnalyticsODMtd od;
+          if (c.rotation != 0.0) {  // a deskewed crop: the box turns with it, about its centre
+            double cx = (b.x1 + b.x2) / 2.0, cy = (b.y1 + b.y2) / 2.0;
+            jobflow_crop_to_frame(&c, &cx, &cy);
+            const double w = (b.x2 - b.x1) / c.scale_x, h = (b.y2 - b.y1) / c.scale_y;
+            const gint iw = static_cast<gint>(std::lround(w)), ih = static_cast<gint>(std::lround(h));
+            if (iw <= 0 || ih <= 0) continue;
+            jobflow_analytics_relation_meta_add_oriented_od_mtd(
+                meta, g_quark_from_string(label.c_str()), static_cast<gint>(std::lround(cx - w / 2)),
+                static_cast<gint>(std::lround(cy - h / 2)), iw, ih, static_cast<gfloat>(c.rotation), b.score, &od);
+            child_of(c.region_id, od.id);
+            continue;
+          }
           double x1 = b.x1, y1 = b.y1, x2 = b.x2, y2 = b.y2;
           jobflow_crop_to_frame(&c, &x1, &y1);
           jobflow_crop_to_frame(&c, &x2, &y2);
@@ -852,8 +866,6 @@ void attach_results(GstJobDecode* self, GstBuffer* inbuf, const JobflowCropMeta*
           const gint ix = static_cast<gint>(std::lround(x1)), iy = static_cast<gint>(std::lround(y1));
           const gint iw = static_cast<gint>(std::lround(x2)) - ix, ih = static_cast<gint>(std::lround(y2)) - iy;
           if (iw <= 0 || ih <= 0) continue;
-          JobflowAnalyticsODMtd od;
-          const std::string label = label_of(st, static_cast<size_t>(std::max(b.label, 0)));
           jobflow_analytics_relation_meta_add_od_mtd(meta, g_quark_from_string(label.c_str()), ix, iy, iw, ih, b.score,
                                                      &od);
           child_of(c.region_id, od.id);

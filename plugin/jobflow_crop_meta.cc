@@ -1,6 +1,7 @@
 /* JobflowCropMeta: see jobflow_crop_meta.h. */
 #include "jobflow_crop_meta.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace {
@@ -73,9 +74,18 @@ JobflowCropMeta* jobflow_buffer_add_crop_meta(GstBuffer* buffer, GstBuffer* fram
 }
 
 void jobflow_crop_to_frame(const JobflowCrop* crop, gdouble* x, gdouble* y) {
-  g_return_if_fail(crop != nullptr);
-  if (x) *x = crop->x + (*x - crop->pad_x) / crop->scale_x;
-  if (y) *y = crop->y + (*y - crop->pad_y) / crop->scale_y;
+  g_return_if_fail(crop != nullptr && x != nullptr && y != nullptr);
+  const double lx = (*x - crop->pad_x) / crop->scale_x, ly = (*y - crop->pad_y) / crop->scale_y;
+  if (crop->rotation == 0.0) {
+    *x = crop->x + lx;
+    *y = crop->y + ly;
+    return;
+  }
+  /* about the centre, clockwise on screen (y down) */
+  const double dx = lx - crop->w / 2.0, dy = ly - crop->h / 2.0;
+  const double c = std::cos(crop->rotation), s = std::sin(crop->rotation);
+  *x = crop->x + crop->w / 2.0 + dx * c - dy * s;
+  *y = crop->y + crop->h / 2.0 + dx * s + dy * c;
 }
 
 }  // extern "C"

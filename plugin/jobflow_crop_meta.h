@@ -5,9 +5,10 @@
  * them along dim 0 of one tensor (slot i = crop i). It attaches this meta
  * to that tensor buffer: a reference to the frame (no copy of its pixels)
  * with its caps, and per crop the id of the region it came from and the
- * geometry of the fit — the frame rectangle x, y, w, h that was cropped,
- * scaled by (scale_x, scale_y) and placed at (pad_x, pad_y) in the model
- * input of model_width x model_height. Tensor elements pass metas on
+ * geometry of the fit — the frame rectangle x, y, w, h that was cropped
+ * (turned upright first when the region is rotated by `rotation`), scaled
+ * by (scale_x, scale_y) and placed at (pad_x, pad_y) in the model input of
+ * model_width x model_height. Tensor elements pass metas on
  * (jobfunction keeps its input's), so after the second model
  * `jobdecode per-region=true` finds the frame and the regions again,
  * attaches each crop's result to its region (the region CONTAINs the
@@ -34,9 +35,12 @@ G_BEGIN_DECLS
 
 typedef struct {
   guint region_id;          /* the ODMtd's id in the frame's JobflowAnalyticsRelationMeta */
-  gint x, y, w, h;          /* the cropped frame rectangle (pixels) */
-  gdouble scale_x, scale_y; /* model pixels per frame pixel */
+  gint x, y, w, h;          /* the cropped frame rectangle (pixels); of a rotated crop, the
+                             * rectangle before the rotation (as the ODMtd's) */
+  gdouble scale_x, scale_y; /* model pixels per (upright) crop pixel */
   gdouble pad_x, pad_y;     /* model pixels before the scaled crop */
+  gdouble rotation;         /* radians, clockwise about the rectangle's centre: the crop was
+                             * the rotated rectangle, turned upright (0: axis-aligned) */
 } JobflowCrop;
 
 typedef struct {
@@ -63,7 +67,8 @@ JobflowCropMeta* jobflow_buffer_add_crop_meta(GstBuffer* buffer, GstBuffer* fram
                                               guint n_crops, guint chunk, gboolean last);
 #define jobflow_buffer_get_crop_meta(b) ((JobflowCropMeta*)gst_buffer_get_meta((b), JOBFLOW_CROP_META_API_TYPE))
 
-/* Model pixel coordinates of crop `crop` -> frame pixel coordinates. */
+/* Model pixel coordinates of crop `crop` -> frame pixel coordinates
+ * (through the scaling, then the rotation about the rectangle's centre). */
 void jobflow_crop_to_frame(const JobflowCrop* crop, gdouble* x, gdouble* y);
 
 G_END_DECLS

@@ -227,6 +227,65 @@ TEST(JobCrop, LetterboxScalesAndNormalises) {
   gst_harness_teardown(h);
 }
 
+TEST(JobCrop, DeskewsRotatedRegions) {
+  // a 32x8 red bar turned by 0.3 rad about (32, 24), as text-regions gives a text line
+  const double cx = 32, cy = 24, hw = 16, hh = 4, r = 0.3;
+  GstBuffer* frame = make_frame({});
+  GstMapInfo map;
+  gst_buffer_map(frame, &map, GST_MAP_WRITE);
+  for (int y = 0; y < kH; ++y)
+    for (int x = 0; x < kW; ++x) {
+      const double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
+      const double lx = dx * std::cos(r) + dy * std::sin(r), ly = -dx * std::sin(r) + dy * std::cos(r);
+      if (std::abs(lx) < hw && std::abs(ly) < hh) map.data[y * kW * 3 + x * 3] = 200;
+    }
+  gst_buffer_unmap(frame, &map);
+  JobflowAnalyticsRelationMeta* m = jobflow_buffer_add_analytics_relation_meta(frame);
+  jobflow_analytics_relation_meta_add_oriented_od_mtd(m, g_quark_from_string("text"), 16, 20, 32, 8, 0.3f, 0.9f,
+                                                      nullptr);
+  GstBuffer* again = gst_buffer_ref(frame);
+  for (const char* props : {"resize=stretch", "resize=stretch deskew=false"}) {
+    GstHarness* h = crop_harness(props);
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(again)), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(h);
+    const JobflowCropMeta* cm = jobflow_buffer_get_crop_meta(out);
+    ASSERT_EQ(cm->n_crops, 1u);
+    const JobflowCrop& c = cm->crops[0];
+    const std::vector<float> v = slot_values(out, 0);
+    if (std::string(props).find("deskew=false") == std::string::npos) {
+      EXPECT_FLOAT_EQ(c.rotation, 0.3f);
+      EXPECT_EQ(std::vector<int>({c.x, c.y, c.w, c.h}), std::vector<int>({16, 20, 32, 8}));
+      EXPECT_DOUBLE_EQ(c.scale_x, 0.5);
+      // upright: the bar fills the input (away from its edges)
+      for (int y = 2; y < 6; ++y)
+        for (int x = 2; x < 14; ++x) {
+          EXPECT_NEAR(at(v, 0, y, x), 200 / 255.f, 1.5f / 255) << "x=" << x << " y=" << y;
+          EXPECT_NEAR(at(v, 1, y, x), 10 / 255.f, 1.5f / 255) << "x=" << x << " y=" << y;
+        }
+      // model pixels map back through the rotation
+      double fx = 8, fy = 4;
+      jobflow_crop_to_frame(&c, &fx, &fy);
+      EXPECT_NEAR(fx, 32, 1e-9);
+      EXPECT_NEAR(fy, 24, 1e-9);
+      fx = 0, fy = 4;  // the middle of the bar's left end
+      jobflow_crop_to_frame(&c, &fx, &fy);
+      EXPECT_NEAR(fx, 32 - 16 * std::cos(0.3), 1e-5);
+      EXPECT_NEAR(fy, 24 - 16 * std::sin(0.3), 1e-5);
+    } else {
+      // the axis-aligned box around it: its corners are the background, not the bar
+      EXPECT_EQ(c.rotation, 0.0);
+      EXPECT_LT(c.x, 16);
+      EXPECT_GT(c.h, 8);
+      EXPECT_LT(at(v, 0, 0, 0), 60 / 255.f);  // mostly background (scaled down from about 2x)
+      EXPECT_NEAR(at(v, 0, 4, 8), 200 / 255.f, 1.5f / 255);  // its centre is the bar
+    }
+    gst_buffer_unref(out);
+    gst_harness_teardown(h);
+  }
+  gst_buffer_unref(again);
+  gst_buffer_unref(frame);
+}
+
 TEST(JobCrop, BatchesTheCropsOfAFrameInChunksOfTheModelsBatch) {
   GstHarness* h = crop_harness("");
   std::vector<Box> boxes;
@@ -612,6 +671,38 @@ TEST(JobDecodePerRegion, AttachesBoxesInsideTheRegionsInFramePixels) {
   EXPECT_NE(std::string(json).find("\"children\":[1]"), std::string::npos) << json;
   EXPECT_NE(std::string(json).find("\"parent\":0"), std::string::npos) << json;
   g_free(json);
+  gst_buffer_unref(frame);
+  gst_buffer_unref(crops);
+
+  // a rotated region (deskewed crop): the box turns with it about its centre
+  GstBuffer* rotated = make_frame({});
+  jobflow_analytics_relation_meta_add_oriented_od_mtd(jobflow_buffer_add_analytics_relation_meta(rotated),
+                                                      g_quark_from_string("car"), 16, 16, 32, 16, 0.3f, 0.9f, nullptr);
+  ASSERT_EQ(gst_harness_push(crop, rotated), GST_FLOW_OK);
+  crops = gst_harness_pull(crop);
+  in = gst_buffer_new();
+  b = g_memdup2(boxes, sizeof boxes);
+  sc = g_memdup2(scores, sizeof scores);
+  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, b, sizeof boxes, 0, sizeof boxes, b,
+                                                      g_free));
+  gst_buffer_append_memory(in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, sc, sizeof scores, 0, sizeof scores,
+                                                      sc, g_free));
+  gst_buffer_copy_into(in, crops, static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_TIMESTAMPS | GST_BUFFER_COPY_META), 0,
+                       static_cast<gsize>(-1));
+  ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
+  frame = gst_harness_pull(h);
+  m = jobflow_buffer_get_analytics_relation_meta(frame);
+  state = nullptr;
+  ASSERT_TRUE(jobflow_analytics_relation_meta_get_direct_related(m, 0, JOBFLOW_ANALYTICS_REL_TYPE_CONTAIN,
+                                                                 jobflow_analytics_od_mtd_get_mtd_type(), &state,
+                                                                 &child));
+  gfloat r;
+  jobflow_analytics_od_mtd_get_oriented_location(&child, &x, &y, &w, &hh, &r, nullptr);
+  // model centre (6, 4) is 4 px left of the crop's centre (32, 24) before the turn
+  const double ccx = 32 - 4 * std::cos(0.3), ccy = 24 - 4 * std::sin(0.3);
+  EXPECT_EQ(std::vector<gint>({x, y, w, hh}), std::vector<gint>({static_cast<gint>(std::lround(ccx - 8)),
+                                                                 static_cast<gint>(std::lround(ccy - 4)), 16, 8}));
+  EXPECT_FLOAT_EQ(r, 0.3f);
   gst_buffer_unref(frame);
   gst_buffer_unref(crops);
   gst_harness_teardown(h);
