@@ -191,11 +191,14 @@ void indexing_onnx_rows(OpRows& r) {
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
   r.import_op("Pad", op_pad);
   r.import_op("Trilu", op_trilu);
+  // The count of nonzero elements is known per call (the job runs in segments).
+  r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
   r.export_op(OpKind::Split, export_split);
   r.export_op(OpKind::Pad, export_pad);
+  r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
 }
 
 }  // namespace jobflow::onnx

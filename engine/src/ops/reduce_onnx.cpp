@@ -81,6 +81,10 @@ void op_argmax(Importer& I, bool min) {
 
 void op_expand(Importer& I) {
   Blob x = I.in(0);
+  if (!I.is_const(1)) {  // a shape computed in the graph: known per call
+    I.out(0, expand(x, I.in(1)));
+    return;
+  }
   auto want = I.ints_in(1);
   Shape s;
   if (!layout::broadcast_shape(x.shape(), Shape(want.begin(), want.end()), &s)) I.err("cannot expand " + shape_str(x.shape()) + " to " + shape_str(Shape(want.begin(), want.end())));
@@ -162,8 +166,13 @@ void reduce_onnx_rows(OpRows& r) {
   r.export_op(OpKind::SumTo, export_sum_to);
   r.export_op(OpKind::ArgMax, export_argmax);
   r.export_op(OpKind::BroadcastTo, [](Exporter& E) {
-    E.add("Expand", {E.in(0), E.int64_init(E.name() + "/shape", E.op().attr_ints("shape"))}, {E.out(0)}, E.name());
+    // A dynamic dim of the target keeps the input's: Expand's 1.
+    std::vector<int64_t> s = E.op().attr_ints("shape");
+    for (int64_t& d : s)
+      if (d < 0) d = 1;
+    E.add("Expand", {E.in(0), E.int64_init(E.name() + "/shape", s)}, {E.out(0)}, E.name());
   });
+  r.export_op(OpKind::Expand, [](Exporter& E) { E.add_as("Expand"); });
   r.export_op(OpKind::ZerosLike, [](Exporter& E) { export_fill(E, 0.0); });
   r.export_op(OpKind::OnesLike, [](Exporter& E) { export_fill(E, 1.0); });
 }
