@@ -168,7 +168,8 @@ void JobBuilder::leave() {
   t_state = t_builder ? t_builder->st_.get() : nullptr;
 }
 
-std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Structure s, bool callback) {
+std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Structure s, bool callback,
+                                                std::vector<std::string> output_names) {
   State& S = *st_;
   const std::string& job = S.config.name();
   std::vector<int> updates;
@@ -246,6 +247,10 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
     sig.outputs.push_back(b.spec());
   }
   sig.output_structure = std::move(s);
+  if (!output_names.empty() && output_names.size() != outputs.size())
+    throw Error("[global_function] job '" + job + "': " + std::to_string(output_names.size()) + " output names for " +
+                std::to_string(outputs.size()) + " outputs");
+  sig.output_names = std::move(output_names);
   sig.callback = callback;
 
   // summary_dir: checked before compiling, so a refused job leaves no file.

@@ -196,10 +196,6 @@ void detail::CompiledJobImpl::check_inputs(const std::vector<Tensor>& in) const 
     if (!in[i].defined())
       throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "' is an empty tensor; expected " +
                   spec_str(want));
-    for (size_t d = 0; d < want.shape.size() && d < static_cast<size_t>(in[i].ndim()); ++d)
-      if (want.shape[d] < 0 && in[i].shape()[d] == 0)
-        throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': dim " + std::to_string(d) +
-                    " is 0; a dynamic dim takes any size from 1");
     // A dynamic dim (kDynamic) takes any size; the others must match.
     if (!shapes_agree(in[i].shape(), want.shape) || in[i].dtype() != want.dtype) {
       std::string why;

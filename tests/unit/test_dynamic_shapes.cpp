@@ -143,8 +143,10 @@ TEST_F(DynamicShapes, CallTimeChecksNameThePlaceholderAndDim) {
       << e;
   e = error_of([&] { dyn(Tensor({1, 16, 16}, flow::Float)); });
   EXPECT_NE(e.find("expected (?, 1, 16, 16) float32, got (1, 16, 16) float32"), std::string::npos) << e;
+  // A dynamic dim takes any size, 0 too; an op that cannot work on an
+  // empty tensor says so (oneDNN's convolution here).
   e = error_of([&] { dyn(Tensor({0, 1, 16, 16}, flow::Float)); });
-  EXPECT_NE(e.find("[checks] argument 'images': dim 0 is 0; a dynamic dim takes any size from 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("[conv2d]"), std::string::npos) << e;
 }
 
 TEST_F(DynamicShapes, TheCacheIsBoundedAndLeastRecentlyUsedGoesFirst) {

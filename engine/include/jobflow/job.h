@@ -112,7 +112,7 @@ struct Numpy {
   // (kDynamic) takes any size at each call: the job compiles a plan per
   // call shape (a last partial batch, batch 1 and batch 64 from one job).
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "") {
-    return {Structure::Kind::Leaf, Structure::Leaf::Numpy, std::move(shape), dtype, std::move(name), {}};
+    return {Structure::Kind::Leaf, Structure::Leaf::Numpy, std::move(shape), dtype, std::move(name), {}, 1, {}};
   }
   Numpy(Blob b) : blob(b) {}
   Blob blob;
@@ -120,7 +120,7 @@ struct Numpy {
 struct ListNumpy {
   // A list with one array per device (one device here: a list of one).
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "") {
-    return {Structure::Kind::Leaf, Structure::Leaf::ListNumpy, std::move(shape), dtype, std::move(name), {}};
+    return {Structure::Kind::Leaf, Structure::Leaf::ListNumpy, std::move(shape), dtype, std::move(name), {}, 1, {}};
   }
   ListNumpy(Blob b) : blob(b) {}
   Blob blob;
@@ -132,7 +132,7 @@ struct ListListNumpy {
   // ListListNumpy return splits its blob along dim 0 into such a list.
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "",
                                      int64_t items = 1) {
-    return {Structure::Kind::Leaf, Structure::Leaf::ListListNumpy, std::move(shape), dtype, std::move(name), {}, items};
+    return {Structure::Kind::Leaf, Structure::Leaf::ListListNumpy, std::move(shape), dtype, std::move(name), {}, items, {}};
   }
   ListListNumpy(Blob b) : blob(b) {}
   Blob blob;
@@ -172,7 +172,9 @@ class JobBuilder {
   // Runs under the builder's graph scope.
   void enter();
   void leave();
-  std::shared_ptr<CompiledJob> finish(std::vector<Blob> outputs, Structure s, bool callback);
+  // `output_names`: the returns' names, when they have some (Signature).
+  std::shared_ptr<CompiledJob> finish(std::vector<Blob> outputs, Structure s, bool callback,
+                                      std::vector<std::string> output_names = {});
 
  struct State;
 

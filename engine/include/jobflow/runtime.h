@@ -54,6 +54,9 @@ struct Signature {
   std::vector<std::vector<std::string>> input_dim_names;
   Structure input_structure;              // Tuple of the arguments
   std::vector<TensorSpec> outputs;        // flat
+  // The returns' names where the job has them (an ONNX model's graph
+  // outputs), one per flat output; empty otherwise.
+  std::vector<std::string> output_names;
   Structure output_structure;
   bool callback = false;                  // declared Callback<T>
   std::string str() const;

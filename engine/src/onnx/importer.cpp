@@ -275,6 +275,10 @@ void Importer::out_const(int i, Tensor t) {
   values[node->output(i)] = v;
 }
 
+void Importer::need_static(const Shape& s) const {
+  if (!is_static(s)) unsupported(node->op_type() + "(dims known per call)");
+}
+
 int Importer::axis_of(int64_t a, int64_t rank) const {
   const int ax = rank > 0 ? layout::wrap_axis(a, rank) : -1;
   if (ax < 0) err("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));

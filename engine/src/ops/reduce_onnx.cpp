@@ -58,7 +58,10 @@ void op_reduce(Importer& I, Reduction kind) {
     case Reduction::LogSumExp: {
       Blob m = reduce_max(x, ax, true);
       y = add(log(reduce_sum(exp(sub(x, m)), ax, true)), m);
-      if (!keep) y = reshape(y, reduce_shape(x.shape(), ax, false));
+      if (!keep) {
+        if (is_static(x.shape())) y = reshape(y, reduce_shape(x.shape(), ax, false));
+        else y = squeeze(y, std::vector<int64_t>(ax.begin(), ax.end()));
+      }
       break;
     }
     case Reduction::LogSum: y = log(reduce_sum(x, ax, keep)); break;
@@ -71,11 +74,7 @@ void op_argmax(Importer& I, bool min) {
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
   if (I.attr_i("select_last_index", 0) != 0) I.unsupported(std::string(min ? "ArgMin" : "ArgMax") + "(select_last_index)");
   Blob y = cast(argmax(min ? neg(x) : x, ax), DType::Int64);
-  if (I.attr_i("keepdims", 1) != 0) {
-    Shape s = x.shape();
-    s[ax] = 1;
-    y = reshape(y, s);
-  }
+  if (I.attr_i("keepdims", 1) != 0) y = unsqueeze(y, {ax});
   I.out(0, y);
 }
 

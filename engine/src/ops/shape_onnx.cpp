@@ -150,7 +150,7 @@ void op_concat(Importer& I) {
   const int r = static_cast<int>(I.shape(0).size());
   const int ax = I.axis_of(I.attr_i("axis", I.opset < 4 ? 1 : 0), r);
   for (int i = 0; i < I.nin(); ++i)
-    if (I.has(i) && numel(I.shape(i)) > 0) xs.push_back(I.in(i));
+    if (I.has(i) && numel(I.shape(i)) != 0) xs.push_back(I.in(i));  // kDynamic: known per call
   if (xs.empty()) I.err("all inputs are empty");
   I.out(0, xs.size() == 1 ? identity(xs[0]) : concat(xs, ax));
 }
@@ -246,6 +246,7 @@ void op_range(Importer& I) {
 
 void op_tile(Importer& I) {
   Blob y = I.in(0);
+  I.need_static(y.shape());
   auto reps = I.ints_in(1);
   if (static_cast<int>(reps.size()) != y.ndim()) I.err("repeats must have one value per dim");
   for (int d = 0; d < y.ndim(); ++d) {
@@ -266,6 +267,7 @@ void op_depth_space(Importer& I, bool to_space) {
   const int64_t b = I.attr_i("blocksize", 0);
   if (b <= 0) I.err("blocksize must be > 0");
   const Shape s = x.shape();
+  I.need_static(s);
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   if (to_space) {
     if (C % (b * b)) I.err("channels not divisible by blocksize^2");
