@@ -137,6 +137,7 @@ constexpr guint64 kDefaultMaxLatency = 0;  // no bound: wait for a full batch
 struct BatchSettings {
   guint batch_size = kDefaultBatchSize;
   guint64 max_latency = kDefaultMaxLatency;
+  gboolean short_batches = FALSE;  // a partial batch is pushed short, not padded
 };
 
 /* Built from caps + settings; travels with the caps through the queue. */
@@ -147,6 +148,17 @@ struct BatchConfig {
   size_t total_frame_bytes = 0;
   guint batch_size = 1;
   GstClockTime frame_duration = GST_CLOCK_TIME_NONE;
+  int out_fps_n = 0, out_fps_d = 1;  // the batches' framerate
+
+  /* The specs of a batch of `rows` frames (dim 0 grown by that factor). */
+  std::vector<TensorSpec> specs_of(guint rows) const {
+    std::vector<TensorSpec> out = in_specs;
+    for (TensorSpec& s : out) {
+      if (s.shape.empty()) s.shape = {static_cast<int64_t>(rows)};
+      else s.shape[0] *= rows;
+    }
+    return out;
+  }
 };
 
 struct Item {
@@ -168,6 +180,7 @@ struct BatchState {
   std::shared_ptr<const BatchConfig> config;
   std::vector<GstBuffer*> batch;
   gint64 deadline_us = 0;  // of the current batch; 0 = none
+  guint caps_rows = 0;     // frames per batch of the caps last pushed (0 = none)
 };
 
 }  // namespace
@@ -187,7 +200,7 @@ G_DEFINE_TYPE(GstJobBatch, gst_job_batch, GST_TYPE_ELEMENT)
 
 namespace {
 
-enum { PROP_B_0, PROP_B_BATCH_SIZE, PROP_B_MAX_LATENCY };
+enum { PROP_B_0, PROP_B_BATCH_SIZE, PROP_B_MAX_LATENCY, PROP_B_SHORT_BATCHES };
 
 /* Copies the settings; the lock is released even if the copy throws. */
 BatchSettings batch_settings(GstJobBatch* self) {
@@ -214,8 +227,21 @@ GstFlowReturn push_batch(GstJobBatch* self) {
   BatchState* st = self->state;
   if (st->batch.empty()) return GST_FLOW_OK;
   const BatchConfig& cfg = *st->config;
-  const guint n = cfg.batch_size;
   const guint valid = static_cast<guint>(st->batch.size());
+  /* A partial batch: padded to batch-size frames, or with short-batches
+   * only its frames, under caps for that many (renegotiated both ways). */
+  const guint n = valid < cfg.batch_size && batch_settings(self).short_batches ? valid : cfg.batch_size;
+  if (n != st->caps_rows) {
+    GstCaps* caps = jobflow::gst::caps_from_specs(cfg.specs_of(n), cfg.out_fps_n, cfg.out_fps_d);
+    GST_DEBUG_OBJECT(self, "caps for a batch of %u: %" GST_PTR_FORMAT, n, caps);
+    const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+    gst_caps_unref(caps);
+    if (!ok) {
+      clear_batch(st);
+      return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+    }
+    st->caps_rows = n;
+  }
   GstBuffer* out = gst_buffer_new();
   for (size_t t = 0; t < cfg.frame_bytes.size(); ++t) {
     const size_t fb = cfg.frame_bytes[t];
@@ -249,8 +275,9 @@ GstFlowReturn push_batch(GstJobBatch* self) {
   if (GST_BUFFER_PTS_IS_VALID(out) && GST_CLOCK_TIME_IS_VALID(end) && end >= GST_BUFFER_PTS(out))
     GST_BUFFER_DURATION(out) = end - GST_BUFFER_PTS(out);
   GST_BUFFER_OFFSET(out) = GST_BUFFER_OFFSET(st->batch[0]);
-  jobflow::gst::add_tensor_meta(out, cfg.out_specs);
+  jobflow::gst::add_tensor_meta(out, n == cfg.batch_size ? cfg.out_specs : cfg.specs_of(n));
   if (valid < n) GST_DEBUG_OBJECT(self, "pushing a partial batch: %u of %u frames, rest zero", valid, n);
+  else if (n < cfg.batch_size) GST_DEBUG_OBJECT(self, "pushing a short batch of %u frames", n);
   clear_batch(st);
   return gst_pad_push(self->srcpad, out);
 }
@@ -324,6 +351,7 @@ void loop(gpointer user_data) {
       if (type == GST_EVENT_CAPS) st->config = item.config;
       if (ret == GST_FLOW_OK) {
         const bool ok = gst_pad_push_event(self->srcpad, item.event);
+        if (type == GST_EVENT_CAPS && ok) st->caps_rows = st->config->batch_size;
         if (type == GST_EVENT_EOS) ret = GST_FLOW_EOS;
         else if (type == GST_EVENT_CAPS && !ok) ret = GST_FLOW_NOT_NEGOTIATED;
       } else {
@@ -416,6 +444,8 @@ GstEvent* batch_caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<con
     cfg->frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
     gst_util_fraction_multiply(fps_n, fps_d, 1, static_cast<gint>(cfg->batch_size), &out_n, &out_d);
   }
+  cfg->out_fps_n = out_n;
+  cfg->out_fps_d = out_d;
   GstCaps* out = jobflow::gst::caps_from_specs(out_specs, out_n, out_d);
   cfg->out_specs = std::move(out_specs);
   GST_DEBUG_OBJECT(self, "%" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT, caps, out);
@@ -461,7 +491,7 @@ gboolean batch_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
           if (!it.event) continue;
           const GstEventType type = GST_EVENT_TYPE(it.event);
           if (!jobflow::gst::is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
-          if (type == GST_EVENT_CAPS) st->config = it.config;
+          if (type == GST_EVENT_CAPS) st->config = it.config, st->caps_rows = it.config->batch_size;
           gst_pad_store_sticky_event(self->srcpad, it.event);
         }
         clear_items(&st->items);
@@ -549,6 +579,7 @@ gboolean batch_src_activate_mode(GstPad* pad, GstObject* parent, GstPadMode mode
   st->queued_buffers = 0;
   clear_batch(st);
   st->config.reset();
+  st->caps_rows = 0;
   st->latency = 0;
   g_mutex_unlock(&self->queue_lock);
   return ok;
@@ -560,6 +591,7 @@ void batch_set_property(GObject* object, guint prop_id, const GValue* value, GPa
   switch (prop_id) {
     case PROP_B_BATCH_SIZE: self->settings->batch_size = g_value_get_uint(value); break;
     case PROP_B_MAX_LATENCY: self->settings->max_latency = g_value_get_uint64(value); break;
+    case PROP_B_SHORT_BATCHES: self->settings->short_batches = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   g_mutex_unlock(&self->settings_lock);
@@ -571,6 +603,7 @@ void batch_get_property(GObject* object, guint prop_id, GValue* value, GParamSpe
   switch (prop_id) {
     case PROP_B_BATCH_SIZE: g_value_set_uint(value, self->settings->batch_size); break;
     case PROP_B_MAX_LATENCY: g_value_set_uint64(value, self->settings->max_latency); break;
+    case PROP_B_SHORT_BATCHES: g_value_set_boolean(value, self->settings->short_batches); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
   g_mutex_unlock(&self->settings_lock);
@@ -609,6 +642,13 @@ static void gst_job_batch_class_init(GstJobBatchClass* klass) {
                           "Longest time (ns, monotonic clock) the first frame of a batch waits before a partial "
                           "batch is pushed, padded with zeros (0 = wait for a full batch)",
                           0, G_MAXUINT64, kDefaultMaxLatency, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_B_SHORT_BATCHES,
+      g_param_spec_boolean("short-batches", "Short batches",
+                           "Push a partial batch (max-latency, EOS, new caps or segment) with only its frames, "
+                           "under caps for that many, instead of padding it with zeros (for jobs with a dynamic "
+                           "batch dimension)",
+                           FALSE, flags));
   gst_element_class_add_static_pad_template(element_class, &tensors_sink_template);
   gst_element_class_add_static_pad_template(element_class, &tensors_src_template);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor batcher", "Filter/Tensor",

@@ -7,7 +7,9 @@
  *            A batch is pushed when full, when its first frame has waited
  *            max-latency (if set), or on EOS / new caps / new segment; a
  *            partial batch is padded with zeros and JobflowBatchMeta says
- *            how many slots are real.
+ *            how many slots are real, or with short-batches=true pushed
+ *            with only its frames under caps for that many (for a job with
+ *            a dynamic batch; the caps go back for the next full batch).
  * jobunbatch other/tensors -> other/tensors: the inverse: splits dim 0 of
  *            every tensor into batch_size parts (from JobflowBatchMeta, or
  *            the batch-size property when the meta is absent), drops the

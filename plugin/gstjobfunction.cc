@@ -54,9 +54,9 @@ constexpr guint kDefaultMessageInterval = 1;
 constexpr const char* kDefaultDevice = "cpu";
 
 GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string){ static, flexible }"));
 GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
+    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string){ static, flexible }"));
 
 struct Settings {
   std::string job;
@@ -85,6 +85,7 @@ struct Loaded {
 /* The result of one call, filled by the engine's callback thread. */
 struct Pending {
   std::vector<Tensor> inputs;   // views of the input buffer's memories
+  guint64 batch = 1;            // dim 0 of the first input (samples of the call)
   std::vector<Tensor> result;
   std::exception_ptr error;
   guint64 step = 0;
@@ -93,10 +94,21 @@ struct Pending {
   std::shared_ptr<const Loaded> loaded;
 };
 
+/* How results go out, decided when caps arrive: static caps of the job's
+ * outputs (pushed then), static caps per result shape (a job whose outputs
+ * have dims known per call: new caps before a result of another shape), or
+ * NNStreamer's flexible format (headers in the memories, when downstream
+ * takes only that). */
+struct OutFormat {
+  enum Mode { StaticFixed, StaticPerResult, Flexible } mode = StaticFixed;
+  int fps_n = 0, fps_d = 1;
+};
+
 struct Item {
   GstBuffer* buffer = nullptr;  // the input: timestamps and metas for the output
   GstEvent* event = nullptr;
   std::shared_ptr<Pending> pending;
+  std::shared_ptr<const OutFormat> format;  // alone: the output format from here on
 };
 
 struct Queue {
@@ -141,6 +153,16 @@ struct Stats {
   guint64 samples_since_msg = 0;
   std::unique_ptr<jobflow::summary::FileWriter> summary;
   std::string summary_dir;
+  /* The output format in force and the specs of the caps last pushed. */
+  std::shared_ptr<const OutFormat> out;
+  std::vector<TensorSpec> pushed;
+  bool pushed_any = false;
+  /* Sticky events (segment, tags) that came before the src pad had caps
+   * (caps per result): pushed after the first result's caps. */
+  struct EventUnref {
+    void operator()(GstEvent* e) const { gst_event_unref(e); }
+  };
+  std::vector<std::unique_ptr<GstEvent, EventUnref>> held;
 };
 
 void clear_items(std::deque<Item>* items) {
@@ -207,6 +229,7 @@ struct _GstJobFunction {
   std::shared_ptr<const Loaded>* loaded;
   /* Streaming (chain thread) only. */
   std::vector<TensorSpec>* in_specs;  // negotiated; empty before caps
+  bool in_flexible;                   // format=flexible: shapes from each memory's header
   int fps_n, fps_d;
   guint64 submitted;
   /* Chain and src task; owned. */
@@ -381,11 +404,9 @@ void post_load_error(GstJobFunction* self, const LoadError& e) {
                       (nullptr));
 }
 
-/* Caps for specs, with the framerate field left open (nullptr fps). */
-GstCaps* open_caps(const std::vector<TensorSpec>& specs) {
-  GstCaps* caps = jobflow::gst::caps_from_specs(specs, 0, 0);
-  return caps;
-}
+/* Caps for specs, with the framerate field left open: static (dims left
+ * open where they are known per call) or flexible. */
+GstCaps* open_caps(const std::vector<TensorSpec>& specs) { return jobflow::gst::caps_accepting(specs); }
 
 void post_structure(GstJobFunction* self, GstStructure* s) {
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
@@ -414,8 +435,10 @@ void strip_tensor_meta(GstBuffer* buf) {
       nullptr);
 }
 
-GstBuffer* output_buffer(const Item& item) {
-  GstBuffer* out = jobflow::gst::buffer_from_tensors(item.pending->result);
+GstBuffer* output_buffer(const Item& item, bool flexible) {
+  GstBuffer* out = flexible ? jobflow::gst::flexible_buffer_from_tensors(item.pending->result)
+                            : jobflow::gst::buffer_from_tensors(item.pending->result);
+  if (!out) throw std::bad_alloc();
   gst_buffer_copy_into(out, item.buffer,
                        static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_FLAGS | GST_BUFFER_COPY_TIMESTAMPS |
                                                        GST_BUFFER_COPY_META),
@@ -435,8 +458,7 @@ bool report_step(GstJobFunction* self, const Item& item, guint message_interval)
   const Loaded& l = *item.pending->loaded;
   const std::vector<Tensor>& r = item.pending->result;
   const gint64 now = g_get_monotonic_time();
-  const auto& in0 = l.job->signature().inputs[0].shape;
-  const guint64 batch = in0.empty() ? 1 : static_cast<guint64>(in0[0]);
+  const guint64 batch = item.pending->batch;
   if (st.steps == 0) {
     /* The rate in messages counts from the first result on: the first
      * call also pays for the kernels' set-up. The summary counts it all. */
@@ -514,7 +536,42 @@ void post_summary(GstJobFunction* self) {
   post_structure(self, s);
 }
 
+/* Before a result: the caps it needs when they are not those in force (a
+ * result of a new shape from a job with dims known per call; flexible caps
+ * once). Task thread. */
+GstFlowReturn push_result_caps(GstJobFunction* self, const std::vector<Tensor>& result) {
+  Stats& st = *self->stats;
+  if (!st.out || st.out->mode == OutFormat::StaticFixed) return GST_FLOW_OK;
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : result) specs.push_back({t.shape(), t.dtype()});
+  if (st.pushed_any && (st.out->mode == OutFormat::Flexible || specs == st.pushed)) return GST_FLOW_OK;
+  GstCaps* caps = st.out->mode == OutFormat::Flexible ? jobflow::gst::flexible_caps(st.out->fps_n, st.out->fps_d)
+                                                      : jobflow::gst::caps_from_specs(specs, st.out->fps_n, st.out->fps_d);
+  GST_DEBUG_OBJECT(self, "caps for the result: %" GST_PTR_FORMAT, caps);
+  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+  gst_caps_unref(caps);
+  if (!ok) return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+  st.pushed = std::move(specs);
+  st.pushed_any = true;
+  for (auto& e : st.held) gst_pad_push_event(self->srcpad, e.release());
+  st.held.clear();
+  return GST_FLOW_OK;
+}
+
 GstFlowReturn push_item(GstJobFunction* self, Item& item) {
+  if (item.format) {  // the output format from here on
+    Stats& st = *self->stats;
+    st.out = std::move(item.format);
+    st.pushed_any = false;
+    if (st.out->mode == OutFormat::Flexible) {  // the caps are known now: before any segment
+      GstCaps* caps = jobflow::gst::flexible_caps(st.out->fps_n, st.out->fps_d);
+      const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+      gst_caps_unref(caps);
+      if (!ok) return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+      st.pushed_any = true;
+    }
+    return GST_FLOW_OK;
+  }
   if (item.buffer) {
     Pending& p = *item.pending;
     if (p.error) {
@@ -532,7 +589,10 @@ GstFlowReturn push_item(GstJobFunction* self, Item& item) {
       return GST_FLOW_ERROR;
     }
     if (!report_step(self, item, setting(self, &Settings::message_interval))) return GST_FLOW_ERROR;
-    GstBuffer* out = output_buffer(item);
+    const GstFlowReturn caps_ret = push_result_caps(self, p.result);
+    if (caps_ret != GST_FLOW_OK) return caps_ret;
+    const OutFormat* f = self->stats->out.get();
+    GstBuffer* out = output_buffer(item, f && f->mode == OutFormat::Flexible);
     gst_buffer_unref(item.buffer);
     item.buffer = nullptr;
     item.pending.reset();
@@ -541,6 +601,15 @@ GstFlowReturn push_item(GstJobFunction* self, Item& item) {
   GstEvent* event = item.event;
   item.event = nullptr;
   const GstEventType type = GST_EVENT_TYPE(event);
+  /* Caps per result: a segment or tags before the first result's caps wait
+   * for them (GStreamer wants caps first). */
+  Stats& st = *self->stats;
+  if (st.out && st.out->mode == OutFormat::StaticPerResult && type != GST_EVENT_EOS && type > GST_EVENT_CAPS &&
+      jobflow::gst::is_sticky(event) && !gst_pad_has_current_caps(self->srcpad)) {
+    st.held.emplace_back(event);
+    return GST_FLOW_OK;
+  }
+  if (type == GST_EVENT_EOS) st.held.clear();  // no result ever gave caps: nothing to put them after
   if (type == GST_EVENT_EOS) {
     std::shared_ptr<const Loaded> l = current(self);
     const Settings s = get_settings(self);
@@ -694,14 +763,58 @@ std::string inputs_mismatch(const jobflow::Signature& sig, const std::vector<Ten
   if (given.size() != sig.inputs.size())
     why = "job '" + sig.job_name + "' takes " + std::to_string(sig.inputs.size()) + " tensors (" + sig.str() + "), " +
           source + " gives " + std::to_string(given.size());
+  /* A dim known per call (kDynamic) takes any size. */
   for (size_t i = 0; i < given.size() && i < sig.inputs.size(); ++i)
-    if (given[i].shape != sig.inputs[i].shape || given[i].dtype != sig.inputs[i].dtype) {
+    if (!jobflow::specs_agree(given[i], sig.inputs[i])) {
       why += std::string(why.empty() ? "job '" + sig.job_name + "': " : "; ") + "placeholder '" +
-             sig.input_names[i] + "' expects " + jobflow::spec_str(sig.inputs[i]) + ", " + source + " gives " +
+             sig.input_names[i] + "' expects " + sig.input_str(i) + ", " + source + " gives " +
              jobflow::spec_str(given[i]);
       break;
     }
   return why;
+}
+
+/* How results go out from caps with framerate fps (OutFormat): static
+ * caps when downstream takes them (fixed ones when the job's outputs are
+ * static, pushed now), else flexible when downstream takes that. Queues
+ * the format (and the fixed caps) for the task. */
+bool enqueue_out_format(GstJobFunction* self, const jobflow::Signature& sig, int fps_n, int fps_d) {
+  auto f = std::make_shared<OutFormat>();
+  f->fps_n = fps_n;
+  f->fps_d = fps_d;
+  bool fixed = true;
+  for (const TensorSpec& o : sig.outputs) fixed = fixed && jobflow::is_static(o.shape);
+  GstCaps* statics = fixed ? jobflow::gst::caps_from_specs(sig.outputs, fps_n, fps_d) : nullptr;
+  if (!statics) {
+    GstCaps* open = jobflow::gst::caps_accepting(sig.outputs);
+    statics = gst_caps_copy_nth(open, 0);
+    gst_caps_unref(open);
+  }
+  f->mode = fixed ? OutFormat::StaticFixed : OutFormat::StaticPerResult;
+  GstCaps* peer = gst_pad_peer_query_caps(self->srcpad, nullptr);
+  if (peer && !gst_caps_can_intersect(peer, statics)) {
+    GstCaps* flex = jobflow::gst::flexible_caps(fps_n, fps_d);
+    if (gst_caps_can_intersect(peer, flex)) f->mode = OutFormat::Flexible;
+    gst_caps_unref(flex);
+  }
+  if (peer) gst_caps_unref(peer);
+  GST_DEBUG_OBJECT(self, "results go out as %s", f->mode == OutFormat::Flexible        ? "flexible tensors"
+                                                   : f->mode == OutFormat::StaticFixed ? "static tensors"
+                                                                                       : "static tensors, caps per result");
+  Item fmt;
+  fmt.format = f;
+  if (enqueue(self, std::move(fmt)) != GST_FLOW_OK) {
+    gst_caps_unref(statics);
+    return false;
+  }
+  if (f->mode != OutFormat::StaticFixed) {
+    gst_caps_unref(statics);
+    return true;
+  }
+  Item caps;
+  caps.event = gst_event_new_caps(statics);
+  gst_caps_unref(statics);
+  return enqueue(self, std::move(caps)) == GST_FLOW_OK;
 }
 
 /* Applies a `job`/`checkpoint` change made while streaming. Chain thread. */
@@ -732,13 +845,9 @@ bool apply_reload(GstJobFunction* self) {
                         (nullptr));
       return false;
     }
-    if (!old || old->job->signature().outputs != sig.outputs) {
-      Item caps;
-      GstCaps* c = jobflow::gst::caps_from_specs(sig.outputs, self->fps_n, self->fps_d);
-      caps.event = gst_event_new_caps(c);
-      gst_caps_unref(c);
-      if (enqueue(self, std::move(caps)) != GST_FLOW_OK) return false;
-    }
+    if ((!old || old->job->signature().outputs != sig.outputs) &&
+        !enqueue_out_format(self, sig, self->fps_n, self->fps_d))
+      return false;
   }
   set_current(self, l);
   GST_INFO_OBJECT(self, "reloaded job %s, checkpoint %s", s.job.c_str(), s.checkpoint.c_str());
@@ -763,7 +872,9 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     }
     std::vector<Tensor> inputs;
     std::string error;
-    if (!jobflow::gst::tensors_from_buffer(buf, *self->in_specs, &inputs, &error)) {
+    const bool fits = self->in_flexible ? jobflow::gst::tensors_from_flexible_buffer(buf, &inputs, &error, l->in_ranks)
+                                        : jobflow::gst::tensors_from_buffer(buf, *self->in_specs, &inputs, &error);
+    if (!fits) {
       GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Buffer does not fit job '%s': %s",
                                                l->job->signature().job_name.c_str(), error.c_str()),
                         (nullptr));
@@ -779,6 +890,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     }
     auto pending = std::make_shared<Pending>();
     pending->step = ++self->submitted;
+    pending->batch = !inputs.empty() && inputs[0].ndim() > 0 ? static_cast<guint64>(inputs[0].dim(0)) : 1;
     pending->loaded = l;
     pending->inputs = std::move(inputs);
     pending->submitted_us = g_get_monotonic_time();
@@ -802,6 +914,19 @@ gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
   const auto& sig = l->job->signature();
   std::vector<TensorSpec> specs;
   std::string error;
+  int fps_n = 0, fps_d = 1;
+  const GstStructure* st = gst_caps_get_structure(caps, 0);
+  if (!st || !gst_structure_get_fraction(st, "framerate", &fps_n, &fps_d)) fps_n = 0, fps_d = 1;
+  if (jobflow::gst::caps_are_flexible(caps)) {
+    /* Shapes come with each buffer (its memories' headers) and are checked
+     * against the placeholders there. */
+    *self->in_specs = sig.inputs;
+    self->in_flexible = true;
+    self->fps_n = fps_n;
+    self->fps_d = fps_d;
+    GST_DEBUG_OBJECT(self, "flexible tensors in: %" GST_PTR_FORMAT, caps);
+    return enqueue_out_format(self, sig, fps_n, fps_d);
+  }
   /* Parsed with the job's ranks (NNStreamer's rank padding), a wrong tensor
    * count or rank fails before the checks below; parse such caps as given
    * so the error names the count or the placeholder. */
@@ -819,18 +944,15 @@ gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
+  /* New caps mid-stream (a new size of a dim known per call, a short last
+   * batch) renegotiate: the calls take the new shapes, the src caps follow
+   * the results. */
   *self->in_specs = specs;
-  int fps_n = 0, fps_d = 1;
-  const GstStructure* st = gst_caps_get_structure(caps, 0);
-  if (!gst_structure_get_fraction(st, "framerate", &fps_n, &fps_d)) fps_n = 0, fps_d = 1;
+  self->in_flexible = false;
   self->fps_n = fps_n;
   self->fps_d = fps_d;
-  GstCaps* out = jobflow::gst::caps_from_specs(sig.outputs, fps_n, fps_d);
-  GST_DEBUG_OBJECT(self, "%" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT, caps, out);
-  Item item;
-  item.event = gst_event_new_caps(out);
-  gst_caps_unref(out);
-  return enqueue(self, std::move(item)) == GST_FLOW_OK;
+  GST_DEBUG_OBJECT(self, "static tensors in: %" GST_PTR_FORMAT, caps);
+  return enqueue_out_format(self, sig, fps_n, fps_d);
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
@@ -856,6 +978,8 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
            * src pad so they precede the next buffer; results in flight, the
            * segment and EOS are dropped with the data. */
           for (Item& it : q->items) {
+            if (it.format) self->stats->out = it.format, self->stats->pushed_any = false;  // the task is paused
+            self->stats->held.clear();
             if (!it.event) continue;
             const GstEventType type = GST_EVENT_TYPE(it.event);
             if (!jobflow::gst::is_sticky(it.event) || type == GST_EVENT_SEGMENT || type == GST_EVENT_EOS) continue;
@@ -1052,6 +1176,7 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
     }
     case GST_STATE_CHANGE_READY_TO_PAUSED: {
       self->in_specs->clear();
+      self->in_flexible = false;
       self->submitted = 0;
       *self->stats = Stats();
       const std::string dir = get_settings(self).summary_dir;
@@ -1237,6 +1362,7 @@ static void gst_job_function_init(GstJobFunction* self) {
   self->reload_pending = new std::atomic<bool>(false);
   self->loaded = new std::shared_ptr<const Loaded>();
   self->in_specs = new std::vector<TensorSpec>();
+  self->in_flexible = false;
   self->fps_n = 0;
   self->fps_d = 1;
   self->submitted = 0;
