@@ -197,6 +197,14 @@ TEST_F(DynamicModels, PPOCRv4ClassifierAgreesWithOnnxRuntime) {
   // Batch 1 gives the rows of batch 3.
   for (int64_t r = 0; r < 3; ++r) EXPECT_LT(max_abs_diff(job->run({rows(x, r, 1)})[0], rows(y, r, 1)), 1e-6) << r;
   EXPECT_EQ(job->plan_cache_stats().compiles, 2u);
+  // Saved as a job file (dims known per call as dim_params, the shape
+  // arithmetic as Shape/Slice/Concat/Reshape) and loaded back: the same bits.
+  const fs::path d = tmp_dir("cls_save");
+  flow::onnx::save(*job, (d / "cls.onnx").string());
+  auto back = flow::onnx::load((d / "cls.onnx").string(), {});
+  EXPECT_EQ(back->signature().str(), job->signature().str());
+  EXPECT_TRUE(back->run({x})[0].equal(y));
+  fs::remove_all(d);
 }
 
 TEST_F(DynamicModels, PPOCRv4RecognizerAgreesWithOnnxRuntime) {

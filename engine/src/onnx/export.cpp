@@ -340,8 +340,8 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     for (int b : nd.outputs) names_[b] = fresh(g_->blobs[b].name.empty() ? nd.name + "/out" : g_->blobs[b].name);
   }
 
-  // Graph inputs; a dynamic dim is a dim_param: its name in the signature,
-  // else "<input>_dim<d>".
+  // Graph inputs; a dynamic dim is a dim_param of its name in the
+  // signature, or a dim of unknown size when unnamed.
   auto set_type = [&](::onnx::ValueInfoProto* vi, const std::string& name, const TensorSpec& s, size_t input) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
@@ -359,7 +359,8 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
       std::string p = input < sig.input_dim_names.size() && d < sig.input_dim_names[input].size()
                           ? sig.input_dim_names[input][d]
                           : "";
-      sh->add_dim()->set_dim_param(p.empty() ? name + "_dim" + std::to_string(d) : p);
+      auto* dim = sh->add_dim();  // unnamed: a dim of unknown size
+      if (!p.empty()) dim->set_dim_param(p);
     }
   };
   for (size_t i = 0; i < def_.inputs.size(); ++i) set_type(gp_->add_input(), names_[def_.inputs[i]], g_->blobs[def_.inputs[i]].spec, i);
