@@ -355,7 +355,10 @@ int cmd_run(const std::vector<std::string>& args) {
   const bool score = out_dir.empty() && B > 0 && logits_out >= 0 && (labels_out >= 0 || !truth.empty());
 
   std::printf("%s\n", sig.str().c_str());
-  Progress bar(n, B > 0 ? B : 1);
+  // Samples per call: the batch, or for a dynamic one the rows given.
+  int64_t per_call = B > 0 ? B : 1;
+  if (B < 0 && !feeds.empty() && !feeds[0].empty() && feeds[0][0].ndim() > 0) per_call = feeds[0][0].dim(0);
+  Progress bar(n, per_call);
   int64_t correct = 0, total = 0;
   std::vector<flow::Tensor> last;
   std::vector<std::vector<flow::Tensor>> results(sig.outputs.size());
