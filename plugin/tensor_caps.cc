@@ -494,4 +494,15 @@ GstBuffer* buffer_from_tensors(const std::vector<Tensor>& tensors) {
   return buf;
 }
 
+size_t spec_bytes(const TensorSpec& spec) {
+  return static_cast<size_t>(numel(spec.shape)) * dtype_size(spec.dtype);
+}
+
+GstBuffer* new_tensor_buffer(size_t bytes) {
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  return gst_buffer_new_allocate(nullptr, bytes, &params);
+}
+
 }  // namespace jobflow::gst

@@ -86,4 +86,10 @@ bool tensors_from_buffer(GstBuffer* buf, const std::vector<TensorSpec>& specs, s
  * memories hold references to the tensors' storage. */
 GstBuffer* buffer_from_tensors(const std::vector<Tensor>& tensors);
 
+/* Bytes of one tensor of `spec`. */
+size_t spec_bytes(const TensorSpec& spec);
+/* A new buffer of one memory of `bytes`, 64-byte aligned as the engine's
+ * tensors are. */
+GstBuffer* new_tensor_buffer(size_t bytes);
+
 }  // namespace jobflow::gst

@@ -111,6 +111,28 @@ void install_summary(CompiledJob& job, const std::string& dir, int loss_index, o
   });
 }
 
+// FunctionConfig::accuracy: the declared returns must be integer labels
+// (B,) and float logits (B, C) of one batch; records them in `sig`.
+void check_accuracy(const std::string& job, std::pair<int, int> declared, Signature& sig) {
+  const auto [labels, logits] = declared;
+  if (labels < 0 && logits < 0) return;
+  const std::string what = "[global_function] job '" + job + "': accuracy(" + std::to_string(labels) + ", " +
+                           std::to_string(logits) + ")";
+  const int n = static_cast<int>(sig.outputs.size());
+  if (labels < 0 || logits < 0 || labels >= n || logits >= n || labels == logits)
+    throw Error(what + " needs two different returns of the " + std::to_string(n) + " the job has");
+  const TensorSpec& l = sig.outputs[labels];
+  const TensorSpec& z = sig.outputs[logits];
+  if (is_floating(l.dtype) || l.shape.size() != 1)
+    throw Error(what + ": return " + std::to_string(labels) + " is " + spec_str(l) + ", not (B,) integer labels");
+  if (!is_floating(z.dtype) || z.shape.size() != 2)
+    throw Error(what + ": return " + std::to_string(logits) + " is " + spec_str(z) + ", not (B, C) float logits");
+  if (l.shape[0] != z.shape[0])
+    throw Error(what + ": labels " + spec_str(l) + " and logits " + spec_str(z) + " differ in the batch");
+  sig.accuracy_labels = labels;
+  sig.accuracy_logits = logits;
+}
+
 void name_specs(std::vector<PlaceholderSpec>& specs, DType def) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].name.empty()) specs[i].name = "arg" + std::to_string(i);
@@ -252,6 +274,13 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
                 std::to_string(outputs.size()) + " outputs");
   sig.output_names = std::move(output_names);
   sig.callback = callback;
+  if (S.loss.defined())
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i].id() == S.loss.id()) {
+        sig.loss_output = static_cast<int>(i);
+        break;
+      }
+  check_accuracy(job, S.config.accuracy(), sig);
 
   // summary_dir: checked before compiling, so a refused job leaves no file.
   int summary_loss = -1;
@@ -259,8 +288,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
     if (S.type != JobType::Train)
       throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): job '" + job +
                   "' is a predict job; summary_dir logs a train job's loss and learning rate");
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (outputs[i].id() == S.loss.id()) summary_loss = static_cast<int>(i);
+    summary_loss = sig.loss_output;
     if (summary_loss < 0)
       throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): train job '" + job +
                   "' does not return its loss (the blob given to minimize()); return it to log it");

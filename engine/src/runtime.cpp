@@ -89,6 +89,7 @@ struct CompiledJobImpl {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
+  bool sync_for(std::chrono::microseconds timeout);
   size_t in_flight() const;
   size_t blocked_callers() const;
   int64_t steps_run() const;
@@ -300,6 +301,16 @@ void detail::CompiledJobImpl::sync() {
   rethrow_pending();
 }
 
+bool detail::CompiledJobImpl::sync_for(std::chrono::microseconds timeout) {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] sync() (or CheckPoint.save/load) called from the job's own callback "
+                "would wait for itself; call it after the calls, outside the callback");
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_idle_.wait_for(lk, timeout, [&] { return in_flight_ == 0; })) return false;
+  rethrow_pending();
+  return true;
+}
+
 int64_t detail::CompiledJobImpl::steps_run() const {
   std::lock_guard<std::mutex> exec(exec_mu_);  // not in the middle of a step
   return plan_->steps_run();
@@ -509,6 +520,7 @@ void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
 }
 void CompiledJob::abandon(const std::shared_ptr<CallState>& c) { detail::CompiledJobImpl::abandon(c); }
 void CompiledJob::sync() { impl_->sync(); }
+bool CompiledJob::sync_for(std::chrono::microseconds timeout) { return impl_->sync_for(timeout); }
 size_t CompiledJob::max_in_flight() const { return impl_->max_in_flight_; }
 int CompiledJob::num_threads() const { return impl_->threads_; }
 size_t CompiledJob::in_flight() const { return impl_->in_flight(); }

@@ -20,6 +20,7 @@
 #include "gstjobbatch.h"
 #include "gstjobfunction.h"
 #include "gstjobsink.h"
+#include "gstjobunbatch.h"
 #include "jobsink.h"
 #include "static_element_env.h"
 #include "tensor_caps.h"
@@ -36,6 +37,7 @@ using jobflow::test::caps_field;
 gboolean register_elements(GstPlugin* plugin) {
   gboolean ok = jobflow_register_jobfunction(plugin);
   ok &= jobflow_register_jobbatch(plugin);
+  ok &= jobflow_register_jobunbatch(plugin);
   ok &= jobflow_register_jobsink(plugin);
   ok &= gst_element_register(plugin, "appsrc", GST_RANK_NONE, GST_TYPE_APP_SRC);
   return ok;

@@ -23,6 +23,8 @@
 //                                      a Callbacker; give it the callback:
 //                                      train_job(images, labels)(print_loss);
 // Any job can also be called asynchronously with job.async(args...)(cb).
+// OneFlow's older styles work on what an asynchronous call returns:
+// job.async(args...).get() blocks for the result, .async_get(cb) = (cb).
 // Callbacks run on the job's callback thread, in call order.
 #pragma once
 
@@ -79,6 +81,15 @@ class FunctionConfig {
   size_t plan_cache_size() const { return plan_cache_size_; }
   FunctionConfig& plan_cache_bytes(size_t bytes) { plan_cache_bytes_ = bytes; return *this; }
   size_t plan_cache_bytes() const { return plan_cache_bytes_; }
+  // Declares that the job's returns `labels` (integers, (B,)) and `logits`
+  // (floats, (B, C)), flat indices, score an accuracy: the share of rows
+  // whose argmax is the label (the seeds' eval_job returns (labels,
+  // logits): accuracy(0, 1)). The signature carries it (accuracy_labels,
+  // accuracy_logits), job files keep it (jobflow.accuracy), and the
+  // jobfunction element reports it; jobs that do not declare it report
+  // none. Checked when the job is defined (an error names the returns).
+  FunctionConfig& accuracy(int labels, int logits) { accuracy_ = {labels, logits}; return *this; }
+  std::pair<int, int> accuracy() const { return accuracy_; }
 
  private:
   DType dtype_ = DType::Float32;
@@ -91,6 +102,7 @@ class FunctionConfig {
   std::string summary_dir_;
   size_t plan_cache_size_ = 16;
   size_t plan_cache_bytes_ = size_t{1} << 31;
+  std::pair<int, int> accuracy_{-1, -1};
 };
 inline FunctionConfig function_config() { return FunctionConfig(); }
 
@@ -361,6 +373,23 @@ class Callbacker {
     CompiledJob::attach(call_, [cb = std::move(cb), conv](std::vector<Tensor> r) { cb(conv(r)); });
     call_.reset();
   }
+  // OneFlow's older result styles (flow.function, seed 001):
+  //   H r = job(args).get();          // blocks; returns the result
+  //   job(args).async_get(callback);  // the same as job(args)(callback)
+  // get() waits like job.sync() (for this call and every call before it)
+  // and throws the call's error, or an earlier asynchronous one.
+  H get() {
+    if (!call_) throw Error("[Callbacker] a callback was already given for this call");
+    auto box = std::make_shared<std::optional<H>>();
+    auto conv = convert_;
+    CompiledJob::attach(call_, [box, conv](std::vector<Tensor> r) { box->emplace(conv(r)); });
+    call_.reset();
+    job_->sync();
+    if (!*box)
+      throw Error("[" + job_->signature().job_name + "] get(): the call failed and its error was reported elsewhere");
+    return std::move(**box);
+  }
+  void async_get(std::function<void(H)> cb) { (*this)(std::move(cb)); }
 
  private:
   std::shared_ptr<CompiledJob> job_;

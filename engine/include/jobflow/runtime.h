@@ -59,6 +59,14 @@ struct Signature {
   std::vector<std::string> output_names;
   Structure output_structure;
   bool callback = false;                  // declared Callback<T>
+  // Train jobs: the flat index of the return that is the loss (the blob
+  // given to minimize(); a job file's jobflow.loss), -1 when the job does
+  // not return it.
+  int loss_output = -1;
+  // The returns that score an accuracy, when the job declares them
+  // (FunctionConfig::accuracy; a job file's jobflow.accuracy): integer
+  // labels (B,) and float logits (B, C), flat indices; -1 when not declared.
+  int accuracy_labels = -1, accuracy_logits = -1;
   std::string str() const;
   // Input i's spec as str() prints it: dynamic dims by name, or "?".
   std::string input_str(size_t i) const;
@@ -182,6 +190,11 @@ class CompiledJob {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
+  // As sync(), but waits at most `timeout`: false if calls are still in
+  // flight then (nothing rethrown), true once every call has ended (after
+  // rethrowing a stored error). For callers that must stay responsive while
+  // they wait: the Python binding checks for Ctrl-C between two waits.
+  bool sync_for(std::chrono::microseconds timeout);
   size_t max_in_flight() const;
   int num_threads() const;
   // Calls queued, running or awaiting their callback.

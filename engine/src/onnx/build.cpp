@@ -226,9 +226,10 @@ class Build {
     added_loss_ = type_ == JobType::Train && !file_loss_;
     if (!added_loss_) return;
     if (opts_.loss.empty() || opts_.optimizer.empty())
-      fail(what_, "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
+      fail_option(opts_.loss.empty() ? "loss" : "optimizer", what_,
+                  "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
     if (opts_.loss != "sparse_softmax_cross_entropy" && opts_.loss != "mse")
-      fail(what_, "loss \"" + opts_.loss + "\" is not sparse_softmax_cross_entropy or mse");
+      fail_option("loss", what_, "loss \"" + opts_.loss + "\" is not sparse_softmax_cross_entropy or mse");
     loss_output_ = opts_.loss_output;
     const ValueInfoProto* vi = nullptr;
     for (const auto& o : g_.output())
@@ -236,10 +237,14 @@ class Build {
         vi = &o;
         break;
       }
-    if (!vi) fail(what_, "loss_output '" + loss_output_ + "' is not a graph output");
+    if (!vi) fail_option("loss_output", what_, "loss_output '" + loss_output_ + "' is not a graph output");
     loss_output_ = vi->name();
     const TensorSpec loss_out_spec = input_spec(P_, *vi);
-    if (loss_out_spec.shape.empty()) fail(what_, "output '" + loss_output_ + "' is a scalar; a loss needs a batch");
+    if (loss_out_spec.shape.empty())
+      fail_option("loss", what_, "output '" + loss_output_ + "' is a scalar; a loss needs a batch");
+    if (!is_floating(loss_out_spec.dtype))
+      fail_option("loss", what_,
+                  "loss " + opts_.loss + " needs a float output; '" + loss_output_ + "' is " + spec_str(loss_out_spec));
     if (opts_.loss == "sparse_softmax_cross_entropy") {
       in_names_.push_back("labels");
       in_specs_.push_back({{loss_out_spec.shape[0]}, DType::Int32});
@@ -315,6 +320,24 @@ class Build {
         fail(what_, "jobflow.seed is not a number");
       }
     }
+    // The returns the job declares its accuracy (not when a loss given at
+    // load replaces the returns); finish() checks them against the returns.
+    if (job_file_ && !added_loss_ && !meta(ou::kAccuracy).empty()) {
+      const std::vector<std::string> ab = split_list(meta(ou::kAccuracy));
+      int idx[2] = {-1, -1};
+      for (size_t i = 0; i < ab.size() && i < 2; ++i) {
+        size_t used = 0;
+        try {
+          idx[i] = std::stoi(ab[i], &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used != ab[i].size()) idx[i] = -1;
+      }
+      if (ab.size() != 2 || idx[0] < 0 || idx[1] < 0)
+        fail(what_, "jobflow.accuracy is \"" + meta(ou::kAccuracy) + "\", not two return indices \"LABELS,LOGITS\"");
+      cfg.accuracy(idx[0], idx[1]);
+    }
     return cfg;
   }
 
@@ -343,6 +366,8 @@ class Build {
         opt_ = ou::optimizer_from_text(opts_.optimizer, optimizer::Scheduler());
       }
     } catch (const Error& e) {
+      // LoadOptions.optimizer replaces the file's; the file is at fault only for its own.
+      if (!opts_.optimizer.empty()) fail_option("optimizer", what_, std::string("optimizer: ") + e.what());
       fail(what_, std::string("optimizer: ") + e.what());
     }
     if (!opt_) fail(what_, "no optimizer");
@@ -417,7 +442,8 @@ class Build {
       Blob l;
       if (opts_.loss == "sparse_softmax_cross_entropy") {
         if (y.ndim() != 2)
-          fail(what_, "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
+          fail_option("loss", what_,
+                      "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
         l = nn::sparse_softmax_cross_entropy_with_logits(target, y);
       } else {
         l = reduce_mean(square(sub(y, target)));

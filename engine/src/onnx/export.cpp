@@ -243,6 +243,8 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
   put(onnx_util::kInputStructure, onnx_util::structure_to_text(sig.input_structure));
   put(onnx_util::kOutputStructure, onnx_util::structure_to_text(sig.output_structure));
   put(onnx_util::kCallback, sig.callback ? "1" : "0");
+  if (sig.accuracy_labels >= 0)
+    put(onnx_util::kAccuracy, std::to_string(sig.accuracy_labels) + "," + std::to_string(sig.accuracy_logits));
   if (sig.type == JobType::Train) {
     if (def_.loss < 0 || !def_.optimizer) fail("train job without a loss or optimizer in its definition");
     put(onnx_util::kLoss, names_[def_.loss]);

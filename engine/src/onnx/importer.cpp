@@ -18,6 +18,9 @@ namespace ou = onnx_util;
 [[noreturn]] void fail(const std::string& file, const std::string& msg) {
   throw Error("[onnx.load] " + file + ": " + msg);
 }
+[[noreturn]] void fail_option(const char* option, const std::string& file, const std::string& msg) {
+  throw OptionError(option, "[onnx.load] " + file + ": " + msg);
+}
 
 std::string node_label(const NodeProto& n, int index) {
   if (!n.name().empty()) return n.name();

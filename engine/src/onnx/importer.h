@@ -41,6 +41,8 @@ using onnx_import::Unsupported;
 inline constexpr int kMaxImportRank = 8;
 
 [[noreturn]] void fail(const std::string& file, const std::string& msg);
+// An error of the LoadOptions field `option`, not of the file.
+[[noreturn]] void fail_option(const char* option, const std::string& file, const std::string& msg);
 std::string node_label(const ::onnx::NodeProto& n, int index);
 
 // ---- host helpers for constants read at load (shapes, axes, parameters) ----
