@@ -75,6 +75,7 @@ struct State {
   GstBuffer* scratch = nullptr;  // one crop fitted, in the frames' format
   size_t slot_bytes = 0;
   guint64 frames = 0;  // since start / the last flush (interval)
+  bool primed = false; // a tensor went out under these caps (see process())
   GstSegment segment{};
 };
 
@@ -177,13 +178,23 @@ namespace {
 
 /* ------------------------------------------------------------ caps */
 
-/* The model's input: the properties where set, else downstream's caps (one
- * rank-4 tensor). Posts CORE/NEGOTIATION naming what is missing. */
+/* The model's input: the properties where set, else downstream's caps —
+ * their first fixed format=static structure with dimensions (jobfunction
+ * offers its placeholders so, then format=flexible), one rank-4 tensor.
+ * Posts CORE/NEGOTIATION naming what is missing. */
 bool model_input(GstJobCrop* self, const Settings& cfg, State* st) {
   GstCaps* peer = gst_pad_peer_query_caps(self->srcpad, nullptr);
   std::vector<TensorSpec> specs;
   std::string error;
-  const bool fixed = peer && gst_caps_is_fixed(peer) && jobflow::gst::specs_from_caps(peer, &specs, &error, {4});
+  bool fixed = false;
+  for (guint i = 0; peer && !fixed && i < gst_caps_get_size(peer); ++i) {
+    const GstStructure* s = gst_caps_get_structure(peer, i);
+    if (!gst_structure_has_field(s, "dimensions") || g_strcmp0(gst_structure_get_string(s, "format"), "static") != 0)
+      continue;
+    GstCaps* one = gst_caps_new_full(gst_structure_copy(s), nullptr);
+    fixed = gst_caps_is_fixed(one) && jobflow::gst::specs_from_caps(one, &specs, &error, {4});
+    gst_caps_unref(one);
+  }
   gchar* peer_text = peer ? gst_caps_to_string(peer) : g_strdup("none");
   if (peer) gst_caps_unref(peer);
   int b = 0, c = 0, h = 0, w = 0;
@@ -503,13 +514,18 @@ GstFlowReturn process(GstJobCrop* self, GstBuffer* frame) {
       if (region_crop(st, cfg, label, &od, &c)) crops.push_back(c);
     }
   }
-  if (crops.empty()) {  // the frame alone, past the model
+  if (crops.empty() && st.primed) {  // the frame alone, past the model
     GstBuffer* gap = timed_buffer(gst_buffer_new(), frame, true);
     GST_BUFFER_FLAG_SET(gap, GST_BUFFER_FLAG_GAP);
     jobflow_buffer_add_crop_meta(gap, frame, st.caps, st.model_w, st.model_h, static_cast<guint>(st.batch), nullptr,
                                  0, 0, TRUE);
     return gst_pad_push(self->srcpad, gap);
   }
+  /* The first buffer under new caps is a tensor even without crops (all
+   * padding, n_crops 0): a job whose returns have dims known per call gives
+   * its output caps with its first result only, and a GAP buffer before
+   * them would reach downstream without caps. */
+  st.primed = true;
   GstVideoFrame in;
   if (!gst_video_frame_map(&in, &st.vinfo, frame, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("jobcrop: could not map the frame as %s",
@@ -518,7 +534,7 @@ GstFlowReturn process(GstJobCrop* self, GstBuffer* frame) {
     return GST_FLOW_ERROR;
   }
   const size_t batch = static_cast<size_t>(st.batch);
-  const size_t chunks = (crops.size() + batch - 1) / batch;
+  const size_t chunks = std::max<size_t>(1, (crops.size() + batch - 1) / batch);
   const Shape shape = st.layout == kNCHW ? Shape{st.batch, st.channels, st.model_h, st.model_w}
                                          : Shape{st.batch, st.model_h, st.model_w, st.channels};
   GstFlowReturn ret = GST_FLOW_OK;

@@ -82,6 +82,21 @@ const std::string& channel_mean_job() {
   return path;
 }
 
+/* The same with a dynamic batch (-1): jobfunction's caps then fix no
+ * dimensions and its results' caps go out with the first result. */
+const std::string& channel_mean_dynamic_job() {
+  static const std::string path = [] {
+    const std::string p = (tmp_root() / "channel_mean_dynamic.onnx").string();
+    flow::PlaceholderSpec x = flow::Numpy::Placeholder({-1, 3, 8, 16}, flow::Float, "crops");
+    x.dim_names = {"batch", "", "", ""};
+    auto job = flow::global_function(flow::Predict, flow::function_config().name("channel_mean_dynamic"), {x},
+                                     [](flow::Blob x) -> flow::Numpy { return flow::reduce_mean(x, {2, 3}); });
+    flow::onnx::save(*job.compiled(), p);
+    return p;
+  }();
+  return path;
+}
+
 constexpr int kW = 64, kH = 48;
 constexpr const char* kVideoCaps = "video/x-raw,format=RGB,width=64,height=48,framerate=30/1";
 // (B, C, H, W) = (4, 3, 8, 16), innermost first
@@ -318,9 +333,19 @@ TEST(JobCrop, BatchesTheCropsOfAFrameInChunksOfTheModelsBatch) {
 
 TEST(JobCrop, FramesWithoutCropsPassAsEmptyGapBuffers) {
   GstHarness* h = crop_harness("label=plate");
-  ASSERT_EQ(gst_harness_push(h, make_frame({}, 0)), GST_FLOW_OK);                                       // no meta
-  ASSERT_EQ(gst_harness_push(h, make_frame({{"car", 0, 0, 8, 8, {1, 2, 3}}}, GST_SECOND)), GST_FLOW_OK);  // no plate
-  for (GstClockTime pts : {GstClockTime(0), GstClockTime(GST_SECOND)}) {
+  // the first buffer under new caps is a tensor all the same (all padding),
+  // so that the model's first result sets the caps after it
+  ASSERT_EQ(gst_harness_push(h, make_frame({}, 0)), GST_FLOW_OK);
+  GstBuffer* first = gst_harness_pull(h);
+  EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(first, GST_BUFFER_FLAG_GAP));
+  EXPECT_EQ(gst_buffer_get_size(first), 4u * 3 * 8 * 16 * sizeof(float));
+  EXPECT_EQ(jobflow_buffer_get_crop_meta(first)->n_crops, 0u);
+  EXPECT_TRUE(jobflow_buffer_get_crop_meta(first)->last);
+  EXPECT_EQ(at(slot_values(first, 0), 0, 0, 0), 0.f);
+  gst_buffer_unref(first);
+  ASSERT_EQ(gst_harness_push(h, make_frame({}, GST_SECOND)), GST_FLOW_OK);                                  // no meta
+  ASSERT_EQ(gst_harness_push(h, make_frame({{"car", 0, 0, 8, 8, {1, 2, 3}}}, 2 * GST_SECOND)), GST_FLOW_OK);  // no plate
+  for (GstClockTime pts : {GstClockTime(GST_SECOND), GstClockTime(2 * GST_SECOND)}) {
     GstBuffer* out = gst_harness_pull(h);
     EXPECT_EQ(GST_BUFFER_PTS(out), pts);
     EXPECT_EQ(gst_buffer_get_size(out), 0u);
@@ -766,6 +791,50 @@ TEST(SecondStage, CropRunDecodeDeliversEveryFrameWithItsResultsAtEos) {
   EXPECT_EQ(steps, 7u);
   gst_object_unref(fn);
   gst_harness_teardown(h);
+}
+
+TEST(SecondStage, AJobWithADynamicBatchTakesTheSizeFromTheProperties) {
+  const std::string labels = write_file("rgb3.txt", "red\ngreen\nblue\n");
+  GstBus* bus = gst_bus_new();
+  GstHarness* h = gst_harness_new_parse(("jobcrop label=plate width=16 height=8 batch-size=2 ! jobfunction name=fn job=" +
+                                         channel_mean_dynamic_job() +
+                                         " ! jobdecode mode=labels per-region=true softmax=false labels=" + labels)
+                                            .c_str());
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(h, kVideoCaps);
+  // no plate in the first frame (its tensor primes the caps), three in the
+  // second (two buffers of 2), none in the third (a GAP buffer)
+  ASSERT_EQ(gst_harness_push(h, make_frame({}, 0)), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, make_frame({{"plate", 0, 0, 8, 8, {0, 0, 255}},
+                                            {"plate", 10, 0, 8, 8, {255, 0, 0}},
+                                            {"plate", 20, 0, 8, 8, {0, 255, 0}}},
+                                           GST_SECOND)),
+            GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, make_frame({}, 2 * GST_SECOND)), GST_FLOW_OK);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    GstBuffer* frame = gst_harness_pull(h);
+    ASSERT_NE(frame, nullptr) << i;
+    EXPECT_EQ(GST_BUFFER_PTS(frame), static_cast<GstClockTime>(i) * GST_SECOND);
+    JobflowAnalyticsRelationMeta* m = jobflow_buffer_get_analytics_relation_meta(frame);
+    for (guint id = 0; m && id < 3 && i == 1; ++id) {
+      const auto classes = classes_of(m, id);
+      ASSERT_EQ(classes.size(), 1u) << id;
+      got.push_back(classes[0].first);
+    }
+    gst_buffer_unref(frame);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"blue", "red", "green"}));
+  guint64 steps = 0;
+  GstElement* fn = gst_bin_get_by_name(GST_BIN(h->element), "fn");
+  g_object_get(fn, "steps", &steps, nullptr);
+  gst_object_unref(fn);
+  EXPECT_EQ(steps, 3u);  // the priming tensor and the second frame's two
+  EXPECT_EQ(gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR), nullptr);
+  gst_harness_teardown(h);
+  gst_bus_set_flushing(bus, TRUE);
+  gst_object_unref(bus);
 }
 
 }  // namespace
