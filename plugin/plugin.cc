@@ -8,7 +8,9 @@
 #include "gstjobconvert.h"
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
+#include "gstjobdemux.h"
 #include "gstjobfunction.h"
+#include "gstjobmux.h"
 #include "gstjobsink.h"
 #include "gstjobunbatch.h"
 
@@ -24,6 +26,8 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobdecode(plugin);
   ok &= jobflow_register_jobbatch(plugin);
   ok &= jobflow_register_jobunbatch(plugin);
+  ok &= jobflow_register_jobmux(plugin);
+  ok &= jobflow_register_jobdemux(plugin);
   return ok;
 }
 
