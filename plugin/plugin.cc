@@ -10,6 +10,7 @@
 #include "gstjobdecode.h"
 #include "gstjobdemux.h"
 #include "gstjobfunction.h"
+#include "gstjobmetapublish.h"
 #include "gstjobmux.h"
 #include "gstjobsink.h"
 #include "gstjobunbatch.h"
@@ -28,6 +29,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobunbatch(plugin);
   ok &= jobflow_register_jobmux(plugin);
   ok &= jobflow_register_jobdemux(plugin);
+  ok &= jobflow_register_jobmetapublish(plugin);
   return ok;
 }
 
