@@ -12,7 +12,9 @@
 #include "gstjobfunction.h"
 #include "gstjobmetapublish.h"
 #include "gstjobmux.h"
+#include "gstjoboverlay.h"
 #include "gstjobsink.h"
+#include "gstjobtrack.h"
 #include "gstjobunbatch.h"
 
 #ifndef JOBFLOW_VERSION
@@ -30,6 +32,8 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobmux(plugin);
   ok &= jobflow_register_jobdemux(plugin);
   ok &= jobflow_register_jobmetapublish(plugin);
+  ok &= jobflow_register_jobtrack(plugin);
+  ok &= jobflow_register_joboverlay(plugin);
   return ok;
 }
 

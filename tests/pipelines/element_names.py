@@ -19,7 +19,7 @@ from gi.repository import Gst  # noqa: E402
 
 Gst.init(None)
 factories = ["jobfunction", "jobsink", "jobdatasrc", "jobconvert", "jobdecode", "jobbatch", "jobunbatch", "jobmux",
-             "jobdemux", "jobmetapublish"]
+             "jobdemux", "jobtrack", "joboverlay", "jobmetapublish"]
 plugin = Gst.Registry.get().find_plugin("jobflow")
 if plugin is None:
     sys.exit("FAIL: no jobflow plugin in " + os.environ["GST_PLUGIN_PATH"])
