@@ -275,27 +275,36 @@ TEST(JobMetaPublish, WritesToStdout) {
   EXPECT_EQ(Json(lines[0]).integer("timestamp"), 200 * static_cast<gint64>(GST_MSECOND));
 }
 
-TEST(JobMetaPublish, FileErrorsNameTheLocation) {
+TEST(JobMetaPublish, SettingsErrorsNameTheProperty) {
   struct Case {
-    const char* location;  // null: unset
+    const char* launch;
     GstResourceError code;
-    const char* named;
+    const char* message;
   };
-  const Case cases[] = {{nullptr, GST_RESOURCE_ERROR_SETTINGS, "'location'"},
-                        {"/nonexistent-folder/metas.jsonl", GST_RESOURCE_ERROR_OPEN_WRITE,
-                         "/nonexistent-folder/metas.jsonl"}};
+  const Case cases[] = {
+      {"jobmetapublish", GST_RESOURCE_ERROR_SETTINGS, "Property 'location' is not set (method=file)"},
+      {"jobmetapublish location=/nonexistent-folder/metas.jsonl", GST_RESOURCE_ERROR_OPEN_WRITE,
+       "location=\"/nonexistent-folder/metas.jsonl\": cannot open for writing: No such file or directory"},
+#ifdef JOBFLOW_HAVE_MOSQUITTO
+      {"jobmetapublish method=mqtt topic=\"\"", GST_RESOURCE_ERROR_SETTINGS,
+       "Property 'topic' is empty (method=mqtt)"},
+#else
+      {"jobmetapublish method=mqtt", GST_RESOURCE_ERROR_SETTINGS,
+       "method=mqtt: this build of Jobflow has no MQTT client"},
+#endif
+  };
   for (const Case& c : cases) {
-    GstElement* e = gst_element_factory_make("jobmetapublish", nullptr);
+    GstElement* e = Harness::parse(c.launch);
     GstBus* bus = gst_bus_new();
     gst_element_set_bus(e, bus);
-    if (c.location) g_object_set(e, "location", c.location, nullptr);
-    EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE) << c.launch;
     GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
-    ASSERT_NE(m, nullptr);
+    ASSERT_NE(m, nullptr) << c.launch;
     GError* err = nullptr;
     gst_message_parse_error(m, &err, nullptr);
     EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, c.code)) << err->message;
-    EXPECT_NE(std::string(err->message).find(c.named), std::string::npos) << err->message;
+    EXPECT_STREQ(err->message, c.message);
+    EXPECT_EQ(GST_MESSAGE_SRC(m), GST_OBJECT(e));  // the element that failed
     g_error_free(err);
     gst_message_unref(m);
     gst_element_set_state(e, GST_STATE_NULL);
