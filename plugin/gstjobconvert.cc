@@ -868,8 +868,15 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
       }
       case GST_EVENT_EOS:
       case GST_EVENT_FLUSH_STOP:
-        if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->impl->state.filled > 0)
-          GST_INFO_OBJECT(self, "EOS: dropping %u frame(s) of an incomplete tensor", self->impl->state.filled);
+      case GST_EVENT_SEGMENT:
+        /* A new segment is a new timeline (concat's next file, a seek): a
+         * window or tensor is never made of units from two of them, and the
+         * pts of one begun in the old segment would mean nothing in the new. */
+        if (GST_EVENT_TYPE(event) != GST_EVENT_FLUSH_STOP &&
+            (self->impl->state.filled > 0 || gst_adapter_available(self->impl->adapter) > 0))
+          GST_INFO_OBJECT(self, "%s: dropping %u frame(s) and %" G_GSIZE_FORMAT " byte(s) of an incomplete tensor",
+                          GST_EVENT_TYPE_NAME(event), self->impl->state.filled,
+                          gst_adapter_available(self->impl->adapter));
         drop_pending(&self->impl->state);
         gst_adapter_clear(self->impl->adapter);
         self->impl->state.skip_bytes = 0;

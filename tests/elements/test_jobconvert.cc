@@ -353,6 +353,29 @@ TEST(JobConvert, AudioHopLongerThanTheWindowSkipsAcrossBuffers) {
   }
 }
 
+TEST(JobConvert, ANewSegmentStartsTheWindowsAfresh) {
+  // Windows of 4 samples every 2; 5 samples, then a new segment (concat's
+  // next part: pts from 0 again, running time from 1 s), then 4 samples. The
+  // old segment gives [0..3] only ([2..5] lacks a sample); no window mixes
+  // the two; the new one's windows carry its own pts.
+  Harness t("jobconvert frames-per-tensor=4 hop=2");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=F32LE,layout=interleaved,rate=1000,channels=1");
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({0, 1, 2, 3, 4}, 0)), GST_FLOW_OK);
+  GstSegment seg;
+  gst_segment_init(&seg, GST_FORMAT_TIME);
+  seg.base = GST_SECOND;
+  ASSERT_TRUE(gst_harness_push_event(t.h, gst_event_new_segment(&seg)));
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({10, 11, 12, 13}, 0)), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 2u);
+  const std::vector<float> want[2] = {{0, 1, 2, 3}, {10, 11, 12, 13}};
+  for (int w = 0; w < 2; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    EXPECT_EQ(values<float>(out), want[w]) << "window " << w;
+    EXPECT_EQ(GST_BUFFER_PTS(out), 0u) << "window " << w;
+    gst_buffer_unref(out);
+  }
+}
+
 TEST(JobConvert, AudioSineWindowsKeepTheirValues) {
   // A sine of period 8 samples, amplitude 0.5 (F32LE stereo, R = -L), windows of one
   // period every half period, channels last: each window is (8, 2) of the sine's values.
