@@ -19,6 +19,8 @@
 
 #include "gstjobdemux.h"
 #include "gstjobmux.h"
+#include "jobflow_frame_meta.h"
+#include "jobflow_meta.h"
 #include "static_element_env.h"
 #include "tensor_caps.h"
 
@@ -530,6 +532,53 @@ TEST(JobMuxDemux, FramesOutputGivesTheFramesAsTheyCame) {
   GstCaps* want = gst_caps_from_string(frame_caps(15).c_str());
   EXPECT_TRUE(gst_caps_is_equal(c.caps, want));
   gst_caps_unref(want);
+  gst_harness_teardown(a);
+}
+
+// The results of a frame carry what rode on the frame into jobmux: its
+// JobflowFrameMeta (the video frame and the scaling jobdecode's frame modes
+// need), not its tensor meta (the results have their own).
+TEST(JobMuxDemux, ResultsKeepTheirFramesFrameMeta) {
+  MuxDemux md("batch-size=2");
+  GstHarness* a = add_source(md.mux, 0, 10);
+  GstHarness* b = add_source(md.mux, 1, 10);
+  GstCaps* video = gst_caps_from_string("video/x-raw,format=RGB,width=64,height=48,framerate=10/1");
+  GstBuffer* pictures[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int s = 0; s < 2; ++s) {
+      pictures[s][i] = gst_buffer_new_allocate(nullptr, 64 * 48 * 3, nullptr);
+      GstBuffer* f = frame(s, i);
+      jobflow_buffer_add_frame_meta(f, pictures[s][i], video, 32, 32, 0.5, 0.5, 0, 4.0 + s);
+      jobflow::gst::add_tensor_meta(f, {{{1, 2}, jobflow::DType::Float32}, {{1}, jobflow::DType::Int32}});
+      ASSERT_EQ(gst_harness_push(s == 0 ? a : b, f), GST_FLOW_OK);
+    }
+  for (GstHarness* h : {a, b}) ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  for (int s = 0; s < 2; ++s) {
+    const std::string pad = "src_" + std::to_string(s);
+    ASSERT_TRUE(md.out->wait_eos(pad));
+    Collected& c = md.out->got()[pad];
+    expect_frames(c, s, 0, 2);
+    for (int i = 0; i < 2; ++i) {
+      const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(c.buffers[i]);
+      ASSERT_NE(fm, nullptr) << pad << " frame " << i;
+      EXPECT_EQ(fm->frame, pictures[s][i]);  // the very frame, not a copy
+      EXPECT_EQ(fm->frame_width, 64);
+      EXPECT_EQ(fm->model_height, 32);
+      EXPECT_DOUBLE_EQ(fm->pad_y, 4.0 + s);
+      gint metas = 0;
+      gpointer state = nullptr;
+      while (GstMeta* m = gst_buffer_iterate_meta(c.buffers[i], &state))
+        metas += m->info->api == JOBFLOW_TENSOR_META_API_TYPE;
+      EXPECT_EQ(metas, 1);  // the results' own
+      const JobflowTensorMeta* tm = jobflow_buffer_get_tensor_meta(c.buffers[i]);
+      ASSERT_NE(tm, nullptr);
+      EXPECT_EQ(tm->tensors[0].dims[1], 2u);
+    }
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int s = 0; s < 2; ++s) gst_buffer_unref(pictures[s][i]);
+  gst_caps_unref(video);
+  gst_harness_teardown(b);
   gst_harness_teardown(a);
 }
 
