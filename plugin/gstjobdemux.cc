@@ -146,23 +146,6 @@ bool check_split(GstJobDemux* self, guint n) {
   return true;
 }
 
-/* output=results: the metas of the frame as it entered jobmux go with its
- * results — its JobflowFrameMeta above all (the video frame and the
- * letterbox geometry that jobdecode's frame modes put the regions back on),
- * copied by each meta's own transform — but not its tensors' description
- * (the results have their own) nor jobmux's and jobbatch's bookkeeping. */
-void copy_frame_metas(GstBuffer* out, GstBuffer* frame) {
-  gpointer state = nullptr;
-  while (GstMeta* m = gst_buffer_iterate_meta(frame, &state)) {
-    const GType api = m->info->api;
-    if (api == JOBFLOW_TENSOR_META_API_TYPE || api == JOBFLOW_MUX_META_API_TYPE ||
-        api == JOBFLOW_BATCH_META_API_TYPE || !m->info->transform_func)
-      continue;
-    GstMetaTransformCopy copy = {FALSE, 0, static_cast<gsize>(-1)};
-    m->info->transform_func(out, m, frame, _gst_meta_transform_copy, &copy);
-  }
-}
-
 /* Frame `i` of `batch` for its source's pad. */
 GstBuffer* frame_buffer(GstJobDemux* self, GstBuffer* batch, const JobflowMuxMeta* mm, const JobflowBatchMeta* bm,
                         guint i, Output output, const std::vector<size_t>& bytes) {
@@ -188,7 +171,13 @@ GstBuffer* frame_buffer(GstJobDemux* self, GstBuffer* batch, const JobflowMuxMet
     } else if (mm->frames[i]) {
       gst_buffer_copy_into(out, mm->frames[i], GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
     }
-    if (mm->frames[i]) copy_frame_metas(out, mm->frames[i]);
+    /* The metas of the frame as it entered jobmux go with its results: its
+     * JobflowFrameMeta above all (the video frame and the scaling that
+     * jobdecode's frame modes put the regions back on); not its tensors'
+     * description (the results have their own) nor jobmux's bookkeeping. */
+    if (mm->frames[i])
+      jobflow::gst::copy_metas_except(out, mm->frames[i], {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_MUX_META_API_TYPE,
+                                                            JOBFLOW_BATCH_META_API_TYPE});
     std::vector<TensorSpec> specs = self->impl->state.in_specs;
     for (TensorSpec& s : specs) s.shape[0] /= n;
     jobflow::gst::add_tensor_meta(out, specs);
