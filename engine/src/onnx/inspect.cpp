@@ -23,7 +23,7 @@ int64_t node_flops(const onnx_import::NodeShapes& n) {
     for (auto& o : n.outputs) s += numel(o.shape);
     return s;
   };
-  if (n.outputs.empty() || n.outputs[0].shape.empty() && n.op_type != "ReduceSum") return out_elems();
+  if (n.outputs.empty() || (n.outputs[0].shape.empty() && n.op_type != "ReduceSum")) return out_elems();
   const Shape& y = n.outputs[0].shape;
   if (n.op_type == "Conv" && n.inputs.size() >= 2) {
     const Shape& w = n.inputs[1].shape;  // (K, C/g, k...)
