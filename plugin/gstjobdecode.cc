@@ -1157,6 +1157,10 @@ GstFlowReturn prepare_output_buffer(GstBaseTransform* trans, GstBuffer* input, G
                               GST_VIDEO_INFO_HEIGHT(&info));
   } else if (const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(input)) {
     *outbuf = gst_buffer_copy(fm->frame);  // shares the frame's memory; its metas are copied
+    /* and the tensor buffer's own (e.g. jobdemux's JobflowMuxMeta: the
+     * frame's source), but not the tensors' description nor the frame meta */
+    jobflow::gst::copy_metas_except(*outbuf, input, {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_FRAME_META_API_TYPE,
+                                                     JOBFLOW_ANALYTICS_RELATION_META_API_TYPE});
   } else {
     *outbuf = gst_buffer_copy(input);
   }

@@ -9,7 +9,10 @@
 #include "gstjobcrop.h"
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
+#include "gstjobdemux.h"
 #include "gstjobfunction.h"
+#include "gstjobmetapublish.h"
+#include "gstjobmux.h"
 #include "gstjoboverlay.h"
 #include "gstjobsink.h"
 #include "gstjobtrack.h"
@@ -27,6 +30,9 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobdecode(plugin);
   ok &= jobflow_register_jobbatch(plugin);
   ok &= jobflow_register_jobunbatch(plugin);
+  ok &= jobflow_register_jobmux(plugin);
+  ok &= jobflow_register_jobdemux(plugin);
+  ok &= jobflow_register_jobmetapublish(plugin);
   ok &= jobflow_register_jobtrack(plugin);
   ok &= jobflow_register_joboverlay(plugin);
   ok &= jobflow_register_jobcrop(plugin);

@@ -114,7 +114,7 @@ if [[ $plugin == yes ]]; then
   out=$(gst-inspect-1.0 jobflow 2>&1) || fail "gst-inspect-1.0 jobflow failed: $out"
   grep -Eq "^  Filename +$plugins/libgstjobflow.so$" <<<"$out" ||
     fail "gst-inspect-1.0 did not load the installed plugin: $(grep Filename <<<"$out")"
-  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch jobtrack joboverlay jobcrop)
+  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch jobmux jobdemux jobtrack joboverlay jobmetapublish jobcrop)
   for e in "${elements[@]}"; do
     grep -Eq "^  $e: " <<<"$out" || fail "gst-inspect-1.0 jobflow does not list $e:"$'\n'"$out"
   done
