@@ -220,7 +220,9 @@ bool check_settings(GstJobConvert* self) {
   }
   if (!cfg.input_dims.empty()) {
     Shape shape;
-    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || jobflow::numel(shape) <= 0) {
+    int64_t count = 0;
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || !jobflow::checked_numel(shape, &count) ||
+        count <= 0) {
       GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                         ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
                         ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
@@ -296,7 +298,9 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
                          "e.g. \"28:28:1\") and input-type"));
       return false;
     }
-    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) || jobflow::numel(st.unit_shape) <= 0) {
+    int64_t count = 0;
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) ||
+        !jobflow::checked_numel(st.unit_shape, &count) || count <= 0) {
       GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                         ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
                         ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
@@ -308,8 +312,17 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
                         ("expected one of float32, float64, int32, int64, int8, uint8"));
       return false;
     }
+    int64_t unit_bytes = 0;
+    std::string why;
+    if (!jobflow::checked_nbytes(st.unit_shape, in_type, &unit_bytes, &why)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Invalid value for property 'input-dims': \"%s\" %s: %s", cfg.input_dims.c_str(),
+                         cfg.input_type.c_str(), why.c_str()),
+                        (nullptr));
+      return false;
+    }
     st.in_dtype = in_type;
-    st.unit_bytes = static_cast<size_t>(jobflow::numel(st.unit_shape)) * jobflow::dtype_size(in_type);
+    st.unit_bytes = static_cast<size_t>(unit_bytes);
     eight_bit = in_type == DType::UInt8;
     st.channels = 1;
     gst_structure_get_fraction(s, "framerate", &fps_n, &fps_d);
@@ -368,7 +381,15 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
         st.lut[ch * 256 + v] = static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
   }
 
-  st.out_bytes = static_cast<size_t>(jobflow::numel(st.out_spec.shape)) * jobflow::dtype_size(st.out_spec.dtype);
+  int64_t out_bytes = 0;
+  std::string why;
+  if (!jobflow::checked_nbytes(st.out_spec.shape, st.out_spec.dtype, &out_bytes, &why)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("The output tensor %s is too large: %s",
+                                                 jobflow::spec_str(st.out_spec).c_str(), why.c_str()),
+                      ("%" GST_PTR_FORMAT, caps));
+    return false;
+  }
+  st.out_bytes = static_cast<size_t>(out_bytes);
   st.out_frame_bytes = st.out_bytes / n;
 
   int out_n = 0, out_d = 1;

@@ -134,14 +134,10 @@ const std::string& Importer::iname(int i) const {
 }
 
 void Importer::check_size(const Shape& s, DType t, const std::string& what) const {
-  uint64_t n = 1;
-  for (int64_t d : s) {
-    if (d < 0) err(what + " has a negative dimension");
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) err(what + " is too large");
-    n *= static_cast<uint64_t>(d);
-  }
-  const uint64_t sz = dtype_size(t);
-  if (n > opts_.max_tensor_bytes / std::max<uint64_t>(sz, 1))
+  int64_t bytes = 0;
+  std::string why;
+  if (!checked_nbytes(s, t, &bytes, &why)) err(what + " " + shape_str(s) + " " + dtype_name(t) + ": " + why);
+  if (static_cast<uint64_t>(bytes) > opts_.max_tensor_bytes)
     err(what + " " + shape_str(s) + " would need more than max_tensor_bytes (" + std::to_string(opts_.max_tensor_bytes) +
         ")");
 }

@@ -132,6 +132,10 @@ TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi) {
                         {{"dynamic input shape", {vi.name()}}});
     s.shape.push_back(dim.dim_value());
   }
+  int64_t bytes = 0;
+  std::string why;
+  if (!checked_nbytes(s.shape, s.dtype, &bytes, &why))
+    fail(P.what, "input '" + vi.name() + "' " + spec_str(s) + ": " + why);
   return s;
 }
 

@@ -28,8 +28,8 @@ void op_softmax(Importer& I, bool log_) {
     I.out(0, f(x, ax));
     return;
   }
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < r; ++d) (d < ax ? outer : inner) *= x.shape()[d];
+  const Shape xs = x.shape();  // numel throws where the product overflows
+  const int64_t outer = numel(Shape(xs.begin(), xs.begin() + ax)), inner = numel(Shape(xs.begin() + ax, xs.end()));
   I.out(0, reshape(f(reshape(x, {outer, inner}), 1), x.shape()));
 }
 

@@ -20,12 +20,12 @@ namespace ou = onnx_util;
 void op_reshape(Importer& I) {
   const Shape xs = I.shape(0);
   std::vector<int64_t> want;
-  if (I.opset < 5 || I.has_attr("shape")) want = I.attr_ints("shape", {});
+  const bool from_attr = I.opset < 5 || I.has_attr("shape");
+  if (from_attr) want = I.attr_ints("shape", {});
   else want = I.ints_in(1);
   const bool allowzero = I.attr_i("allowzero", 0) != 0;
   Shape s;
   int infer = -1;
-  int64_t known = 1;
   for (size_t i = 0; i < want.size(); ++i) {
     int64_t d = want[i];
     if (d == 0 && !allowzero) {
@@ -40,9 +40,13 @@ void op_reshape(Importer& I) {
     }
     if (d < 0) I.err("invalid shape value " + std::to_string(d));
     s.push_back(d);
-    known *= d;
   }
   if (s.size() > kMaxImportRank) I.err("rank exceeds 8");
+  int64_t known = 1;  // the product of the given dims (the -1 counts as 1)
+  std::string why;
+  if (!checked_numel(s, &known, &why))  // the dims come from the file: never multiplied unchecked
+    I.err("shape " + (from_attr ? std::string("attribute") : "'" + I.iname(1) + "'") + " " +
+          shape_str(Shape(want.begin(), want.end())) + " for '" + I.iname(0) + "' " + shape_str(xs) + ": " + why);
   const int64_t total = numel(xs);
   if (infer >= 0) {
     if (known == 0 || total % known) I.err("cannot reshape " + shape_str(xs) + " with -1");
@@ -68,8 +72,7 @@ void op_flatten(Importer& I) {
   int64_t ax = I.attr_i("axis", 1);
   if (ax < -r || ax > r) I.err("axis out of range");
   if (ax < 0) ax += r;
-  int64_t a = 1, b = 1;
-  for (int d = 0; d < r; ++d) (d < ax ? a : b) *= xs[d];
+  const int64_t a = numel(Shape(xs.begin(), xs.begin() + ax)), b = numel(Shape(xs.begin() + ax, xs.end()));
   reshape_out(I, {a, b});
 }
 
@@ -179,11 +182,7 @@ void op_constant_of_shape(Importer& I) {
   if (!v.defined()) v = Tensor::scalar<float>(0.0f);
   if (v.numel() != 1) I.err("value must hold one element");
   Shape sh(s.begin(), s.end());
-  uint64_t bytes = dtype_size(v.dtype());
-  for (int64_t d : sh) {
-    if (d && bytes > I.opts_.max_tensor_bytes / static_cast<uint64_t>(d)) I.err("tensor too large");
-    bytes *= static_cast<uint64_t>(d);
-  }
+  I.check_size(sh, v.dtype(), "output");
   I.out_const(0, make_tensor(sh, v.dtype(), std::vector<double>(static_cast<size_t>(numel(sh)), v.at(0))));
 }
 
@@ -234,7 +233,7 @@ void op_depth_space(Importer& I, bool to_space) {
   Blob x = I.in(0);
   if (x.ndim() != 4) I.err("input must be 4-D");
   const int64_t b = I.attr_i("blocksize", 0);
-  if (b <= 0) I.err("blocksize must be > 0");
+  if (b <= 0 || b >= (int64_t(1) << 16)) I.err("blocksize " + std::to_string(b) + " is not in 1..65535");
   const Shape s = x.shape();
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   if (to_space) {
