@@ -304,6 +304,12 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
                   "' is not an int64 (1,) session variable");
     plan->step_var_ = e;
   }
+  {
+    std::vector<internal::VariableEntry*> held;
+    for (auto& v : plan->variables_) held.push_back(static_cast<internal::VariableEntry*>(v.get()));
+    if (plan->step_var_) held.push_back(static_cast<internal::VariableEntry*>(plan->step_var_.get()));
+    plan->held_ = internal::HeldVariables::in_order(std::move(held));
+  }
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
@@ -321,6 +327,9 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     if (!e->initialized.load(std::memory_order_acquire)) internal::VariableStore::get().ensure_initialized(*e);
     step_var = e->value.data<int64_t>();
   }
+  // The step's variables for its whole length: another job (on another
+  // thread) that shares them sees whole steps; a train step writes them.
+  internal::HeldVariables hold(&held_, opts_.type == JobType::Train);
   const int64_t step = step_var ? *step_var : step_;
   for (const Patch& p : patches_) {
     Tensor t = inputs[p.input].reshape(p.shape);
@@ -355,6 +364,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
 int64_t Plan::steps_run() const {
   if (step_var_) {
     auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
+    internal::HeldVariables hold({e}, false);  // the variable may be another job's too
     if (e->initialized.load(std::memory_order_acquire)) return e->value.data<int64_t>()[0];
     return 0;
   }
@@ -365,6 +375,7 @@ void Plan::set_steps_run(int64_t s) {
   if (step_var_) {
     auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
     internal::VariableStore::get().ensure_initialized(*e);
+    internal::HeldVariables hold({e}, true);
     e->value.data<int64_t>()[0] = s;
   } else {
     step_ = s;

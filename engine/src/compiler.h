@@ -27,6 +27,7 @@
 namespace jobflow {
 
 class Backend;
+namespace internal { struct VariableEntry; }
 
 struct PlanOptions {
   std::string job_name;
@@ -93,6 +94,7 @@ class Plan {
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::vector<internal::VariableEntry*> held_;  // what a step holds (HeldVariables), step variable included
   std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
