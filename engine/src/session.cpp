@@ -195,9 +195,10 @@ void VariableStore::reset() {
   pending_untyped_.clear();
 }
 
-int VariableStore::add_syncer(std::function<bool()> f) {
+int VariableStore::add_syncer(std::function<bool()> f, std::weak_ptr<const void> owner) {
   std::lock_guard<std::mutex> lk(mu_);
-  syncers_[next_syncer_] = std::move(f);
+  std::erase_if(syncers_, [](const auto& kv) { return kv.second.owner.expired(); });
+  syncers_[next_syncer_] = {std::move(f), std::move(owner)};
   return next_syncer_++;
 }
 void VariableStore::remove_syncer(int id) {
@@ -208,7 +209,7 @@ void VariableStore::sync_all() {
   std::vector<std::pair<int, std::function<bool()>>> fs;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [i, f] : syncers_) fs.emplace_back(i, f);
+    for (auto& [i, f] : syncers_) fs.emplace_back(i, f.sync);
   }
   std::vector<int> gone;
   for (auto& [i, f] : fs)  // never call out while holding the lock

@@ -73,8 +73,11 @@ class VariableStore {
   std::vector<std::string> names();
   void reset();
   // Jobs register a way to wait for their calls in flight; the function
-  // returns false once its job is gone, and is then dropped.
-  int add_syncer(std::function<bool()> f);
+  // returns false once its job is gone, and is then dropped. `owner` is the
+  // job: the entries of jobs that are gone are dropped on the next add too,
+  // so a process that compiles and destroys jobs without ever syncing them
+  // all does not keep one entry (and the job's control block) per job.
+  int add_syncer(std::function<bool()> f, std::weak_ptr<const void> owner);
   void remove_syncer(int id);
   void sync_all();
   uint64_t seed() const { return seed_; }
@@ -88,7 +91,11 @@ class VariableStore {
     std::string from;  // the checkpoint, for errors
   };
   std::map<std::string, Untyped> pending_untyped_;
-  std::map<int, std::function<bool()>> syncers_;
+  struct Syncer {
+    std::function<bool()> sync;
+    std::weak_ptr<const void> owner;
+  };
+  std::map<int, Syncer> syncers_;
   int next_syncer_ = 0;
   uint64_t seed_ = 0;
 };
