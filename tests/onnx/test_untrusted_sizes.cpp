@@ -172,6 +172,14 @@ TEST(UntrustedSizes, ConstantOfShapeIsCheckedBeforeAllocating) {
                      "overflows 64 bits");
 }
 
+TEST(UntrustedSizes, ConstantOfShapeWithANegativeDimIsRejected) {
+  Model M;
+  M.init("s", i64({2, -1}));
+  M.node("ConstantOfShape", "c", {"s"}, "y");
+  // (check_size counts a -1 as a dynamic dim: the negative check comes first)
+  EXPECT_EQ(M.load_error(), "[onnx.load] sizes.onnx: node 'c' (ConstantOfShape): negative dimension");
+}
+
 TEST(UntrustedSizes, PoolGeometryPast2To31IsRejected) {
   Model M;
   M.input("x", {1, 1, 8, 8});

@@ -42,9 +42,16 @@ template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
 
 using Shape = std::vector<int64_t>;
-// Element count; throws "[shape] element count of (a, b) overflows 64 bits".
+// A dimension not known before a call (a placeholder's dynamic batch, a
+// symbolic ONNX dim): shapes of blobs and placeholders may hold it, tensors
+// never do. Each call's concrete shapes pick a compiled plan (runtime.h).
+inline constexpr int64_t kDynamic = -1;
+// Whether every dim of `s` is known (no kDynamic).
+bool is_static(const Shape& s);
+// The element count; kDynamic when some dim is kDynamic; throws "[shape]
+// element count of (a, b) overflows 64 bits".
 int64_t numel(const Shape& s);
-std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"
+std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"; a dynamic dim prints as -1
 
 // Checked size arithmetic, for every size computed from untrusted input
 // (ONNX files, IDX headers, checkpoint meta, caps, buffer sizes): a product

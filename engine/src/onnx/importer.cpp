@@ -134,9 +134,14 @@ const std::string& Importer::iname(int i) const {
 }
 
 void Importer::check_size(const Shape& s, DType t, const std::string& what) const {
+  // A dynamic dim is known per call (the plan of that shape checks its
+  // memory): it counts as 1 here, every known dim is checked.
+  Shape known(s);
+  for (int64_t& d : known)
+    if (d == kDynamic) d = 1;
   int64_t bytes = 0;
   std::string why;
-  if (!checked_nbytes(s, t, &bytes, &why)) err(what + " " + shape_str(s) + " " + dtype_name(t) + ": " + why);
+  if (!checked_nbytes(known, t, &bytes, &why)) err(what + " " + shape_str(s) + " " + dtype_name(t) + ": " + why);
   if (static_cast<uint64_t>(bytes) > opts_.max_tensor_bytes)
     err(what + " " + shape_str(s) + " would need more than max_tensor_bytes (" + std::to_string(opts_.max_tensor_bytes) +
         ")");
@@ -271,6 +276,10 @@ void Importer::out_const(int i, Tensor t) {
   Value v;
   v.konst = std::move(t);
   values[node->output(i)] = v;
+}
+
+void Importer::need_static(const Shape& s) const {
+  if (!is_static(s)) unsupported(node->op_type() + "(dims known per call)");
 }
 
 int Importer::axis_of(int64_t a, int64_t rank) const {

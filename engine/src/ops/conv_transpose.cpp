@@ -67,14 +67,14 @@ Shape ct_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, con
     op_error(op, "output_padding must be smaller than the strides, got " + g.str());
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t kh = w.shape[2], kw = w.shape[3];
-  if (w.shape[0] != C)
+  if (!dims_agree(w.shape[0], C))
     op_error(op, "x " + shape_str(x.shape) + " has " + std::to_string(C) + " channels but w " + shape_str(w.shape) +
                      " expects " + std::to_string(w.shape[0]) + " (w is (C_in, C_out/groups, kh, kw))");
-  if (C % g.groups != 0)
+  if (C >= 0 && C % g.groups != 0)
     op_error(op, "groups=" + std::to_string(g.groups) + " must divide the " + std::to_string(C) +
                      " input channels of x " + shape_str(x.shape));
   if (w.shape[1] <= 0 || kh <= 0 || kw <= 0) op_error(op, "w " + shape_str(w.shape) + " has an empty dimension");
-  if (N <= 0 || H <= 0 || W <= 0) op_error(op, "x " + shape_str(x.shape) + " has an empty dimension");
+  if (N == 0 || H == 0 || W == 0) op_error(op, "x " + shape_str(x.shape) + " has an empty dimension");
   // (in - 1) * s - p0 - p1 + d * (k - 1) + 1 + op, overflow-checked: the geometry may come from a file.
   auto out_len = [&](int64_t in, int64_t s, int64_t p0, int64_t p1, int64_t d, int64_t k, int64_t op_pad) {
     int64_t a = 0, b = 0, r = 0;
@@ -85,9 +85,10 @@ Shape ct_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, con
                        ", " + g.str());
     return r;
   };
-  const int64_t OH = out_len(H, g.sh, g.pt, g.pb, g.dh, kh, g.oph);
-  const int64_t OW = out_len(W, g.sw, g.pl, g.pr, g.dw, kw, g.opw);
-  if (OH <= 0 || OW <= 0)
+  // A dynamic spatial size (kDynamic) gives a dynamic output size.
+  const int64_t OH = H < 0 ? kDynamic : out_len(H, g.sh, g.pt, g.pb, g.dh, kh, g.oph);
+  const int64_t OW = W < 0 ? kDynamic : out_len(W, g.sw, g.pl, g.pr, g.dw, kw, g.opw);
+  if ((H >= 0 && OH <= 0) || (W >= 0 && OW <= 0))
     op_error(op, "pads crop the whole output: x " + shape_str(x.shape) + ", w " + shape_str(w.shape) + ", " + g.str() +
                      " give an output of " + std::to_string(OH) + " x " + std::to_string(OW));
   return {N, w.shape[1] * g.groups, OH, OW};
@@ -155,7 +156,7 @@ class ConvTranspose2dGradInput final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     const Shape y = ct_out_shape(name(), {x_, DType::Float32}, in[1], g_);
-    if (in[0].shape != y || in[0].dtype != DType::Float32)
+    if (!shapes_agree(in[0].shape, y) || in[0].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(x_) + " and w " +
                            shape_str(in[1].shape) + ", got " + spec_str(in[0]));
     return {{x_, DType::Float32}};
@@ -192,7 +193,7 @@ class ConvTranspose2dGradWeight final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     const Shape y = ct_out_shape(name(), in[0], {w_, DType::Float32}, g_);
-    if (in[1].shape != y || in[1].dtype != DType::Float32)
+    if (!shapes_agree(in[1].shape, y) || in[1].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(in[0].shape) +
                            " and w " + shape_str(w_) + ", got " + spec_str(in[1]));
     return {{w_, DType::Float32}};
