@@ -319,7 +319,9 @@ bool check_settings(GstJobConvert* self) {
   }
   if (!cfg.input_dims.empty()) {
     Shape shape;
-    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || jobflow::numel(shape) <= 0) {
+    int64_t count = 0;
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || !jobflow::checked_numel(shape, &count) ||
+        count <= 0) {
       GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                         ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
                         ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
@@ -486,7 +488,9 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
                            "e.g. \"28:28:1\") and input-type, or the record's fields"));
         return false;
       }
-      if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) || jobflow::numel(st.unit_shape) <= 0) {
+      int64_t count = 0;
+      if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) ||
+          !jobflow::checked_numel(st.unit_shape, &count) || count <= 0) {
         GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                           ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
                           ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
@@ -498,9 +502,18 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
                           ("expected one of float32, float64, int32, int64, int8, uint8"));
         return false;
       }
-      st.record_values = static_cast<size_t>(jobflow::numel(st.unit_shape));
+      st.record_values = static_cast<size_t>(count);
       st.fields = {Field{in_type, st.record_values, 0}};
       st.channels = 1;
+    }
+    int64_t unit_bytes = 0;
+    std::string why;
+    if (!jobflow::checked_nbytes(st.unit_shape, in_type, &unit_bytes, &why)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Invalid value for property '%s': \"%s\": %s", cfg.fields.empty() ? "input-dims" : "fields",
+                         cfg.fields.empty() ? cfg.input_dims.c_str() : cfg.fields.c_str(), why.c_str()),
+                        (nullptr));
+      return false;
     }
     st.in_dtype = in_type;
     for (const Field& f : st.fields) st.fields_bytes += f.count * jobflow::dtype_size(f.type);
@@ -586,7 +599,15 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
         st.lut[ch * 256 + v] = static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
   }
 
-  st.out_bytes = static_cast<size_t>(jobflow::numel(st.out_spec.shape)) * jobflow::dtype_size(st.out_spec.dtype);
+  int64_t out_bytes = 0;
+  std::string why;
+  if (!jobflow::checked_nbytes(st.out_spec.shape, st.out_spec.dtype, &out_bytes, &why)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("The output tensor %s is too large: %s",
+                                                 jobflow::spec_str(st.out_spec).c_str(), why.c_str()),
+                      ("%" GST_PTR_FORMAT, caps));
+    return false;
+  }
+  st.out_bytes = static_cast<size_t>(out_bytes);
   st.out_frame_bytes = st.out_bytes / n;
 
   /* One tensor per window: video every n frames, audio and octet every hop units. */

@@ -11,6 +11,7 @@
 # Usage: install.sh BUILD PREFIX LIBDIR BINDIR INCLUDEDIR DATADIR PLUGINDIR OPENBLAS_DIR TOOL(yes|no) PLUGIN(yes|no)
 # (install folders as Meson's options: relative to PREFIX, or absolute)
 set -euo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$1 prefix=$2 libdir=$3 bindir=$4 includedir=$5 datadir=$6 plugindir=$7 openblas_dir=$8 tool=$9 plugin=${10}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }

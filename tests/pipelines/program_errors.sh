@@ -5,6 +5,7 @@
 # ...", status 134).
 # Usage: program_errors.sh BUILD_DIR
 set -uo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
