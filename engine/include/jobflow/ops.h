@@ -273,4 +273,27 @@ Blob conv_transpose2d(Blob x, Blob w, Size2 strides = 1, const std::vector<int64
                       const std::string& name = "");
 }  // namespace nn
 
+// ---- Comparisons, logic and selection (numpy broadcasting) ----
+// a == b, a < b, ... of two operands of one dtype -> bool (equal also takes
+// bool operands). No gradient.
+Blob equal(Blob a, Blob b, const std::string& name = "");
+Blob less(Blob a, Blob b, const std::string& name = "");
+Blob greater(Blob a, Blob b, const std::string& name = "");
+Blob less_equal(Blob a, Blob b, const std::string& name = "");
+Blob greater_equal(Blob a, Blob b, const std::string& name = "");
+// bool operands -> bool.
+Blob logical_not(Blob x, const std::string& name = "");
+Blob logical_and(Blob a, Blob b, const std::string& name = "");
+Blob logical_or(Blob a, Blob b, const std::string& name = "");
+Blob logical_xor(Blob a, Blob b, const std::string& name = "");
+// x where cond else y (cond bool; x, y of one dtype; the three broadcast).
+// Gradient: to x where cond, to y elsewhere.
+Blob where(Blob cond, Blob x, Blob y, const std::string& name = "");
+
+namespace math {
+// float -> bool: NaN; +inf and/or -inf.
+Blob is_nan(Blob x, const std::string& name = "");
+Blob is_inf(Blob x, bool detect_positive = true, bool detect_negative = true, const std::string& name = "");
+}  // namespace math
+
 }  // namespace jobflow

@@ -65,9 +65,11 @@ enum class OpKind : uint16_t {
   ConvTranspose2d, ConvTranspose2dGradInput, ConvTranspose2dGradWeight,
   // optimizer.cpp
   SgdUpdate, AdamUpdate,
+  // ops/logic.cpp: comparisons, logical ops, where
+  Equal, Less, Greater, LessEqual, GreaterEqual, LogicalNot, LogicalAnd, LogicalOr, LogicalXor, Where, IsNaN, IsInf,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::AdamUpdate) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::IsInf) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.
@@ -146,5 +148,7 @@ class Primitive {
 void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n);
 void expect_float(const char* op, const TensorSpec& s, const char* arg);
 void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b);
+// Arithmetic ops: "[op] <arg> must be numeric, got (2, 3) bool".
+void expect_not_bool(const char* op, const TensorSpec& s, const char* arg);
 
 }  // namespace jobflow

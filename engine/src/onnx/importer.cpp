@@ -57,6 +57,7 @@ Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
       case DType::Int64: t.data<int64_t>()[i] = static_cast<int64_t>(x); break;
       case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
       case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
+      case DType::Bool: t.data<bool>()[i] = x != 0; break;
     }
   }
   return t;
@@ -81,7 +82,8 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
   for (int64_t d : p.dims())
     if (d < 0) throw Error("[onnx] " + what + ": negative dimension " + std::to_string(d));
   if (p.data_type() == TensorProto::BOOL) {
-    // Bools as uint8 0/1 (ONNX keeps them in raw_data bytes or int32_data).
+    // Bools (ONNX keeps them in raw_data bytes or int32_data); any nonzero
+    // byte reads as true.
     uint64_t n = 1;
     for (int64_t d : p.dims()) {
       if (d != 0 && n > max_bytes / static_cast<uint64_t>(d))
@@ -91,9 +93,9 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
     if (n > max_bytes) throw Error("[onnx] " + what + ": tensor larger than the limit");
     if (p.has_raw_data() ? p.raw_data().size() != n : static_cast<uint64_t>(p.int32_data_size()) != n)
       throw Error("[onnx] " + what + ": bool tensor holds a wrong number of values for dims");
-    Tensor t(Shape(p.dims().begin(), p.dims().end()), DType::UInt8);
+    Tensor t(Shape(p.dims().begin(), p.dims().end()), DType::Bool);
     for (uint64_t i = 0; i < n; ++i)
-      t.data<uint8_t>()[i] = p.has_raw_data() ? (p.raw_data()[i] != 0) : (p.int32_data(static_cast<int>(i)) != 0);
+      t.data<bool>()[i] = p.has_raw_data() ? (p.raw_data()[i] != 0) : (p.int32_data(static_cast<int>(i)) != 0);
     return t;
   }
   switch (p.data_type()) {

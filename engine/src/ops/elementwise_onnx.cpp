@@ -64,7 +64,6 @@ void op_reciprocal(Importer& I) {
 void op_cast(Importer& I) {
   const int64_t to = I.attr_i("to", 0);
   DType dt;
-  if (to == TensorProto::BOOL) I.unsupported("Cast(to bool)");
   try {
     dt = ou::from_onnx_dtype(static_cast<int32_t>(to), "Cast 'to'");
   } catch (const Error&) {
