@@ -135,6 +135,26 @@ constexpr OpRow kOps[] = {
     {OpKind::Where, "where"},
     {OpKind::IsNaN, "is_nan"},
     {OpKind::IsInf, "is_inf"},
+    {OpKind::Erf, "erf"},
+    {OpKind::Sin, "sin"},
+    {OpKind::Cos, "cos"},
+    {OpKind::Tan, "tan"},
+    {OpKind::Asin, "asin"},
+    {OpKind::Acos, "acos"},
+    {OpKind::Atan, "atan"},
+    {OpKind::Sinh, "sinh"},
+    {OpKind::Cosh, "cosh"},
+    {OpKind::Asinh, "asinh"},
+    {OpKind::Acosh, "acosh"},
+    {OpKind::Atanh, "atanh"},
+    {OpKind::Floor, "floor"},
+    {OpKind::Ceil, "ceil"},
+    {OpKind::Round, "round"},
+    {OpKind::Sign, "sign"},
+    {OpKind::Abs, "abs"},
+    {OpKind::Gelu, "gelu"},
+    {OpKind::Mod, "mod"},
+    {OpKind::BitShift, "bit_shift"},
 };
 
 // As ggml's GGML_OP_COUNT check: a kind added to the enum needs its row
@@ -149,7 +169,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 117, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 137, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

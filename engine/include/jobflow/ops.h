@@ -294,6 +294,40 @@ namespace math {
 // float -> bool: NaN; +inf and/or -inf.
 Blob is_nan(Blob x, const std::string& name = "");
 Blob is_inf(Blob x, bool detect_positive = true, bool detect_negative = true, const std::string& name = "");
+
+// ---- Elementwise math (float unless said; gradients where differentiable) ----
+Blob erf(Blob x, const std::string& name = "");
+Blob sin(Blob x, const std::string& name = "");
+Blob cos(Blob x, const std::string& name = "");
+Blob tan(Blob x, const std::string& name = "");
+Blob asin(Blob x, const std::string& name = "");
+Blob acos(Blob x, const std::string& name = "");
+Blob atan(Blob x, const std::string& name = "");
+Blob sinh(Blob x, const std::string& name = "");
+Blob cosh(Blob x, const std::string& name = "");
+Blob asinh(Blob x, const std::string& name = "");
+Blob acosh(Blob x, const std::string& name = "");
+Blob atanh(Blob x, const std::string& name = "");
+// No gradient (piecewise constant). round: halves to even.
+Blob floor(Blob x, const std::string& name = "");
+Blob ceil(Blob x, const std::string& name = "");
+Blob round(Blob x, const std::string& name = "");
+// -1, 0 or 1 (NaN stays NaN); any numeric dtype, no gradient.
+Blob sign(Blob x, const std::string& name = "");
+// |x|, any numeric dtype; gradient sign(x).
+Blob abs(Blob x, const std::string& name = "");
+// a - floor(a / b) b (the sign of b, Python's %), or with fmod the C
+// remainder a - trunc(a / b) b; any numeric dtype (integer division by zero
+// gives 0); broadcasting.
+Blob mod(Blob a, Blob b, bool fmod = false, const std::string& name = "");
+// a << b (left) or a >> b of integers (logical shift of the bits; shifts by
+// the width or more give 0); broadcasting; no gradient.
+Blob bit_shift(Blob a, Blob b, bool left, const std::string& name = "");
 }  // namespace math
+
+namespace nn {
+// x Phi(x); approximate "tanh": x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2.
+Blob gelu(Blob x, const std::string& approximate = "none", const std::string& name = "");
+}  // namespace nn
 
 }  // namespace jobflow

@@ -67,9 +67,12 @@ enum class OpKind : uint16_t {
   SgdUpdate, AdamUpdate,
   // ops/logic.cpp: comparisons, logical ops, where
   Equal, Less, Greater, LessEqual, GreaterEqual, LogicalNot, LogicalAnd, LogicalOr, LogicalXor, Where, IsNaN, IsInf,
+  // ops/math.cpp: elementwise math of imported models
+  Erf, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Floor, Ceil, Round, Sign, Abs, Gelu, Mod,
+  BitShift,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::IsInf) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::BitShift) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.

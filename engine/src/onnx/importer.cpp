@@ -69,7 +69,7 @@ Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar) {
 }
 Tensor scalar_like(double v, DType dt) { return make_tensor({}, dt, {v}); }
 Blob scalar_blob(double v, DType dt) { return constant(scalar_like(v, dt)); }
-Blob abs_of(Blob x) { return add(nn::relu(x), nn::relu(neg(x))); }
+Blob abs_of(Blob x) { return math::abs(x); }
 
 // ---------------------------------------------------------------------------
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
@@ -296,9 +296,24 @@ bool try_fold(Importer& I, const ImportRow& e) {
   for (int i = 0; i < I.nin(); ++i)
     if (I.has(i) && !I.value(I.iname(i)).pure_const()) return false;
   Graph scratch;
+  // An input already used by the job has a blob in the job's graph: the
+  // scratch graph gets a constant of its own (restored afterwards).
+  std::vector<std::pair<std::string, Blob>> stashed;
+  for (int i = 0; i < I.nin(); ++i) {
+    if (!I.has(i)) continue;
+    Value& v = I.value(I.iname(i));
+    if (v.blob.defined()) {
+      stashed.emplace_back(I.iname(i), v.blob);
+      v.blob = Blob();
+    }
+  }
   auto forget_scratch = [&] {
     for (auto& [name, v] : I.values)
       if (v.blob.defined() && v.blob.graph() == &scratch) v.blob = Blob();
+    for (auto& [name, b] : stashed) {
+      auto it = I.values.find(name);
+      if (it != I.values.end() && !it->second.blob.defined()) it->second.blob = b;
+    }
   };
   try {
     detail::GraphScope scope(&scratch);
