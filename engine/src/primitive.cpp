@@ -155,6 +155,8 @@ constexpr OpRow kOps[] = {
     {OpKind::Gelu, "gelu"},
     {OpKind::Mod, "mod"},
     {OpKind::BitShift, "bit_shift"},
+    {OpKind::Resize, "resize"},
+    {OpKind::ResizeGrad, "resize_grad"},
 };
 
 // As ggml's GGML_OP_COUNT check: a kind added to the enum needs its row
@@ -169,7 +171,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 137, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 139, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];
@@ -252,6 +254,9 @@ std::string Primitive::attr_string(const std::string& key) const {
 }
 std::vector<int64_t> Primitive::attr_ints(const std::string& key) const {
   return typed_attr<std::vector<int64_t>>(*this, attributes(), key, "a list of integers");
+}
+std::vector<double> Primitive::attr_doubles(const std::string& key) const {
+  return typed_attr<std::vector<double>>(*this, attributes(), key, "a list of numbers");
 }
 Tensor Primitive::attr_tensor(const std::string& key) const {
   return typed_attr<Tensor>(*this, attributes(), key, "a tensor");

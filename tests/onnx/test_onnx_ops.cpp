@@ -688,13 +688,13 @@ TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
       K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::StridedSliceGrad, K::PadGrad,
       K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
       K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
-      K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::SgdUpdate, K::AdamUpdate};
+      K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::ResizeGrad, K::SgdUpdate, K::AdamUpdate};
   for (size_t i = 0; i < flow::kOpKindCount; ++i) {
     const auto k = static_cast<K>(i);
     EXPECT_EQ(flow::onnx::find_export(k) != nullptr, !no_form.count(k)) << flow::op_name(k);
   }
   // Jobflow's own ops import from their domain; "ai.onnx" is the standard one.
-  for (const char* op : {"Rsqrt", "Square", "BiasAdd", "EqualMask"}) {
+  for (const char* op : {"Rsqrt", "Square", "BiasAdd", "EqualMask", "GeluTanh"}) {
     EXPECT_NE(flow::onnx::find_import("ai.jobflow", op), nullptr) << op;
     EXPECT_EQ(flow::onnx::find_import("", op), nullptr) << op;
   }

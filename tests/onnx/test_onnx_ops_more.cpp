@@ -5,6 +5,8 @@
 //   * import-only forms through hand-built one-node models;
 //   * unsupported forms fail at load naming the node, the op and what is
 //     missing.
+#include <functional>
+
 #include "errors.h"
 #include "onnx_test_util.h"
 
@@ -116,6 +118,150 @@ TEST_F(OnnxOps, ImportedMathForms) {
   me.input("x", Tensor({2}, flow::Int32));
   me.node("Sin", {"x"}, {"y"});
   EXPECT_CONTAINS(me.load_error(), "unsupported op: Sin(int32) (node Sin)");
+}
+
+// ------------------------------------------------------------ resize
+
+// ONNX's own Resize and Upsample node tests take roi, scales and sizes as
+// graph inputs, values the engine needs at load (the conformance suite
+// skips them as "Resize(runtime input 2)"). Here each case's inputs after X
+// become initializers of the model, which then runs on its X: the outputs
+// must match ONNX's reference outputs (float32: rtol 1e-3, atol 1e-4).
+TEST_F(OnnxOps, ResizeMatchesOnnxReferenceOutputs) {
+  const fs::path root = "/usr/share/libonnx-testdata/data/node";
+  if (!fs::is_directory(root)) GTEST_SKIP() << root << " not found (apt-get install libonnx-testdata)";
+  auto read_tensor = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    ::onnx::TensorProto tp;
+    EXPECT_TRUE(tp.ParseFromIstream(&f)) << p;
+    return tp;
+  };
+  int cases = 0;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("test_resize_", 0) != 0 && name.rfind("test_upsample_", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    ::onnx::ModelProto m = read_model(e.path() / "model.onnx");
+    const fs::path set = e.path() / "test_data_set_0";
+    auto* g = m.mutable_graph();
+    for (int k = g->input_size() - 1; k >= 1; --k) {
+      ::onnx::TensorProto t = read_tensor(set / ("input_" + std::to_string(k) + ".pb"));
+      t.set_name(g->input(k).name());
+      *g->add_initializer() = t;
+      g->mutable_input()->DeleteSubrange(k, 1);
+    }
+    std::string bytes;
+    ASSERT_TRUE(m.SerializeToString(&bytes));
+    const Tensor x = u::tensor_from_proto(read_tensor(set / "input_0.pb"), "", uint64_t(1) << 30, "input_0");
+    const Tensor want = u::tensor_from_proto(read_tensor(set / "output_0.pb"), "", uint64_t(1) << 30, "output_0");
+    std::vector<Tensor> got;
+    try {
+      got = flow::onnx::load_bytes(bytes, {}, name)->run({x});
+    } catch (const std::exception& ex) {
+      ADD_FAILURE() << ex.what();
+      continue;
+    }
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].shape(), want.shape());
+    double worst = 0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double err = std::fabs(got[0].at(i) - want.at(i)) - 1e-3 * std::fabs(want.at(i));
+      if (err > worst) worst = err, at = i;
+    }
+    EXPECT_LE(worst, 1e-4) << "element " << at << ": got " << got[0].at(at) << ", want " << want.at(at);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 24);
+}
+
+TEST_F(OnnxOps, ResizeRoundTrip) {
+  const Tensor x = specials({1, 2, 3, 4}, 11), xd = specials<double>({2, 5}, 12);
+  const Tensor xi = ints<int64_t>({1, 1, 2, 3}, 13, -9, 9);
+  auto job = define("resize", {x, xd, xi}, [](const Blobs& v) {
+    flow::nn::ResizeOptions near, lin, cub, crop, ac;
+    near.nearest_mode = "round_prefer_ceil";
+    lin.mode = "linear";
+    cub.mode = "cubic", cub.cubic_coeff_a = -0.5, cub.exclude_outside = true;
+    crop.mode = "linear", crop.coordinate_transformation_mode = "tf_crop_and_resize";
+    crop.roi = {0.1, 0.25, 0.8, 1.5}, crop.extrapolation_value = 0.5;
+    ac.mode = "linear", ac.coordinate_transformation_mode = "align_corners";
+    return Blobs{flow::nn::resize_scales(v[0], {1, 1, 2, 1.5}, near), flow::nn::resize(v[0], {1, 2, 5, 2}, lin),
+                 flow::nn::resize(v[1], {3, 7}, cub),                   flow::nn::resize(v[1], {4, 4}, crop),
+                 flow::nn::resize_scales(v[1], {1, 0.5}, ac),           flow::nn::resize(v[2], {1, 1, 3, 5}, near)};
+  });
+  std::shared_ptr<flow::CompiledJob> back;
+  const auto m = round_trip(*job, {x, xd, xi}, &back);
+  EXPECT_EQ(onnx_ops(m).count("Resize"), 6u);
+  expect_same_ops(*job, *back, {"resize"});
+}
+
+TEST_F(OnnxOps, ImportedUpsampleAndResize10) {
+  // Upsample-9 and Resize-10: asymmetric coordinates, nearest rounds down
+  // when upsampling (ONNX Runtime's rule), linear.
+  const Tensor x = Tensor::from<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  for (const char* op : {"Upsample", "Resize"}) {
+    SCOPED_TRACE(op);
+    Model md(std::string(op) == "Upsample" ? 9 : 10);
+    md.input("x", x);
+    md.init("scales", Tensor::from<float>({4}, {1, 1, 2, 1.5f}));
+    md.node(op, {"x", "scales"}, {"y"});
+    const Tensor y = md.run(x)[0];
+    EXPECT_TRUE(y.equal(Tensor::from<float>({1, 1, 4, 3}, {1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4}))) << y.str(64);
+    Model ml(std::string(op) == "Upsample" ? 9 : 10);
+    ml.input("x", x);
+    ml.init("scales", Tensor::from<float>({4}, {1, 1, 2, 1}));
+    set_string(ml.node(op, {"x", "scales"}, {"y"}), "mode", "linear");
+    EXPECT_TRUE(ml.run(x)[0].equal(Tensor::from<float>({1, 1, 4, 2}, {1, 2, 2, 3, 3, 4, 3, 4}))) << ml.run(x)[0].str(64);
+  }
+  // Upsample-7: scales as an attribute.
+  Model m7(7);
+  m7.input("x", x);
+  auto* n = m7.node("Upsample", {"x"}, {"y"});
+  auto* a = n->add_attribute();
+  a->set_name("scales");
+  a->set_type(::onnx::AttributeProto::FLOATS);
+  for (float f : {1.f, 1.f, 1.f, 2.f}) a->add_floats(f);
+  EXPECT_TRUE(m7.run(x)[0].equal(Tensor::from<float>({1, 1, 2, 4}, {1, 1, 2, 2, 3, 3, 4, 4})));
+}
+
+TEST_F(OnnxOps, ImportedResizeAxesAndErrors) {
+  // opset 18 axes: sizes of the given axes only.
+  const Tensor x = Tensor::from<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  Model ma(18);
+  ma.input("x", x);
+  ma.init("sizes", Tensor::from<int64_t>({1}, {4}));
+  auto* n = ma.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  set_ints(n, "axes", {-1});
+  EXPECT_TRUE(ma.run(x)[0].equal(Tensor::from<float>({1, 1, 2, 4}, {1, 1, 2, 2, 3, 3, 4, 4})));
+  auto load_error = [&](const std::function<void(Model&)>& edit, int64_t opset = 13) {
+    Model m(opset);
+    m.input("x", x);
+    m.init("scales", Tensor::from<float>({4}, {1, 1, 2, 2}));
+    edit(m);
+    return m.load_error();
+  };
+  EXPECT_CONTAINS(load_error([](Model& m) { set_int(m.node("Resize", {"x", "", "scales"}, {"y"}), "antialias", 1); }, 18),
+                  "unsupported op: Resize(antialias) (node Resize)");
+  EXPECT_CONTAINS(load_error([](Model& m) { set_string(m.node("Resize", {"x", "", "scales"}, {"y"}), "mode", "area"); }),
+                  "node 'Resize' (Resize): mode must be nearest, linear or cubic, got 'area'");
+  EXPECT_CONTAINS(load_error([](Model& m) { m.node("Resize", {"x", "", ""}, {"y"}); }),
+                  "node 'Resize' (Resize): exactly one of scales and sizes must be given");
+  EXPECT_CONTAINS(load_error([](Model& m) {
+                    m.input("s", Tensor({4}, flow::Float32));
+                    m.node("Resize", {"x", "", "s"}, {"y"});
+                  }),
+                  "node 'Resize' (Resize): input 's' must be a constant");
+  EXPECT_CONTAINS(load_error([](Model& m) {
+                    set_string(m.node("Resize", {"x", "", "scales"}, {"y"}), "coordinate_transformation_mode",
+                               "tf_crop_and_resize");
+                  }),
+                  "node 'Resize' (Resize): tf_crop_and_resize needs roi");
+  Model mi(13);
+  mi.input("x", Tensor({1, 1, 2, 2}, flow::Int32));
+  mi.init("scales", Tensor::from<float>({4}, {1, 1, 2, 2}));
+  set_string(mi.node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
+  EXPECT_CONTAINS(mi.load_error(), "unsupported op: Resize(linear, int32) (node Resize)");
 }
 
 }  // namespace

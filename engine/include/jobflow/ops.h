@@ -328,6 +328,36 @@ Blob bit_shift(Blob a, Blob b, bool left, const std::string& name = "");
 namespace nn {
 // x Phi(x); approximate "tanh": x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2.
 Blob gelu(Blob x, const std::string& approximate = "none", const std::string& name = "");
+
+// ONNX Resize over any axes (ops/resize.cpp). The output coordinate i of
+// an axis maps to an input coordinate by coordinate_transformation_mode
+// ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+// "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+// "tf_crop_and_resize" with `roi` = the start of every axis, then the end,
+// as fractions of the axis), read by mode "nearest" (rounded by
+// nearest_mode: "round_prefer_floor", "round_prefer_ceil", "floor",
+// "ceil"), "linear" or "cubic" (Keys' kernel with cubic_coeff_a; with
+// exclude_outside the taps outside the input get weight 0 and the others are
+// renormalized; otherwise the edge repeats). tf_crop_and_resize gives
+// extrapolation_value where the coordinate leaves the input. Nearest works
+// on any dtype; linear and cubic on float32/float64. Gradient: the same
+// weights scattered back.
+struct ResizeOptions {
+  std::string mode = "nearest";
+  std::string coordinate_transformation_mode = "half_pixel";
+  std::string nearest_mode = "round_prefer_floor";
+  double cubic_coeff_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation_value = 0.0;
+  std::vector<double> roi;
+};
+// To the output shape `sizes` (one per axis; the scale of an axis is
+// sizes[d] / x.shape[d]).
+Blob resize(Blob x, const Shape& sizes, const ResizeOptions& options = {}, const std::string& name = "");
+// By `scales` (one per axis): the output is floor(x.shape[d] * scales[d])
+// and coordinates use the scale itself.
+Blob resize_scales(Blob x, const std::vector<double>& scales, const ResizeOptions& options = {},
+                   const std::string& name = "");
 }  // namespace nn
 
 }  // namespace jobflow

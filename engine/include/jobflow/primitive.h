@@ -70,9 +70,11 @@ enum class OpKind : uint16_t {
   // ops/math.cpp: elementwise math of imported models
   Erf, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Floor, Ceil, Round, Sign, Abs, Gelu, Mod,
   BitShift,
+  // ops/resize.cpp
+  Resize, ResizeGrad,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::BitShift) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::ResizeGrad) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.
@@ -140,6 +142,7 @@ class Primitive {
   double attr_double(const std::string& key) const;
   std::string attr_string(const std::string& key) const;
   std::vector<int64_t> attr_ints(const std::string& key) const;
+  std::vector<double> attr_doubles(const std::string& key) const;
   Tensor attr_tensor(const std::string& key) const;
   // The attributes as text (attrs_str), for plans, profiles and errors.
   std::string attrs() const { return attrs_str(attributes()); }
