@@ -6,6 +6,7 @@
 //   * unsupported forms fail at load naming the node, the op and what is
 //     missing.
 #include <functional>
+#include <random>
 
 #include "errors.h"
 #include "onnx_test_util.h"
@@ -262,6 +263,66 @@ TEST_F(OnnxOps, ImportedResizeAxesAndErrors) {
   mi.init("scales", Tensor::from<float>({4}, {1, 1, 2, 2}));
   set_string(mi.node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
   EXPECT_CONTAINS(mi.load_error(), "unsupported op: Resize(linear, int32) (node Resize)");
+}
+
+// ------------------------------------------------------------ recurrent
+
+// An LSTM node (bidirectional, initializer weights, a runtime
+// sequence_lens) loads into the ops nn::lstm builds: the same values as the
+// builder, and the loaded job saves (as those ops) and loads back bit for
+// bit.
+TEST_F(OnnxOps, ImportedLstmIsTheBuildersOps) {
+  const Tensor lens = Tensor::from<int32_t>({2}, {4, 2});
+  // No NaN/Inf in the weights: they would spread to every output.
+  auto weights = [](Shape s, uint32_t seed) {
+    Tensor t(s, flow::Float32);
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(g);
+    return t;
+  };
+  const Tensor clean = weights({4, 2, 3}, 20);
+  const Tensor w = weights({2, 8, 3}, 22), r = weights({2, 8, 2}, 23), b = weights({2, 16}, 24);
+  Model m(14);
+  m.input("x", clean);
+  m.input("lens", lens);
+  m.init("W", w);
+  m.init("R", r);
+  m.init("B", b);
+  auto* n = m.node("LSTM", {"x", "W", "R", "B", "lens"}, {"Y", "Y_h", "Y_c"});
+  set_int(n, "hidden_size", 2);
+  set_string(n, "direction", "bidirectional");
+  std::string bytes;
+  ASSERT_TRUE(m.m.SerializeToString(&bytes));
+  auto loaded = flow::onnx::load_bytes(bytes, {}, "lstm");
+  const auto got = loaded->run({clean, lens});
+  auto ref = define("lstm_ref", {clean, lens, w, r, b}, [](const Blobs& v) {
+    flow::nn::RnnOptions o;
+    o.direction = "bidirectional";
+    auto y = flow::nn::lstm(v[0], v[2], v[3], v[4], v[1], Blob(), Blob(), Blob(), o);
+    return Blobs{y.y, y.y_h, y.y_c};
+  });
+  const auto want = ref->run({clean, lens, w, r, b});
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(got[i].equal(want[i])) << i;
+  EXPECT_EQ(got[0].shape(), Shape({4, 2, 2, 2}));
+  round_trip(*loaded, {clean, lens});
+}
+
+TEST_F(OnnxOps, ImportedRecurrentErrorsNameTheNode) {
+  Model m(14);
+  m.input("x", Tensor({2, 1, 3}, flow::Float32));
+  m.init("W", Tensor::from<float>({1, 6, 3}, std::vector<float>(18, 0.1f)));
+  m.init("R", Tensor::from<float>({1, 6, 2}, std::vector<float>(12, 0.1f)));
+  auto* n = m.node("GRU", {"x", "W", "R"}, {"Y"});
+  set_int(n, "hidden_size", 3);
+  EXPECT_CONTAINS(m.load_error(), "node 'GRU' (GRU): [gru] hidden_size is 3 but W (1, 6, 3) float32 gives 2");
+  Model mi(14);
+  mi.input("x", Tensor({2, 1, 3}, flow::Int32));
+  mi.init("W", Tensor::from<float>({1, 2, 3}, std::vector<float>(6, 0.1f)));
+  mi.init("R", Tensor::from<float>({1, 2, 2}, std::vector<float>(4, 0.1f)));
+  mi.node("RNN", {"x", "W", "R"}, {"Y"});
+  EXPECT_CONTAINS(mi.load_error(), "unsupported op: RNN(int32) (node RNN)");
 }
 
 }  // namespace

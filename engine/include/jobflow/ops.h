@@ -358,6 +358,40 @@ Blob resize(Blob x, const Shape& sizes, const ResizeOptions& options = {}, const
 // and coordinates use the scale itself.
 Blob resize_scales(Blob x, const std::vector<double>& scales, const ResizeOptions& options = {},
                    const std::string& name = "");
+
+// ONNX's recurrent layers (ops/rnn.cpp), built from other ops unrolled over
+// the sequence (X's sequence length is static); float32/float64. X is
+// (seq, batch, input) (batch_first: (batch, seq, input)); W (dirs, G*H,
+// input) and R (dirs, G*H, H) with G = 4 (LSTM: gates i, o, f, c), 3 (GRU:
+// z, r, h) or 1 (RNN); B (dirs, 2*G*H) = the input biases then the
+// recurrent ones; sequence_lens (batch,) int32/int64; initial_h and
+// initial_c (dirs, batch, H) (batch_first: (batch, dirs, H)); P (dirs, 3H)
+// the LSTM's peepholes (i, o, f). Undefined blobs are absent (zeros).
+// Outputs: y (seq, dirs, batch, H) (batch_first: (batch, seq, dirs, H)), the
+// last hidden state y_h and (LSTM) cell state y_c (dirs, batch, H).
+struct RnnOptions {
+  std::string direction = "forward";  // "forward", "reverse", "bidirectional"
+  // ONNX names (Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu,
+  // ScaledTanh, HardSigmoid, Elu, Softsign, Softplus), per direction; empty:
+  // the cell's defaults. The alphas and betas go, in order, to the
+  // activations that take one.
+  std::vector<std::string> activations;
+  std::vector<double> activation_alpha, activation_beta;
+  std::optional<double> clip;        // gate pre-activations clipped to [-clip, clip]
+  bool input_forget = false;         // LSTM: f = 1 - i
+  bool linear_before_reset = false;  // GRU: r (Ht-1 Rh + Rbh) instead of (r Ht-1) Rh + Rbh
+  bool batch_first = false;          // ONNX layout = 1
+  int64_t hidden_size = 0;           // checked against W when > 0
+};
+struct RnnOutputs {
+  Blob y, y_h, y_c;
+};
+RnnOutputs lstm(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+                Blob initial_c = Blob(), Blob p = Blob(), const RnnOptions& options = {});
+RnnOutputs gru(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+               const RnnOptions& options = {});
+RnnOutputs rnn(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+               const RnnOptions& options = {});
 }  // namespace nn
 
 }  // namespace jobflow
