@@ -78,14 +78,19 @@ GObjectClass* init_object_class(gpointer klass, GObjectSetPropertyFunc set, GObj
 }
 
 /* Adds "sink" and "src" pad templates of static other/tensors caps (any
- * number of tensors) to an element class that takes and gives tensors. */
-inline void add_tensors_pad_templates(GstElementClass* klass) {
+ * number of tensors) to an element class that takes and gives tensors;
+ * with `flexible`, NNStreamer's format=flexible too (jobfunction). */
+inline void add_tensors_pad_templates(GstElementClass* klass, bool flexible = false) {
   static GstStaticPadTemplate sink = GST_STATIC_PAD_TEMPLATE(
       "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
   static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE(
       "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string)static"));
-  gst_element_class_add_static_pad_template(klass, &sink);
-  gst_element_class_add_static_pad_template(klass, &src);
+  static GstStaticPadTemplate flex_sink = GST_STATIC_PAD_TEMPLATE(
+      "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string){ static, flexible }"));
+  static GstStaticPadTemplate flex_src = GST_STATIC_PAD_TEMPLATE(
+      "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("other/tensors, format=(string){ static, flexible }"));
+  gst_element_class_add_static_pad_template(klass, flexible ? &flex_sink : &sink);
+  gst_element_class_add_static_pad_template(klass, flexible ? &flex_src : &src);
 }
 
 /* Adds the pad of the element's class template `name` ("sink", "src")

@@ -36,6 +36,7 @@ constexpr guint64 kDefaultMaxLatency = 0;  // no bound: wait for a full batch
 struct Settings {
   guint batch_size = kDefaultBatchSize;
   guint64 max_latency = kDefaultMaxLatency;
+  bool short_batches = false;  // a partial batch is pushed short, not padded
 };
 
 /* Built from caps + settings; travels with the caps event through the queue. */
@@ -46,7 +47,21 @@ struct BatchConfig : jobflow::gst::ItemData {
   size_t total_frame_bytes = 0;
   guint batch_size = 1;
   guint64 max_latency = 0;
+  bool short_batches = false;
   GstClockTime frame_duration = GST_CLOCK_TIME_NONE;
+  int out_fps_n = 0, out_fps_d = 1;  // the batches' framerate
+
+  /* The specs of a batch of `rows` frames (dim 0 grown by that factor). */
+  std::vector<TensorSpec> specs_of(guint rows) const {
+    std::vector<TensorSpec> out = in_specs;
+    for (TensorSpec& s : out) {
+      if (s.shape.empty())
+        s.shape = {static_cast<int64_t>(rows)};
+      else
+        s.shape[0] *= rows;
+    }
+    return out;
+  }
 };
 
 struct Impl {
@@ -63,6 +78,7 @@ struct Impl {
   /* Task only (and flush-stop / deactivation, with the task stopped). */
   std::shared_ptr<const BatchConfig> config;
   std::vector<GstBuffer*> batch;
+  guint caps_rows = 0;  // frames per batch of the caps last pushed (0 = none)
   SerialQueue queue;
 };
 
@@ -79,7 +95,7 @@ G_DEFINE_TYPE(GstJobBatch, gst_job_batch, GST_TYPE_ELEMENT)
 
 namespace {
 
-enum { PROP_0, PROP_BATCH_SIZE, PROP_MAX_LATENCY };
+enum { PROP_0, PROP_BATCH_SIZE, PROP_MAX_LATENCY, PROP_SHORT_BATCHES };
 
 /* ------------------------------------------------------------ src task */
 
@@ -88,8 +104,21 @@ GstFlowReturn push_batch(GstJobBatch* self) {
   Impl& p = *self->impl;
   if (p.batch.empty()) return GST_FLOW_OK;
   const BatchConfig& cfg = *p.config;
-  const guint n = cfg.batch_size;
   const guint valid = static_cast<guint>(p.batch.size());
+  /* A partial batch: padded to batch-size frames, or with short-batches
+   * only its frames, under caps for that many (renegotiated both ways). */
+  const guint n = valid < cfg.batch_size && cfg.short_batches ? valid : cfg.batch_size;
+  if (n != p.caps_rows) {
+    GstCaps* caps = jobflow::gst::caps_from_specs(cfg.specs_of(n), cfg.out_fps_n, cfg.out_fps_d);
+    GST_DEBUG_OBJECT(self, "caps for a batch of %u: %" GST_PTR_FORMAT, n, caps);
+    const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+    gst_caps_unref(caps);
+    if (!ok) {
+      p.clear_batch();
+      return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+    }
+    p.caps_rows = n;
+  }
   GstBuffer* out = gst_buffer_new();
   size_t offset = 0;
   for (const size_t fb : cfg.frame_bytes) {
@@ -122,8 +151,11 @@ GstFlowReturn push_batch(GstJobBatch* self) {
   if (GST_BUFFER_PTS_IS_VALID(out) && GST_CLOCK_TIME_IS_VALID(end) && end >= GST_BUFFER_PTS(out))
     GST_BUFFER_DURATION(out) = end - GST_BUFFER_PTS(out);
   GST_BUFFER_OFFSET(out) = GST_BUFFER_OFFSET(p.batch[0]);
-  jobflow::gst::add_tensor_meta(out, cfg.out_specs);
-  if (valid < n) GST_DEBUG_OBJECT(self, "pushing a partial batch: %u of %u frames, rest zero", valid, n);
+  jobflow::gst::add_tensor_meta(out, n == cfg.batch_size ? cfg.out_specs : cfg.specs_of(n));
+  if (valid < n)
+    GST_DEBUG_OBJECT(self, "pushing a partial batch: %u of %u frames, rest zero", valid, n);
+  else if (n < cfg.batch_size)
+    GST_DEBUG_OBJECT(self, "pushing a short batch of %u frames", n);
   p.clear_batch();
   return gst_pad_push(self->srcpad, out);
 }
@@ -156,7 +188,9 @@ GstFlowReturn handle_item(GstJobBatch* self, SerialQueue::Item& item) {
     if (ret != GST_FLOW_OK) return ret;
   }
   if (type == GST_EVENT_CAPS) p.config = std::static_pointer_cast<const BatchConfig>(item.data);
-  return p.queue.forward_event(std::exchange(item.event, nullptr), item.data);
+  const GstFlowReturn ret = p.queue.forward_event(std::exchange(item.event, nullptr), item.data);
+  if (type == GST_EVENT_CAPS && ret == GST_FLOW_OK) p.caps_rows = p.config->batch_size;
+  return ret;
 }
 
 GstFlowReturn handle_wake(GstJobBatch* self) {
@@ -187,6 +221,7 @@ GstEvent* caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<const Bat
   const Settings settings = p.settings.copy();
   cfg->batch_size = settings.batch_size;
   cfg->max_latency = settings.max_latency;
+  cfg->short_batches = settings.short_batches;
   cfg->out_specs = cfg->in_specs;
   for (TensorSpec& s : cfg->out_specs) {
     if (s.shape.empty())
@@ -204,6 +239,8 @@ GstEvent* caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<const Bat
     cfg->frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
     gst_util_fraction_multiply(fps_n, fps_d, 1, static_cast<gint>(cfg->batch_size), &out_n, &out_d);
   }
+  cfg->out_fps_n = out_n;
+  cfg->out_fps_d = out_d;
   GstCaps* out = jobflow::gst::caps_from_specs(cfg->out_specs, out_n, out_d);
   GST_DEBUG_OBJECT(self, "%" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT, caps, out);
   GstEvent* event = gst_event_new_caps(out);
@@ -231,8 +268,10 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
       case GST_EVENT_FLUSH_STOP:
         p.clear_batch();  // the task is paused
         return p.queue.flush_stop(event, [&](const SerialQueue::Item& kept) {
-          if (GST_EVENT_TYPE(kept.event) == GST_EVENT_CAPS)
+          if (GST_EVENT_TYPE(kept.event) == GST_EVENT_CAPS) {
             p.config = std::static_pointer_cast<const BatchConfig>(kept.data);
+            p.caps_rows = p.config->batch_size;
+          }
         });
       case GST_EVENT_CAPS: {
         GstCaps* caps;
@@ -275,6 +314,7 @@ gboolean src_activate_mode(GstPad*, GstObject* parent, GstPadMode mode, gboolean
   if (!active) {  // the task is stopped
     p.clear_batch();
     p.config.reset();
+    p.caps_rows = 0;
     p.latency.store(0);
   }
   return ok;
@@ -287,6 +327,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
     switch (prop_id) {
       case PROP_BATCH_SIZE: s.batch_size = g_value_get_uint(value); break;
       case PROP_MAX_LATENCY: s.max_latency = g_value_get_uint64(value); break;
+      case PROP_SHORT_BATCHES: s.short_batches = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -297,6 +338,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
     switch (prop_id) {
       case PROP_BATCH_SIZE: g_value_set_uint(value, s.batch_size); break;
       case PROP_MAX_LATENCY: g_value_set_uint64(value, s.max_latency); break;
+      case PROP_SHORT_BATCHES: g_value_set_boolean(value, s.short_batches); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -320,6 +362,13 @@ static void gst_job_batch_class_init(GstJobBatchClass* klass) {
                           "Longest time (ns, monotonic clock) the first frame of a batch waits before a partial "
                           "batch is pushed, padded with zeros (0 = wait for a full batch)",
                           0, G_MAXUINT64, kDefaultMaxLatency, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_SHORT_BATCHES,
+      g_param_spec_boolean("short-batches", "Short batches",
+                           "Push a partial batch (max-latency, EOS, new caps or segment) with only its frames, "
+                           "under caps for that many, instead of padding it with zeros (for jobs with a dynamic "
+                           "batch dimension)",
+                           FALSE, flags));
   jobflow::gst::add_tensors_pad_templates(element_class);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor batcher", "Filter/Tensor",
                                         "Concatenates frames along dim 0 into batches, with a latency bound",

@@ -4,7 +4,10 @@
  * rank-0 tensor becomes (B,)). A batch is pushed when full, when its first
  * frame has waited max-latency (if set), or on EOS / new caps / new
  * segment; a partial batch is padded with zeros and JobflowBatchMeta says
- * how many slots are real. jobunbatch (gstjobunbatch.h) is the inverse.
+ * how many slots are real, or with short-batches=true pushed with only its
+ * frames under caps for that many (for a job with a dynamic batch; the
+ * caps go back for the next full batch). jobunbatch (gstjobunbatch.h) is
+ * the inverse.
  * Elements between them (jobfunction) must copy buffer metas from input to
  * output (GstBaseTransform does so for metas without tags, as this one). */
 #pragma once

@@ -11,6 +11,7 @@
 #include "gstjobconvert.h"
 
 #include "element_util.h"
+#include "jobflow_frame_meta.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -18,10 +19,12 @@
 #include <gst/base/gstadapter.h>
 #include <gst/video/video.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,7 @@ using jobflow::Shape;
 using jobflow::TensorSpec;
 
 enum Layout { kNCHW = 0, kNHWC = 1 };
+enum Resize { kStretch = 0, kLetterbox = 1 };
 enum OutType { kOutFloat32 = 0, kOutUInt8 = 1, kOutNative = 2 };
 enum class Media { None, Video, Audio, Octet };
 
@@ -50,6 +54,11 @@ struct Settings {
   guint frames_per_tensor = kDefaultFramesPerTensor;
   std::string input_dims;
   std::string input_type = "uint8";
+  /* video: the model's input size, and how frames are fitted to it */
+  guint width = 0, height = 0;  // 0 = the frame's
+  Resize resize = kStretch;
+  guint pad_value = 0;
+  bool attach_frame = true;
 };
 
 /* Everything built from caps + settings; dropped on stop/new caps. */
@@ -57,6 +66,13 @@ struct State {
   Media media = Media::None;
   Settings cfg;
   GstVideoInfo vinfo{};
+  /* video scaling (width/height set and not the frame's size): frames are
+   * converted into `scaled` (of `scaled_info`) first */
+  std::shared_ptr<GstVideoConverter> converter;
+  std::shared_ptr<GstBuffer> scaled;
+  GstVideoInfo scaled_info{};
+  std::shared_ptr<GstCaps> caps;  // the input caps (JobflowFrameMeta)
+  double scale_x = 1, scale_y = 1, pad_x = 0, pad_y = 0;
   GstAudioInfo ainfo{};
   /* octet-stream */
   Shape unit_shape;
@@ -92,7 +108,7 @@ GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     GST_STATIC_CAPS("other/tensors, format=(string)static, num_tensors=(int)1, framerate=(fraction)[0/1, MAX]"));
 
 enum { PROP_0, PROP_LAYOUT, PROP_DTYPE, PROP_SCALE, PROP_MEAN, PROP_STD, PROP_FRAMES_PER_TENSOR, PROP_INPUT_DIMS,
-       PROP_INPUT_TYPE };
+       PROP_INPUT_TYPE, PROP_WIDTH, PROP_HEIGHT, PROP_RESIZE, PROP_PAD_VALUE, PROP_ATTACH_FRAME };
 
 GType layout_get_type() {
   static GType type = 0;
@@ -101,6 +117,15 @@ GType layout_get_type() {
       {kNHWC, "Channels last: video (N, H, W, C), audio (F, C)", "nhwc"},
       {0, nullptr, nullptr}};
   return jobflow::gst::enum_type(&type, "GstJobConvertLayout", values);
+}
+
+GType resize_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kStretch, "Scale to width x height, ignoring the aspect ratio", "stretch"},
+      {kLetterbox, "Keep the aspect ratio, centre the frame and pad the rest with pad-value", "letterbox"},
+      {0, nullptr, nullptr}};
+  return jobflow::gst::enum_type(&type, "GstJobConvertResize", values);
 }
 
 GType dtype_get_type() {
@@ -230,6 +255,48 @@ bool check_settings(GstJobConvert* self) {
   return true;
 }
 
+/* Video: the model input size and, when it is not the frame's, the
+ * converter that scales (stretch) or scales and pads (letterbox) each frame
+ * into it — GStreamer's own video converter, bilinear. Sets the geometry
+ * JobflowFrameMeta carries. */
+bool configure_scaling(GstJobConvert*, State* st) {
+  const Settings& cfg = st->cfg;
+  const int fw = GST_VIDEO_INFO_WIDTH(&st->vinfo), fh = GST_VIDEO_INFO_HEIGHT(&st->vinfo);
+  const int mw = cfg.width ? static_cast<int>(cfg.width) : fw, mh = cfg.height ? static_cast<int>(cfg.height) : fh;
+  st->scaled_info = st->vinfo;
+  st->scale_x = st->scale_y = 1;
+  st->pad_x = st->pad_y = 0;
+  if (mw == fw && mh == fh) return true;
+  gst_video_info_set_format(&st->scaled_info, GST_VIDEO_INFO_FORMAT(&st->vinfo), static_cast<guint>(mw),
+                            static_cast<guint>(mh));
+  GST_VIDEO_INFO_FPS_N(&st->scaled_info) = GST_VIDEO_INFO_FPS_N(&st->vinfo);  // the converter wants them equal
+  GST_VIDEO_INFO_FPS_D(&st->scaled_info) = GST_VIDEO_INFO_FPS_D(&st->vinfo);
+  int dx = 0, dy = 0, dw = mw, dh = mh;
+  if (cfg.resize == kLetterbox) {
+    const double s = std::min(static_cast<double>(mw) / fw, static_cast<double>(mh) / fh);
+    dw = std::max(1, static_cast<int>(std::lround(fw * s)));
+    dh = std::max(1, static_cast<int>(std::lround(fh * s)));
+    dx = (mw - dw) / 2;
+    dy = (mh - dh) / 2;
+  }
+  st->scale_x = static_cast<double>(dw) / fw;
+  st->scale_y = static_cast<double>(dh) / fh;
+  st->pad_x = dx;
+  st->pad_y = dy;
+  const guint v = std::min(cfg.pad_value, 255u);
+  GstStructure* opts = gst_structure_new(
+      "options", GST_VIDEO_CONVERTER_OPT_RESAMPLER_METHOD, GST_TYPE_VIDEO_RESAMPLER_METHOD,
+      GST_VIDEO_RESAMPLER_METHOD_LINEAR, GST_VIDEO_CONVERTER_OPT_DEST_X, G_TYPE_INT, dx,
+      GST_VIDEO_CONVERTER_OPT_DEST_Y, G_TYPE_INT, dy, GST_VIDEO_CONVERTER_OPT_DEST_WIDTH, G_TYPE_INT, dw,
+      GST_VIDEO_CONVERTER_OPT_DEST_HEIGHT, G_TYPE_INT, dh, GST_VIDEO_CONVERTER_OPT_FILL_BORDER, G_TYPE_BOOLEAN, TRUE,
+      GST_VIDEO_CONVERTER_OPT_BORDER_ARGB, G_TYPE_UINT, 0xff000000u | (v << 16) | (v << 8) | v,
+      GST_VIDEO_CONVERTER_OPT_THREADS, G_TYPE_UINT, 1u, nullptr);
+  st->converter.reset(gst_video_converter_new(&st->vinfo, &st->scaled_info, opts), gst_video_converter_free);
+  st->scaled.reset(gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&st->scaled_info), nullptr),
+                   [](GstBuffer* b) { gst_buffer_unref(b); });
+  return static_cast<bool>(st->converter);
+}
+
 /* Builds the state for `caps`; posts an element error and returns false
  * when the caps and the settings do not fit. */
 bool configure(GstJobConvert* self, GstCaps* caps) {
@@ -258,7 +325,9 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
     fps_n = GST_VIDEO_INFO_FPS_N(&st.vinfo);
     fps_d = GST_VIDEO_INFO_FPS_D(&st.vinfo);
     if (fps_n > 0) st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
-    const int64_t c = st.channels, h = GST_VIDEO_INFO_HEIGHT(&st.vinfo), w = GST_VIDEO_INFO_WIDTH(&st.vinfo);
+    st.caps.reset(gst_caps_ref(caps), gst_caps_unref);
+    if (!configure_scaling(self, &st)) return false;
+    const int64_t c = st.channels, h = GST_VIDEO_INFO_HEIGHT(&st.scaled_info), w = GST_VIDEO_INFO_WIDTH(&st.scaled_info);
     st.out_spec.shape = cfg.layout == kNCHW ? Shape{n, c, h, w} : Shape{n, h, w, c};
   } else if (g_str_equal(name, "audio/x-raw")) {
     if (!gst_audio_info_from_caps(&st.ainfo, caps)) {
@@ -515,8 +584,21 @@ GstFlowReturn chain_video(GstJobConvert* self, GstBuffer* buf) {
     st->first_pts = GST_BUFFER_PTS(buf);
     st->first_dts = GST_BUFFER_DTS(buf);
   }
-  convert_video(*st, &frame, st->pending_map.data + st->out_frame_bytes * st->filled);
+  guint8* dst = st->pending_map.data + st->out_frame_bytes * st->filled;
+  if (st->converter) {
+    GstVideoFrame scaled;
+    gst_video_frame_map(&scaled, &st->scaled_info, st->scaled.get(), GST_MAP_WRITE);
+    gst_video_converter_frame(st->converter.get(), &frame, &scaled);
+    convert_video(*st, &scaled, dst);
+    gst_video_frame_unmap(&scaled);
+  } else {
+    convert_video(*st, &frame, dst);
+  }
   gst_video_frame_unmap(&frame);
+  if (st->cfg.frames_per_tensor == 1 && st->cfg.attach_frame)
+    jobflow_buffer_add_frame_meta(st->pending, buf, st->caps.get(), GST_VIDEO_INFO_WIDTH(&st->scaled_info),
+                                  GST_VIDEO_INFO_HEIGHT(&st->scaled_info), st->scale_x, st->scale_y, st->pad_x,
+                                  st->pad_y);
   if (GST_BUFFER_PTS_IS_VALID(buf)) {
     GstClockTime dur = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : st->frame_duration;
     st->end_ts = GST_CLOCK_TIME_IS_VALID(dur) ? GST_BUFFER_PTS(buf) + dur : GST_CLOCK_TIME_NONE;
@@ -647,6 +729,11 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_FRAMES_PER_TENSOR: s.frames_per_tensor = g_value_get_uint(value); break;
       case PROP_INPUT_DIMS: s.input_dims = str(); break;
       case PROP_INPUT_TYPE: s.input_type = str(); break;
+      case PROP_WIDTH: s.width = g_value_get_uint(value); break;
+      case PROP_HEIGHT: s.height = g_value_get_uint(value); break;
+      case PROP_RESIZE: s.resize = static_cast<Resize>(g_value_get_enum(value)); break;
+      case PROP_PAD_VALUE: s.pad_value = g_value_get_uint(value); break;
+      case PROP_ATTACH_FRAME: s.attach_frame = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -663,6 +750,11 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_FRAMES_PER_TENSOR: g_value_set_uint(value, s.frames_per_tensor); break;
       case PROP_INPUT_DIMS: g_value_set_string(value, s.input_dims.c_str()); break;
       case PROP_INPUT_TYPE: g_value_set_string(value, s.input_type.c_str()); break;
+      case PROP_WIDTH: g_value_set_uint(value, s.width); break;
+      case PROP_HEIGHT: g_value_set_uint(value, s.height); break;
+      case PROP_RESIZE: g_value_set_enum(value, s.resize); break;
+      case PROP_PAD_VALUE: g_value_set_uint(value, s.pad_value); break;
+      case PROP_ATTACH_FRAME: g_value_set_boolean(value, s.attach_frame); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -720,6 +812,31 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
                           "int64, int8, uint8)",
                           "uint8", flags));
 
+  g_object_class_install_property(
+      gobject_class, PROP_WIDTH,
+      g_param_spec_uint("width", "Width", "Video: the tensor's width; frames are scaled to it (0 = the frame's)", 0,
+                        G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_HEIGHT,
+      g_param_spec_uint("height", "Height", "Video: the tensor's height; frames are scaled to it (0 = the frame's)", 0,
+                        G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_RESIZE,
+      g_param_spec_enum("resize", "Resize", "Video: how a frame of another size fits width x height",
+                        resize_get_type(), kStretch, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_VALUE,
+      g_param_spec_uint("pad-value", "Pad value",
+                        "Video, resize=letterbox: the 8-bit value of the padding around the frame (before scale, "
+                        "mean and std; YOLO models use 114)",
+                        0, 255, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_ATTACH_FRAME,
+      g_param_spec_boolean("attach-frame", "Attach frame",
+                           "Video, frames-per-tensor=1: attach the frame and the scaling to each tensor "
+                           "(JobflowFrameMeta), for jobdecode to put its results on the frame",
+                           TRUE, flags));
+
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor converter", "Converter/Tensor",
@@ -728,6 +845,7 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
                                         "Jobflow");
   gst_type_mark_as_plugin_api(layout_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(dtype_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(resize_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_job_convert_init(GstJobConvert* self) {

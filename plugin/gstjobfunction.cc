@@ -15,7 +15,10 @@
  *                worker), builds the output buffer (the result tensors as
  *                memories, no copy; timestamps and metas of the input) and
  *                pushes it; train jobs save the checkpoint here too.
- * Upstream is never blocked by compute: only by a full queue. */
+ * Upstream is never blocked by compute: only by a full queue.
+ *
+ * Dims known at call time: new sink caps mid-stream renegotiate (the calls
+ * take the new shapes); the src caps follow the results (OutFormat). */
 #include "gstjobfunction.h"
 
 #include "element_util.h"
@@ -25,6 +28,7 @@
 #include "serial_queue.h"
 #include "tensor_caps.h"
 
+#include <jobflow/primitive.h>
 #include <jobflow/session.h>
 
 #include <algorithm>
@@ -50,7 +54,23 @@ using jobflow::gst::SerialQueue;
 struct Call : jobflow::gst::ItemData {
   std::vector<Tensor> inputs;  // views of the input buffer's memories
   guint64 step = 0;            // the call's number, from 1
+  guint64 batch = 1;           // dim 0 of the first input (samples of the call)
   std::shared_ptr<const LoadedJob> loaded;
+};
+
+/* How results go out, decided when caps arrive: static caps of the job's
+ * outputs (pushed then), static caps per result shape (a job whose outputs
+ * have dims known per call: new caps before a result of another shape), or
+ * NNStreamer's flexible format (headers in the memories, when downstream
+ * takes only that). Queued alone (an item without buffer or event): the
+ * output format from there on. */
+struct OutFormat : jobflow::gst::ItemData {
+  enum Mode { StaticFixed, StaticPerResult, Flexible } mode = StaticFixed;
+  int fps_n = 0, fps_d = 1;
+};
+
+struct EventUnref {
+  void operator()(GstEvent* e) const { gst_event_unref(e); }
 };
 
 struct Impl {
@@ -64,10 +84,19 @@ struct Impl {
   std::atomic<GstClockTime> step_time{0};  // moving average of one call's wait + compute (LATENCY)
   /* Chain thread only. */
   std::vector<TensorSpec> in_specs;  // negotiated; empty before caps
+  bool in_flexible = false;          // format=flexible: shapes from each memory's header
   int fps_n = 0, fps_d = 1;
   guint64 submitted = 0;
-  /* Task only. */
+  std::shared_ptr<const OutFormat> last_format;  // the last one queued (in force after a flush)
+  /* Task only (and flush-stop / READY_TO_PAUSED, with the task paused). */
   jobflow::gst::FunctionMetrics metrics;
+  /* The output format in force and the specs of the caps last pushed. */
+  std::shared_ptr<const OutFormat> out;
+  std::vector<TensorSpec> pushed;
+  bool pushed_any = false;
+  /* Sticky events (segment, tags) that came before the src pad had caps
+   * (caps per result): pushed after the first result's caps. */
+  std::vector<std::unique_ptr<GstEvent, EventUnref>> held;
   SerialQueue queue;
 };
 
@@ -152,9 +181,12 @@ void strip_tensor_meta(GstBuffer* buf) {
       nullptr);
 }
 
-/* The results as a buffer with the input's timestamps, flags and metas. */
-GstBuffer* output_buffer(GstBuffer* input, const std::vector<Tensor>& result) {
-  GstBuffer* out = jobflow::gst::buffer_from_tensors(result);
+/* The results as a buffer (static, or flexible: headers in the memories)
+ * with the input's timestamps, flags and metas. */
+GstBuffer* output_buffer(GstBuffer* input, const std::vector<Tensor>& result, bool flexible) {
+  GstBuffer* out = flexible ? jobflow::gst::flexible_buffer_from_tensors(result)
+                            : jobflow::gst::buffer_from_tensors(result);
+  if (!out) throw std::bad_alloc();
   gst_buffer_copy_into(out, input,
                        static_cast<GstBufferCopyFlags>(GST_BUFFER_COPY_FLAGS | GST_BUFFER_COPY_TIMESTAMPS |
                                                        GST_BUFFER_COPY_META),
@@ -173,7 +205,8 @@ bool report_step(GstJobFunction* self, const Call& call, const std::vector<Tenso
                  int64_t job_step) {
   Impl& p = *self->impl;
   const LoadedJob& l = *call.loaded;
-  const auto s = p.metrics.add(l, result, call.step, submitted_us, p.settings.get(&FunctionSettings::message_interval));
+  const auto s = p.metrics.add(l, result, call.step, call.batch, submitted_us,
+                               p.settings.get(&FunctionSettings::message_interval));
   if (g_signal_has_handler_pending(self, signals[SIGNAL_STEP_DONE], 0, FALSE))
     g_signal_emit(self, signals[SIGNAL_STEP_DONE], 0, s.step, s.loss, s.accuracy);
   const std::string error = p.metrics.write(l, s, job_step);
@@ -185,6 +218,43 @@ bool report_step(GstJobFunction* self, const Call& call, const std::vector<Tenso
   }
   if (s.message) post_structure(self, p.metrics.step_message(s));
   return true;
+}
+
+/* Before a result: the caps it needs when they are not those in force (a
+ * result of a new shape from a job with dims known per call; flexible caps
+ * once). */
+GstFlowReturn push_result_caps(GstJobFunction* self, const std::vector<Tensor>& result) {
+  Impl& p = *self->impl;
+  if (!p.out || p.out->mode == OutFormat::StaticFixed) return GST_FLOW_OK;
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : result) specs.push_back({t.shape(), t.dtype()});
+  if (p.pushed_any && (p.out->mode == OutFormat::Flexible || specs == p.pushed)) return GST_FLOW_OK;
+  GstCaps* caps = p.out->mode == OutFormat::Flexible ? jobflow::gst::flexible_caps(p.out->fps_n, p.out->fps_d)
+                                                     : jobflow::gst::caps_from_specs(specs, p.out->fps_n, p.out->fps_d);
+  GST_DEBUG_OBJECT(self, "caps for the result: %" GST_PTR_FORMAT, caps);
+  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+  gst_caps_unref(caps);
+  if (!ok) return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+  p.pushed = std::move(specs);
+  p.pushed_any = true;
+  for (auto& e : p.held) gst_pad_push_event(self->srcpad, e.release());
+  p.held.clear();
+  return GST_FLOW_OK;
+}
+
+/* The output format from here on (flexible: its caps go out now, before
+ * any segment). */
+GstFlowReturn handle_format(GstJobFunction* self, std::shared_ptr<const OutFormat> format) {
+  Impl& p = *self->impl;
+  p.out = std::move(format);
+  p.pushed_any = false;
+  if (p.out->mode != OutFormat::Flexible) return GST_FLOW_OK;
+  GstCaps* caps = jobflow::gst::flexible_caps(p.out->fps_n, p.out->fps_d);
+  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(caps));
+  gst_caps_unref(caps);
+  if (!ok) return GST_PAD_IS_FLUSHING(self->srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+  p.pushed_any = true;
+  return GST_FLOW_OK;
 }
 
 /* Runs a buffer's call on this thread (after the calls before it), saves
@@ -212,15 +282,28 @@ GstFlowReturn handle_buffer(GstJobFunction* self, SerialQueue::Item& item) {
     if (interval != 0 && call.step % interval == 0 && !save_or_post(self, *l.job, false)) return GST_FLOW_ERROR;
   }
   if (!report_step(self, call, result, item.arrival_us, job_step)) return GST_FLOW_ERROR;
-  GstBuffer* out = output_buffer(item.buffer, result);
+  const GstFlowReturn caps_ret = push_result_caps(self, result);
+  if (caps_ret != GST_FLOW_OK) return caps_ret;
+  GstBuffer* out = output_buffer(item.buffer, result, p.out && p.out->mode == OutFormat::Flexible);
   item.release();  // the input's memories (and the call's views of them)
   return gst_pad_push(self->srcpad, out);
 }
 
 GstFlowReturn handle_item(GstJobFunction* self, SerialQueue::Item& item) {
   if (item.buffer) return handle_buffer(self, item);
+  Impl& p = *self->impl;
+  if (!item.event) return handle_format(self, std::static_pointer_cast<const OutFormat>(item.data));
   GstEvent* event = std::exchange(item.event, nullptr);
-  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
+  const GstEventType type = GST_EVENT_TYPE(event);
+  /* Caps per result: a segment or tags before the first result's caps wait
+   * for them (GStreamer wants caps first). */
+  if (p.out && p.out->mode == OutFormat::StaticPerResult && type != GST_EVENT_EOS && type > GST_EVENT_CAPS &&
+      jobflow::gst::is_sticky(event) && !gst_pad_has_current_caps(self->srcpad)) {
+    p.held.emplace_back(event);
+    return GST_FLOW_OK;
+  }
+  if (type == GST_EVENT_EOS) p.held.clear();  // no result ever gave caps: nothing to put them after
+  if (type == GST_EVENT_EOS) {
     /* After the last step: the final checkpoint, then the summary. */
     std::shared_ptr<const LoadedJob> l = current(self);
     if (l && l->train && self->impl->metrics.steps() > 0) save_or_post(self, *l->job, true);
@@ -239,14 +322,59 @@ std::string inputs_mismatch(const jobflow::Signature& sig, const std::vector<Ten
   if (given.size() != sig.inputs.size())
     why = "job '" + sig.job_name + "' takes " + std::to_string(sig.inputs.size()) + " tensors (" + sig.str() + "), " +
           source + " gives " + std::to_string(given.size());
+  /* A dim known per call (kDynamic) takes any size. */
   for (size_t i = 0; i < given.size() && i < sig.inputs.size(); ++i)
-    if (given[i].shape != sig.inputs[i].shape || given[i].dtype != sig.inputs[i].dtype) {
+    if (!jobflow::specs_agree(given[i], sig.inputs[i])) {
       why += std::string(why.empty() ? "job '" + sig.job_name + "': " : "; ") + "placeholder '" +
-             sig.input_names[i] + "' expects " + jobflow::spec_str(sig.inputs[i]) + ", " + source + " gives " +
+             sig.input_names[i] + "' expects " + sig.input_str(i) + ", " + source + " gives " +
              jobflow::spec_str(given[i]);
       break;
     }
   return why;
+}
+
+/* How results go out from caps with framerate fps (OutFormat): static
+ * caps when downstream takes them (fixed ones when the job's outputs are
+ * static, pushed now), else flexible when downstream takes that. Queues
+ * the format (and the fixed caps) for the task. */
+bool enqueue_out_format(GstJobFunction* self, const jobflow::Signature& sig, int fps_n, int fps_d) {
+  Impl& p = *self->impl;
+  auto f = std::make_shared<OutFormat>();
+  f->fps_n = fps_n;
+  f->fps_d = fps_d;
+  bool fixed = true;
+  for (const TensorSpec& o : sig.outputs) fixed = fixed && jobflow::is_static(o.shape);
+  GstCaps* statics = fixed ? jobflow::gst::caps_from_specs(sig.outputs, fps_n, fps_d) : nullptr;
+  if (!statics) {
+    GstCaps* open = jobflow::gst::caps_accepting(sig.outputs);
+    statics = gst_caps_copy_nth(open, 0);
+    gst_caps_unref(open);
+  }
+  f->mode = fixed ? OutFormat::StaticFixed : OutFormat::StaticPerResult;
+  GstCaps* peer = gst_pad_peer_query_caps(self->srcpad, nullptr);
+  if (peer && !gst_caps_can_intersect(peer, statics)) {
+    GstCaps* flex = jobflow::gst::flexible_caps(fps_n, fps_d);
+    if (gst_caps_can_intersect(peer, flex)) f->mode = OutFormat::Flexible;
+    gst_caps_unref(flex);
+  }
+  if (peer) gst_caps_unref(peer);
+  GST_DEBUG_OBJECT(self, "results go out as %s", f->mode == OutFormat::Flexible        ? "flexible tensors"
+                                                   : f->mode == OutFormat::StaticFixed ? "static tensors"
+                                                                                       : "static tensors, caps per result");
+  p.last_format = f;
+  SerialQueue::Item fmt;
+  fmt.data = f;
+  if (p.queue.push(std::move(fmt)) != GST_FLOW_OK) {
+    gst_caps_unref(statics);
+    return false;
+  }
+  if (f->mode != OutFormat::StaticFixed) {
+    gst_caps_unref(statics);
+    return true;
+  }
+  GstEvent* caps = gst_event_new_caps(statics);
+  gst_caps_unref(statics);
+  return p.queue.push_event(caps) == GST_FLOW_OK;
 }
 
 /* Applies a `job`/`checkpoint` change made while streaming. Chain thread. */
@@ -273,12 +401,8 @@ bool apply_reload(GstJobFunction* self) {
                         (nullptr));
       return false;
     }
-    if (!old || old->job->signature().outputs != sig.outputs) {
-      GstCaps* c = jobflow::gst::caps_from_specs(sig.outputs, p.fps_n, p.fps_d);
-      GstEvent* caps = gst_event_new_caps(c);
-      gst_caps_unref(c);
-      if (p.queue.push_event(caps) != GST_FLOW_OK) return false;
-    }
+    if ((!old || old->job->signature().outputs != sig.outputs) && !enqueue_out_format(self, sig, p.fps_n, p.fps_d))
+      return false;
   }
   set_current(self, l);
   GST_INFO_OBJECT(self, "reloaded job %s, checkpoint %s", s.job.c_str(), s.checkpoint.c_str());
@@ -304,7 +428,10 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     }
     auto call = std::make_shared<Call>();
     std::string error;
-    if (!jobflow::gst::tensors_from_buffer(buf, p.in_specs, &call->inputs, &error)) {
+    const bool fits = p.in_flexible
+                          ? jobflow::gst::tensors_from_flexible_buffer(buf, &call->inputs, &error, l->in_ranks)
+                          : jobflow::gst::tensors_from_buffer(buf, p.in_specs, &call->inputs, &error);
+    if (!fits) {
       GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Buffer does not fit job '%s': %s",
                                                l->job->signature().job_name.c_str(), error.c_str()),
                         (nullptr));
@@ -319,6 +446,7 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
       return GST_FLOW_ERROR;
     }
     call->step = ++p.submitted;
+    call->batch = !call->inputs.empty() && call->inputs[0].ndim() > 0 ? static_cast<guint64>(call->inputs[0].dim(0)) : 1;
     call->loaded = std::move(l);
     SerialQueue::Item item;
     item.buffer = buf;
@@ -338,6 +466,19 @@ gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
   const auto& sig = l->job->signature();
   std::vector<TensorSpec> specs;
   std::string error;
+  int fps_n = 0, fps_d = 1;
+  const GstStructure* st = gst_caps_get_structure(caps, 0);
+  if (!st || !gst_structure_get_fraction(st, "framerate", &fps_n, &fps_d)) fps_n = 0, fps_d = 1;
+  if (jobflow::gst::caps_are_flexible(caps)) {
+    /* Shapes come with each buffer (its memories' headers) and are checked
+     * against the placeholders there. */
+    p.in_specs = sig.inputs;
+    p.in_flexible = true;
+    p.fps_n = fps_n;
+    p.fps_d = fps_d;
+    GST_DEBUG_OBJECT(self, "flexible tensors in: %" GST_PTR_FORMAT, caps);
+    return enqueue_out_format(self, sig, fps_n, fps_d);
+  }
   /* Parsed with the job's ranks (NNStreamer's rank padding), a wrong tensor
    * count or rank fails before the checks below; parse such caps as given
    * so the error names the count or the placeholder. */
@@ -355,24 +496,34 @@ gboolean set_sink_caps(GstJobFunction* self, GstCaps* caps) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Invalid tensor caps: %s", error.c_str()), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
+  /* New caps mid-stream (a new size of a dim known per call, a short last
+   * batch) renegotiate: the calls take the new shapes, the src caps follow
+   * the results. */
   p.in_specs = specs;
-  const GstStructure* st = gst_caps_get_structure(caps, 0);
-  if (!gst_structure_get_fraction(st, "framerate", &p.fps_n, &p.fps_d)) p.fps_n = 0, p.fps_d = 1;
-  GstCaps* out = jobflow::gst::caps_from_specs(sig.outputs, p.fps_n, p.fps_d);
-  GST_DEBUG_OBJECT(self, "%" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT, caps, out);
-  GstEvent* event = gst_event_new_caps(out);
-  gst_caps_unref(out);
-  return p.queue.push_event(event) == GST_FLOW_OK;
+  p.in_flexible = false;
+  p.fps_n = fps_n;
+  p.fps_d = fps_d;
+  GST_DEBUG_OBJECT(self, "static tensors in: %" GST_PTR_FORMAT, caps);
+  return enqueue_out_format(self, sig, fps_n, fps_d);
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   GstJobFunction* self = GST_JOB_FUNCTION(parent);
-  SerialQueue& q = self->impl->queue;
+  Impl& p = *self->impl;
+  SerialQueue& q = p.queue;
   return jobflow::gst::guarded(GST_ELEMENT(self), "Event handling", FALSE, [&]() -> gboolean {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_FLUSH_START:
         return q.flush_start(event);
       case GST_EVENT_FLUSH_STOP:
+        /* The task is paused: the output format last queued is in force
+         * (queued formats are dropped with the items), held events go with
+         * the data. */
+        p.held.clear();
+        if (p.last_format != p.out) {
+          p.out = p.last_format;
+          p.pushed_any = false;
+        }
         return q.flush_stop(event);
       case GST_EVENT_CAPS: {
         GstCaps* caps;
@@ -389,12 +540,13 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   });
 }
 
-/* Caps of the job's placeholders or returns, framerate left open. */
+/* Caps of the job's placeholders or returns, framerate left open: static
+ * (dims left open where they are known per call) or flexible. */
 GstCaps* job_caps(GstJobFunction* self, GstPad* pad, bool inputs) {
   std::shared_ptr<const LoadedJob> l = current(self);
   if (!l) return gst_pad_get_pad_template_caps(pad);
   const jobflow::Signature& sig = l->job->signature();
-  return jobflow::gst::caps_from_specs(inputs ? sig.inputs : sig.outputs, 0, 0);
+  return jobflow::gst::caps_accepting(inputs ? sig.inputs : sig.outputs);
 }
 
 gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
@@ -523,7 +675,13 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
     }
     case GST_STATE_CHANGE_READY_TO_PAUSED: {
       p.in_specs.clear();
+      p.in_flexible = false;
       p.submitted = 0;
+      p.last_format.reset();  // the task is not running yet
+      p.out.reset();
+      p.pushed.clear();
+      p.pushed_any = false;
+      p.held.clear();
       const std::string dir = p.settings.get(&FunctionSettings::summary_dir);
       try {
         p.metrics.start(dir);  // the task is not running yet
@@ -662,13 +820,13 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
       "Runs a compiled Jobflow job function (a job file) on tensor buffers: placeholders in, returns out; train jobs "
       "step, report loss and save checkpoints",
       "Jobflow project");
-  jobflow::gst::add_tensors_pad_templates(element_class);
+  jobflow::gst::add_tensors_pad_templates(element_class, true);
   gst_type_mark_as_plugin_api(jobflow::gst::function_loss_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_job_function_init(GstJobFunction* self) {
   self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
-  /* Accept any static tensor caps: set_sink_caps then refuses a mismatch
+  /* Accept any tensor caps: set_sink_caps then refuses a mismatch
    * with an error naming the placeholder (the default accept-caps check
    * against the job's caps would refuse it silently, as not-negotiated). */
   GST_PAD_SET_ACCEPT_TEMPLATE(self->sinkpad);

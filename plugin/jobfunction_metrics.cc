@@ -43,12 +43,10 @@ void FunctionMetrics::start(const std::string& summary_dir) {
 void FunctionMetrics::stop() { summary_.reset(); }
 
 FunctionMetrics::Step FunctionMetrics::add(const LoadedJob& l, const std::vector<Tensor>& r, guint64 step,
-                                           gint64 submitted_us, guint message_interval) {
+                                           guint64 batch, gint64 submitted_us, guint message_interval) {
   Step s;
   s.step = step;
   s.at_us = g_get_monotonic_time();
-  const auto& in0 = l.job->signature().inputs[0].shape;
-  const guint64 batch = in0.empty() ? 1 : static_cast<guint64>(in0[0]);
   if (steps_ == 0) {
     /* The rate in messages counts from the first result on: the first
      * call also pays for the kernels' set-up. The summary counts it all. */

@@ -38,8 +38,9 @@ class FunctionMetrics {
   /* Closes the event file. */
   void stop();
 
-  /* Counts the result of call `step` of `job`, queued at `submitted_us`. */
-  Step add(const LoadedJob& job, const std::vector<Tensor>& result, guint64 step, gint64 submitted_us,
+  /* Counts the result of call `step` of `job` on `batch` samples (dim 0
+   * of its first input: it may differ per call), queued at `submitted_us`. */
+  Step add(const LoadedJob& job, const std::vector<Tensor>& result, guint64 step, guint64 batch, gint64 submitted_us,
            guint message_interval);
   /* Writes the step's numbers to the event file at the job's step count
    * `job_step` (nothing without summary-dir). Returns "" or the error. */

@@ -9,7 +9,9 @@
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
 #include "gstjobfunction.h"
+#include "gstjoboverlay.h"
 #include "gstjobsink.h"
+#include "gstjobtrack.h"
 #include "gstjobunbatch.h"
 
 #ifndef JOBFLOW_VERSION
@@ -24,6 +26,8 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobdecode(plugin);
   ok &= jobflow_register_jobbatch(plugin);
   ok &= jobflow_register_jobunbatch(plugin);
+  ok &= jobflow_register_jobtrack(plugin);
+  ok &= jobflow_register_joboverlay(plugin);
   return ok;
 }
 

@@ -44,7 +44,9 @@ struct ItemData {
 class SerialQueue {
  public:
   /* A buffer or a serialized event (one of the two), with the element's
-   * data for it. An Item owns its references (move-only; take one with
+   * data for it; or the data alone, a note for the task that keeps its
+   * place among them (jobfunction's output format; a flush drops it). An
+   * Item owns its references (move-only; take one with
    * std::exchange(item.buffer, nullptr)). */
   struct Item {
     GstBuffer* buffer = nullptr;

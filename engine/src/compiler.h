@@ -1,6 +1,14 @@
-// compiler.h (internal) — from a job's graph to a Plan that runs it.
+// compiler.h (internal) — from a job's graph to the Plans that run it.
 //
-// compile() runs once per job function:
+// A job is a Program: its graph, whose dims may be kDynamic. A job whose
+// inputs are all static and whose ops all know their output shapes from
+// their input shapes has exactly one Plan, compiled at definition. Any
+// other job compiles a Plan per combination of call shapes, kept in an LRU
+// cache (plan_cache.cpp): the graph is specialized to the call's shapes
+// first (compiler/specialize.cpp), and a data-dependent op (nonzero, a
+// reshape to a computed shape) cuts the call into segments, each a Plan.
+//
+// Plan::compile runs the passes of compiler/passes.h:
 //   1. prune: keep the nodes the returns and the updates need;
 //   2. fuse: matmul/conv -> bias_add -> relu become one node (oneDNN
 //      post-ops / a GEMM with bias), when the intermediate blobs have no
@@ -27,6 +35,11 @@
 namespace jobflow {
 
 class Backend;
+class Plan;
+namespace compiler {
+struct PlanBuild;
+std::shared_ptr<Plan> bind(PlanBuild& b);
+}  // namespace compiler
 
 struct PlanOptions {
   std::string job_name;
@@ -38,6 +51,9 @@ struct PlanOptions {
   // "System-Train-TrainStep-<job>", int64 (1,)); the schedule reads it, each
   // step adds one, and checkpoints save and restore it with the weights.
   std::string step_variable;
+  // A plan of the plan cache: the call shapes it was compiled for, as
+  // describe() and the profile print them ("at x=(3, 1, 28, 28)").
+  std::string variant;
 };
 
 class Plan {
@@ -46,6 +62,9 @@ class Plan {
   // ids; `updates`: node ids of optimizer updates.
   static std::shared_ptr<Plan> compile(std::shared_ptr<Graph> g, std::vector<int> inputs, std::vector<int> outputs,
                                        std::vector<int> updates, PlanOptions opts);
+  // The same passes on a plan under construction (the plan cache's
+  // specialized graphs: constants folded, a node limit).
+  static std::shared_ptr<Plan> compile(compiler::PlanBuild& b);
   // One call: binds inputs, runs every node, copies the returns out. Not
   // reentrant: the runtime calls it from one thread.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
@@ -81,7 +100,7 @@ class Plan {
     bool is_output;
     Shape shape;
   };
-  struct Binding;  // per-blob storage decision (compiler.cpp)
+  friend std::shared_ptr<Plan> compiler::bind(compiler::PlanBuild& b);
   Plan() = default;
 
   std::shared_ptr<Graph> g_;
@@ -97,8 +116,53 @@ class Plan {
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
+  int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;
   std::vector<double> prof_seconds_;  // per step
+};
+
+// ---------------------------------------------------------------------------
+// A job's program: the Plan of a static job, or its graph and the cache of
+// the Plans compiled per call shape (plan_cache.cpp).
+struct PlanCacheLimits {
+  size_t max_plans = 16;               // FunctionConfig::plan_cache_size
+  size_t max_bytes = size_t{1} << 31;  // the sum of the cached plans' arenas
+};
+
+// The options of a job's plans (CheckPoint.save reads its step variable).
+const PlanOptions& job_plan_options(const CompiledJob& job);
+
+class Program {
+ public:
+  // A static job: one plan, compiled at definition.
+  static std::shared_ptr<Program> of_plan(std::shared_ptr<Plan> plan);
+  // A job with dynamic dims or data-dependent shapes: plans compiled per call
+  // shape. `g` is the program's graph (kDynamic dims allowed).
+  static std::shared_ptr<Program> dynamic(std::shared_ptr<Graph> g, std::vector<int> inputs, std::vector<int> outputs,
+                                          std::vector<int> updates, PlanOptions opts, PlanCacheLimits limits);
+  // Whether a job over `g` needs plans per call shape: a placeholder with a
+  // dynamic dim, or an op whose output shapes depend on values.
+  static bool needs_specialization(const Graph& g, const std::vector<int>& inputs);
+  ~Program();
+
+  // One call: picks (or compiles) the plan of the inputs' shapes and runs it.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  bool is_dynamic() const { return static_cast<bool>(dyn_); }
+  // The static plan, or the plan of the latest call; Error when a dynamic
+  // job has not been called yet.
+  const Plan& plan() const;
+  const PlanOptions& options() const;
+  int64_t steps_run() const;
+  void set_steps_run(int64_t s);
+  std::string describe() const;
+  PlanCacheStats cache_stats() const;
+
+  struct Dynamic;  // plan_cache.cpp
+
+ private:
+  Program() = default;
+  std::shared_ptr<Plan> static_;
+  std::unique_ptr<Dynamic> dyn_;
 };
 
 }  // namespace jobflow

@@ -47,10 +47,24 @@ std::string Structure::str() const {
   return "?";
 }
 
+std::string Signature::input_str(size_t i) const {
+  const TensorSpec& s = inputs.at(i);
+  if (is_static(s.shape)) return spec_str(s);
+  std::string r = "(";
+  for (size_t d = 0; d < s.shape.size(); ++d) {
+    r += d ? ", " : "";
+    if (s.shape[d] >= 0) r += std::to_string(s.shape[d]);
+    else if (i < input_dim_names.size() && d < input_dim_names[i].size() && !input_dim_names[i][d].empty())
+      r += input_dim_names[i][d];
+    else r += "?";
+  }
+  return r + (s.shape.size() == 1 ? ",) " : ") ") + dtype_name(s.dtype);
+}
+
 std::string Signature::str() const {
   std::ostringstream o;
   o << job_name << "(";
-  for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << input_names[i] << ": " << spec_str(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << input_names[i] << ": " << input_str(i);
   o << ") -> " << (callback ? "Callback[" : "") << output_structure.str() << (callback ? "]" : "") << " ["
     << job_type_name(type) << "]";
   return o.str();
@@ -64,7 +78,7 @@ struct CompiledJobImpl {
   using Finished = CompiledJob::Finished;
   using StepObserver = CompiledJob::StepObserver;
 
-  CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads);
+  CompiledJobImpl(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads);
   ~CompiledJobImpl();  // delivers every pending result first
 
   void check_inputs(const std::vector<Tensor>& inputs) const;
@@ -89,7 +103,7 @@ struct CompiledJobImpl {
   void callback_loop();
   void rethrow_pending();
 
-  std::shared_ptr<Plan> plan_;
+  std::shared_ptr<Program> plan_;  // the static plan, or the plans per call shape (compiler.h)
   Signature sig_;
   JobDefinition def_;
   size_t max_in_flight_;
@@ -128,7 +142,7 @@ struct CallState {
   std::condition_variable cv;  // sync waiters
 };
 
-detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight,
+detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Program> plan, Signature sig, size_t max_in_flight,
                                          int num_threads)
     : plan_(std::move(plan)), sig_(std::move(sig)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {
   if (num_threads <= 0)
@@ -183,9 +197,17 @@ void detail::CompiledJobImpl::check_inputs(const std::vector<Tensor>& in) const 
     if (!in[i].defined())
       throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "' is an empty tensor; expected " +
                   spec_str(want));
-    if (in[i].shape() != want.shape || in[i].dtype() != want.dtype)
-      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': expected " + spec_str(want) +
-                  ", got " + spec_str({in[i].shape(), in[i].dtype()}));
+    // A dynamic dim (kDynamic) takes any size; the others must match.
+    if (!shapes_agree(in[i].shape(), want.shape) || in[i].dtype() != want.dtype) {
+      std::string why;
+      if (in[i].dtype() == want.dtype && in[i].ndim() == static_cast<int>(want.shape.size()))
+        for (size_t d = 0; d < want.shape.size() && why.empty(); ++d)
+          if (!dims_agree(in[i].shape()[d], want.shape[d]))
+            why = " (dim " + std::to_string(d) + " is " + std::to_string(in[i].shape()[d]) + ", expected " +
+                  std::to_string(want.shape[d]) + ")";
+      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': expected " + sig_.input_str(i) +
+                  ", got " + spec_str({in[i].shape(), in[i].dtype()}) + why);
+    }
   }
 }
 
@@ -463,13 +485,28 @@ void detail::CompiledJobImpl::callback_loop() {
 // ------------------------------------------------------------- interface
 
 CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads)
-    : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(plan), std::move(sig), max_in_flight, num_threads)) {}
+    : impl_(std::make_unique<detail::CompiledJobImpl>(Program::of_plan(std::move(plan)), std::move(sig), max_in_flight,
+                                                      num_threads)) {}
+CompiledJob::CompiledJob(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads)
+    : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(program), std::move(sig), max_in_flight,
+                                                      num_threads)) {}
 CompiledJob::~CompiledJob() = default;
 const Signature& CompiledJob::signature() const { return impl_->sig_; }
 const JobDefinition& CompiledJob::definition() const { return impl_->def_; }
 void CompiledJob::set_definition(JobDefinition d) { impl_->def_ = std::move(d); }
-const Plan& CompiledJob::plan() const { return *impl_->plan_; }
-std::string CompiledJob::describe() const { return impl_->plan_->describe(); }
+const Plan& CompiledJob::plan() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);  // the latest plan of a dynamic job changes per call
+  return impl_->plan_->plan();
+}
+PlanCacheStats CompiledJob::plan_cache_stats() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);
+  return impl_->plan_->cache_stats();
+}
+std::string CompiledJob::describe() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);
+  return impl_->plan_->describe();
+}
+const PlanOptions& job_plan_options(const CompiledJob& job) { return job.impl_->plan_->options(); }
 void CompiledJob::set_step_observer(StepObserver o) { impl_->observer_ = std::move(o); }
 void CompiledJob::check_inputs(const std::vector<Tensor>& inputs) const { impl_->check_inputs(inputs); }
 CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) { return impl_->run(std::move(inputs)); }

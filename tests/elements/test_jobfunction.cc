@@ -405,15 +405,18 @@ TEST_F(JobFunction, SinkCapsQueryAnswersThePlaceholders) {
 
   ASSERT_EQ(gst_element_set_state(e, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
   c = gst_pad_query_caps(sink, nullptr);
+  // Static caps of the placeholders, or NNStreamer's flexible tensors.
   GstCaps* want = gst_caps_from_string(
-      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:4,4\",types=(string)\"float32,int32\"");
+      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:4,4\",types=(string)\"float32,int32\"; "
+      "other/tensors,format=flexible");
   EXPECT_TRUE(gst_caps_is_equal(c, want)) << gst_caps_to_string(c);
   gst_caps_unref(want);
   gst_caps_unref(c);
   // The src pad answers the returns (labels (4,) int32, scores (4, 3)).
   c = gst_pad_query_caps(src, nullptr);
   want = gst_caps_from_string(
-      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"4,3:4\",types=(string)\"int32,float32\"");
+      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"4,3:4\",types=(string)\"int32,float32\"; "
+      "other/tensors,format=flexible");
   EXPECT_TRUE(gst_caps_is_equal(c, want)) << gst_caps_to_string(c);
   gst_caps_unref(want);
   gst_caps_unref(c);

@@ -97,7 +97,7 @@ struct Inspection {
   Signature signature;
   std::vector<std::pair<std::string, int64_t>> op_counts;  // ONNX op type -> count
   int64_t parameters = 0;                                  // elements of the float initializers (weights)
-  int64_t flops = 0;                                       // forward, multiply-adds counted as 2
+  int64_t flops = 0;  // forward, multiply-adds counted as 2; -1 when shapes known only at call time decide it
   int64_t opset = 0;
   std::vector<std::pair<std::string, std::string>> metadata;  // jobflow.* keys
   std::string str() const;

@@ -123,7 +123,7 @@ class Build {
       R.analysis.signature = analysis_signature();
       return R;
     }
-    R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1");
+    R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1", out_names_);
     restore_progress(*R.job);
     return R;
   }
@@ -138,6 +138,7 @@ class Build {
   std::map<std::string, Tensor> inits_;  // initializer name -> value (after the checkpoint)
   std::vector<std::string> in_names_;    // placeholders
   std::vector<TensorSpec> in_specs_;
+  std::vector<std::vector<std::string>> in_dim_names_;  // symbolic dims' names per input
   JobType type_ = JobType::Predict;
   bool file_loss_ = false;   // a train job file (jobflow.loss)
   bool added_loss_ = false;  // a train job from a model without one (LoadOptions.loss)
@@ -148,6 +149,7 @@ class Build {
   std::map<std::string, int64_t> ckpt_steps_;  // train step variables found in the checkpoint
   std::shared_ptr<optimizer::Optimizer> opt_;
   std::vector<Blob> outs_;
+  std::vector<std::string> out_names_;  // the graph outputs' names (or "loss")
   Structure out_struct_;
 
   std::string meta(const char* k) const {
@@ -207,7 +209,8 @@ class Build {
     for (const auto& i : g_.input()) {
       if (inits_.count(i.name())) continue;
       in_names_.push_back(i.name());
-      in_specs_.push_back(input_spec(P_, i));
+      in_dim_names_.emplace_back();
+      in_specs_.push_back(input_spec(P_, i, &in_dim_names_.back()));
     }
   }
 
@@ -249,6 +252,7 @@ class Build {
       in_names_.push_back("targets");
       in_specs_.push_back(loss_out_spec);
     }
+    in_dim_names_.emplace_back();
   }
 
   // The job's arguments: as jobflow.input_structure nests them, or one
@@ -256,8 +260,10 @@ class Build {
   std::vector<PlaceholderSpec> placeholder_specs() {
     std::vector<PlaceholderSpec> specs;
     if (!(job_file_ && !meta(ou::kInputStructure).empty() && !added_loss_)) {
-      for (size_t i = 0; i < in_names_.size(); ++i)
+      for (size_t i = 0; i < in_names_.size(); ++i) {
         specs.push_back(Numpy::Placeholder(in_specs_[i].shape, in_specs_[i].dtype, in_names_[i]));
+        specs.back().dim_names = in_dim_names_[i];
+      }
       return specs;
     }
     int n = 0;
@@ -271,9 +277,26 @@ class Build {
                       std::to_string(in_names_.size()) + " inputs");
     if (s.kind != Structure::Kind::Tuple) fail(what_, "jobflow.input_structure must be a tuple of the arguments");
     for (auto& c : s.children) specs.push_back(spec_from_structure(c, in_names_, in_specs_, what_));
+    name_dims(specs);
     in_struct_ = s;
     have_in_struct_ = true;
     return specs;
+  }
+
+  // The leaves of a structured job file's placeholders get their dims' names.
+  void name_dims(std::vector<PlaceholderSpec>& specs) const {
+    for (auto& p : specs) {
+      if (p.kind == Structure::Kind::Tuple) {
+        name_dims(p.children);
+        continue;
+      }
+      for (size_t i = 0; i < in_names_.size(); ++i)
+        if (in_names_[i] == p.name && !in_dim_names_[i].empty()) {
+          std::vector<std::string> n = in_dim_names_[i];
+          if (p.leaf == Structure::Leaf::ListListNumpy && !n.empty()) n.erase(n.begin());
+          p.dim_names = n;
+        }
+    }
   }
 
   FunctionConfig config() {
@@ -404,7 +427,7 @@ class Build {
   // The returns and their structure; the objective of a train job.
   void outputs(Importer& I, detail::JobBuilder& B) {
     if (job_file_ && !meta(ou::kOutputStructure).empty() && !added_loss_) {
-      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o)), out_names_.push_back(o.name());
       int n = 0;
       std::vector<int> idx;
       out_struct_ = structure_of(ou::kOutputStructure, &n, &idx);
@@ -427,10 +450,11 @@ class Build {
       }
       if (!inspect_) detail::set_objective(l, opt_);
       outs_.push_back(l);
+      out_names_.push_back("loss");
       out_struct_.kind = Structure::Kind::Leaf;
       out_struct_.index = 0;
     } else {
-      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o)), out_names_.push_back(o.name());
       if (outs_.size() == 1) {
         out_struct_.kind = Structure::Kind::Leaf;
         out_struct_.index = 0;
@@ -459,6 +483,8 @@ class Build {
     s.type = type_;
     s.input_names = in_names_;
     s.inputs = in_specs_;
+    for (auto& n : in_dim_names_)
+      if (!n.empty()) s.input_dim_names = in_dim_names_;
     s.input_structure.kind = Structure::Kind::Tuple;
     if (have_in_struct_) {
       s.input_structure = in_struct_;
@@ -471,6 +497,7 @@ class Build {
       }
     }
     for (auto& b : outs_) s.outputs.push_back(b.spec());
+    s.output_names = out_names_;
     s.output_structure = out_struct_;
     s.callback = meta(ou::kCallback) == "1";
     return s;

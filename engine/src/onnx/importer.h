@@ -126,6 +126,10 @@ class Importer {
   void out_const(int i, Tensor t);
   bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
 
+  // Rows that size what they build from a shape: a dim known only per call
+  // (kDynamic) is onnx_import::Unsupported, "Op(dims known per call)".
+  void need_static(const Shape& s) const;
+
   // `a` of a tensor of `rank` dims in [0, rank) (a scalar has no axis).
   int axis_of(int64_t a, int64_t rank) const;
 

@@ -108,7 +108,7 @@ Blob dir_slice(Blob t, int64_t d) {
 Blob cols(Blob t, int64_t from, int64_t to) { return slice(t, {from}, {to}, {t.ndim() - 1}); }
 
 void expect_shape(Cell c, const char* what, const Blob& b, const Shape& want) {
-  if (b.shape() != want)
+  if (!shapes_agree(b.shape(), want))
     fail(c, std::string(what) + " must be " + shape_str(want) + ", got " + spec_str(b.spec()));
 }
 
@@ -125,7 +125,11 @@ nn::RnnOutputs build(Cell cell, Blob x, Blob w, Blob r, Blob b, Blob seq, Blob h
     if (h0.defined()) h0 = transpose(h0, {1, 0, 2});
     if (c0.defined()) c0 = transpose(c0, {1, 0, 2});
   }
+  // The batch may be known only at the call (kDynamic): the shapes below
+  // use -1 for it.
   const int64_t S = x.shape()[0], B = x.shape()[1], I = x.shape()[2];
+  if (S < 0) fail(cell, "the sequence axis of X must have a static size (the steps are unrolled), got " + spec_str(x.spec()));
+  if (I < 0) fail(cell, "the input axis of X must have a static size, got " + spec_str(x.spec()));
   const int64_t G = gate_count(cell);
   if (w.ndim() != 3 || w.shape()[0] != dirs || w.shape()[1] % G != 0 || w.shape()[2] != I)
     fail(cell, "W must be (" + std::to_string(dirs) + ", " + std::to_string(G) + " * hidden_size, " +
@@ -149,14 +153,11 @@ nn::RnnOutputs build(Cell cell, Blob x, Blob w, Blob r, Blob b, Blob seq, Blob h
     if (seq.dtype() != DType::Int32 && seq.dtype() != DType::Int64)
       fail(cell, "sequence_lens must be int32 or int64, got " + spec_str(seq.spec()));
     expect_shape(cell, "sequence_lens", seq, {B});
-    lens = reshape(seq, {B, 1});
+    lens = reshape(seq, {-1, 1});
   }
   const std::vector<Act> acts = activations(cell, o, static_cast<int>(dirs));
   auto clipped = [&](Blob v) { return o.clip ? clip(v, -*o.clip, *o.clip) : v; };
-  Tensor zt({B, H}, dt);
-  std::fill_n(static_cast<char*>(zt.raw()), zt.nbytes(), 0);
-  const Blob zeros = constant(zt);
-  const Blob x2 = reshape(x, {S * B, I});
+  const Blob x2 = reshape(x, {-1, I});  // (S*B, I)
 
   std::vector<Blob> ys, yhs, ycs;
   for (int64_t d = 0; d < dirs; ++d) {
@@ -170,7 +171,8 @@ nn::RnnOutputs build(Cell cell, Blob x, Blob w, Blob r, Blob b, Blob seq, Blob h
       xw = add(xw, cols(bd, 0, G * H));
       rb = cols(bd, G * H, 2 * G * H);
     }
-    xw = reshape(xw, {S, B, G * H});
+    xw = reshape(xw, {S, -1, G * H});
+    const Blob zeros = zeros_like(reshape(slice(xw, {0, 0}, {1, H}, {0, 2}), {-1, H}));  // (B, H)
     Blob h = h0.defined() ? dir_slice(h0, d) : zeros;
     Blob c = c0.defined() ? dir_slice(c0, d) : zeros;
     Blob pd = p.defined() ? dir_slice(p, d) : Blob();
@@ -184,7 +186,7 @@ nn::RnnOutputs build(Cell cell, Blob x, Blob w, Blob r, Blob b, Blob seq, Blob h
     std::vector<Blob> yd(static_cast<size_t>(S));
     for (int64_t step = 0; step < S; ++step) {
       const int64_t t = reverse ? S - 1 - step : step;
-      const Blob xt = reshape(slice(xw, {t}, {t + 1}, {0}), {B, G * H});
+      const Blob xt = reshape(slice(xw, {t}, {t + 1}, {0}), {-1, G * H});
       Blob h_new, c_new;
       if (cell == Cell::Rnn) {
         Blob pre = add(xt, matmul(h, rd, false, true));
@@ -232,11 +234,11 @@ nn::RnnOutputs build(Cell cell, Blob x, Blob w, Blob r, Blob b, Blob seq, Blob h
         h = h_new;
         if (c_new.defined()) c = c_new;
       }
-      yd[static_cast<size_t>(t)] = reshape(y, {1, 1, B, H});
+      yd[static_cast<size_t>(t)] = reshape(y, {1, 1, -1, H});
     }
     ys.push_back(S == 1 ? yd[0] : concat(yd, 0));
-    yhs.push_back(reshape(h, {1, B, H}));
-    if (cell == Cell::Lstm) ycs.push_back(reshape(c, {1, B, H}));
+    yhs.push_back(reshape(h, {1, -1, H}));
+    if (cell == Cell::Lstm) ycs.push_back(reshape(c, {1, -1, H}));
   }
   nn::RnnOutputs out;
   out.y = dirs == 1 ? ys[0] : concat(ys, 1);     // (S, dirs, B, H)

@@ -1,0 +1,115 @@
+// The last pass: the Plan itself. Allocates the arena, gives each node its
+// backend and its input and output tensors as prebuilt views (into the
+// arena, the variables, the constants), and records the slots that read the
+// call's inputs as patches.
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "compiler/passes.h"
+#include "jobflow/backend.h"
+#include "session_internal.h"
+#include "state_ops.h"
+
+namespace jobflow::compiler {
+namespace {
+constexpr size_t kAlign = 64;
+}  // namespace
+
+std::shared_ptr<Plan> bind(PlanBuild& b) {
+  std::shared_ptr<Plan> plan(new Plan());
+  plan->g_ = b.graph;
+  plan->opts_ = b.opts;
+  plan->inputs_ = b.inputs;
+  plan->outputs_ = b.outputs;
+  plan->arena_bytes_ = b.arena_bytes;
+  plan->unshared_bytes_ = b.unshared_bytes;
+  plan->arena_ = aligned_alloc_shared(std::max<size_t>(b.arena_bytes, kAlign));
+  const Graph& G = *b.graph;
+  const auto& bnd = b.bind;
+  char* base = static_cast<char*>(plan->arena_.get());
+  std::map<int, int> placeholder_index;
+  for (size_t i = 0; i < b.inputs.size(); ++i) placeholder_index[b.inputs[i]] = static_cast<int>(i);
+
+  auto view_of = [&](int bl) -> Tensor {
+    const BlobBinding& bb = bnd[bl];
+    const TensorSpec& s = G.blobs[bl].spec;
+    switch (bb.kind) {
+      case BlobBinding::Arena: return Tensor::wrap(base + bnd[bb.root].offset, s.shape, s.dtype, plan->arena_);
+      case BlobBinding::Variable: {
+        auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[bb.root].producer].op.get());
+        return v->entry()->value.reshape(s.shape);
+      }
+      case BlobBinding::Constant: return b.constants.at(bb.root).reshape(s.shape);
+      default: return Tensor();
+    }
+  };
+  bool warned_here = false;
+  for (size_t s = 0; s < b.order.size(); ++s) {
+    const Node& node = G.nodes[b.order[s]];
+    Plan::Step st;
+    st.node = b.order[s];
+    st.op = node.op.get();
+    bool fell_back = false;
+    st.backend = &backend_for(node.placement.device, &fell_back);
+    if (!st.backend->supports(*node.op)) {  // optional entry: run this op on the CPU
+      st.backend = &backend_for("cpu");
+      fell_back = node.placement.device != "cpu";
+    }
+    if (fell_back && !warned_here) {  // once per job
+      warned_here = true;
+      std::cerr << "jobflow: job '" << b.opts.job_name
+                << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
+    }
+    for (int in : node.inputs) st.in.push_back(view_of(in));
+    for (int out : node.outputs) st.out.push_back(view_of(out));
+    if (auto* v = dynamic_cast<const internal::VariableOp*>(node.op.get())) plan->variables_.push_back(v->entry());
+    // Placeholders and variables do nothing at run time.
+    if (dynamic_cast<const internal::PlaceholderOp*>(node.op.get()) ||
+        dynamic_cast<const internal::VariableOp*>(node.op.get())) {
+      st.op = nullptr;
+    }
+    plan->steps_.push_back(std::move(st));
+  }
+  for (int o : b.outputs) {
+    plan->out_shapes_.push_back(G.blobs[o].spec.shape);
+    if (bnd[o].kind == BlobBinding::Placeholder) {
+      plan->out_views_.emplace_back();
+      plan->out_from_input_.push_back(placeholder_index.at(bnd[o].root));
+    } else {
+      plan->out_views_.push_back(view_of(o));
+      plan->out_from_input_.push_back(-1);
+    }
+  }
+  // Drop no-op steps from the run loop, then record the slots that read or
+  // write the call's inputs (patched per call).
+  std::erase_if(plan->steps_, [](const Plan::Step& s) { return s.op == nullptr; });
+  for (size_t s = 0; s < plan->steps_.size(); ++s) {
+    const Node& node = G.nodes[plan->steps_[s].node];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int bl = node.inputs[k];
+      if (bnd[bl].kind == BlobBinding::Placeholder)
+        plan->patches_.push_back({static_cast<int>(s), static_cast<int>(k), placeholder_index.at(bnd[bl].root), false,
+                                  G.blobs[bl].spec.shape});
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const int bl = node.outputs[k];
+      if (bnd[bl].kind == BlobBinding::Placeholder)
+        plan->patches_.push_back({static_cast<int>(s), static_cast<int>(k), placeholder_index.at(bnd[bl].root), true,
+                                  G.blobs[bl].spec.shape});
+    }
+  }
+  if (!plan->opts_.step_variable.empty()) {
+    auto e = internal::VariableStore::get().find(plan->opts_.step_variable);
+    if (!e || e->spec != TensorSpec{{1}, DType::Int64})
+      throw Error("[compile] job '" + plan->opts_.job_name + "': step variable '" + plan->opts_.step_variable +
+                  "' is not an int64 (1,) session variable");
+    plan->step_var_ = e;
+  }
+  const char* prof = std::getenv("JOBFLOW_PROFILE");
+  plan->profile_ = prof && *prof && std::string(prof) != "0";
+  plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
+  return plan;
+}
+
+}  // namespace jobflow::compiler
