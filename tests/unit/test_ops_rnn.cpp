@@ -179,4 +179,53 @@ TEST_F(RnnOps, Gradients) {
                         {{4, 3, 2}, {1, 2, 2}, {1, 2, 2}, {1, 4}}, g));
 }
 
+TEST_F(RnnOps, DynamicBatch) {
+  // One job with a batch known at the call runs batch 2 and batch 1 as the
+  // static layers do (bidirectional LSTM with lengths and initial states).
+  flow::nn::RnnOptions o;
+  o.direction = "bidirectional";
+  auto job = flow::global_function(
+      flow::Predict,
+      {flow::TuplePlaceholder({flow::Numpy::Placeholder({3, -1, 3}, flow::Double, "x"),
+                               flow::Numpy::Placeholder({-1}, flow::Int32, "lens"),
+                               flow::Numpy::Placeholder({2, -1, 2}, flow::Double, "h0"),
+                               flow::Numpy::Placeholder({2, -1, 2}, flow::Double, "c0")})},
+      [&](std::vector<Blob> v) -> Blobs {
+        auto y = flow::nn::lstm(v[0], constant(k_lstm_W()), constant(k_lstm_R()), constant(k_lstm_B()), v[1], v[2],
+                                v[3], Blob(), o);
+        return Blobs{y.y, y.y_h, y.y_c};
+      });
+  const auto got = job.compiled()->run({k_lstm_x(), i32({2}, {3, 1}), k_lstm_h0(), k_lstm_c0()});
+  expect_values(got[0], {3, 2, 2, 2}, map_values(k_lstm_Y(), [](double v) { return v; }), 1e-12);
+  expect_values(got[1], {2, 2, 2}, map_values(k_lstm_Yh(), [](double v) { return v; }), 1e-12);
+  // Batch 1: the first entry (length 3) alone gives its slice of the results.
+  auto first = [](const Tensor& t, int axis) {
+    Shape s = t.shape();
+    const int64_t n = s[axis];
+    s[axis] = 1;
+    Tensor r(s, flow::Double);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= t.shape()[d];
+    for (size_t d = axis + 1; d < t.shape().size(); ++d) inner *= t.shape()[d];
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < inner; ++j) r.data<double>()[i * inner + j] = t.data<double>()[(i * n) * inner + j];
+    return r;
+  };
+  const auto one = job.compiled()->run({first(k_lstm_x(), 1), i32({1}, {3}), first(k_lstm_h0(), 1), first(k_lstm_c0(), 1)});
+  EXPECT_TRUE(one[0].equal(first(got[0], 2)));
+  EXPECT_TRUE(one[1].equal(first(got[1], 1)));
+  EXPECT_TRUE(one[2].equal(first(got[2], 1)));
+}
+
+TEST_F(RnnOps, SequenceAxisMustBeStatic) {
+  std::string msg = "(no error)";
+  try {
+    flow::global_function(flow::Predict, {flow::Numpy::Placeholder({-1, 2, 3}, flow::Double, "x")},
+                          [](Blob x) -> flow::Numpy { return flow::nn::lstm(x, constant(k_lstm_W()), constant(k_lstm_R())).y; });
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_CONTAINS(msg, "[lstm] the sequence axis of X must have a static size (the steps are unrolled), got (-1, 2, 3) float64");
+}
+
 }  // namespace
