@@ -248,11 +248,15 @@ TEST_F(OnnxOps, ImportedResizeAxesAndErrors) {
                   "node 'Resize' (Resize): mode must be nearest, linear or cubic, got 'area'");
   EXPECT_CONTAINS(load_error([](Model& m) { m.node("Resize", {"x", "", ""}, {"y"}); }),
                   "node 'Resize' (Resize): exactly one of scales and sizes must be given");
-  EXPECT_CONTAINS(load_error([](Model& m) {
-                    m.input("s", Tensor({4}, flow::Float32));
-                    m.node("Resize", {"x", "", "s"}, {"y"});
-                  }),
-                  "node 'Resize' (Resize): input 's' must be a constant");
+  {  // scales fed at run time: the output's shape follows each call's values
+    Model m(13);
+    m.input("x", x);
+    m.input("s", Tensor({4}, flow::Float32));
+    m.node("Resize", {"x", "", "s"}, {"y"});
+    const Tensor y = m.run({x, Tensor::from<float>({4}, {1, 1, 1, 2})})[0];
+    EXPECT_TRUE(y.equal(Tensor::from<float>({1, 1, 2, 4}, {1, 1, 2, 2, 3, 3, 4, 4}))) << y.str(64);
+    EXPECT_EQ(m.run({x, Tensor::from<float>({4}, {1, 1, 2, 1})})[0].shape(), Shape({1, 1, 4, 2}));
+  }
   EXPECT_CONTAINS(load_error([](Model& m) {
                     set_string(m.node("Resize", {"x", "", "scales"}, {"y"}), "coordinate_transformation_mode",
                                "tf_crop_and_resize");

@@ -193,4 +193,31 @@ TEST_F(ResizeOps, Gradients) {
       {{1, 2, 3, 4}}));
 }
 
+TEST_F(ResizeOps, SizesAndScalesKnownAtTheCall) {
+  // Sizes as an int64 input: each call's values pick the output's shape,
+  // and the values equal the static op's.
+  const Tensor x = torch_input(0);
+  flow::nn::ResizeOptions o;
+  o.mode = "cubic";
+  auto job = flow::global_function(
+      flow::Predict,
+      {flow::TuplePlaceholder({flow::Numpy::Placeholder({1, 2, 3, 4}, flow::Double, "x"),
+                               flow::Numpy::Placeholder({4}, flow::Int64, "sizes")})},
+      [&](std::vector<Blob> v) -> Blobs { return Blobs{flow::nn::resize(v[0], v[1], o)}; });
+  for (const Shape& sizes : {Shape{1, 2, 5, 7}, Shape{1, 1, 2, 9}}) {
+    const Tensor got = job.compiled()->run({x, i64({4}, std::vector<int64_t>(sizes.begin(), sizes.end()))})[0];
+    const Tensor want = run1(x, [&](Blob v) { return flow::nn::resize(v, sizes, o); });
+    EXPECT_EQ(got.shape(), sizes);
+    EXPECT_TRUE(got.equal(want));
+  }
+  // Scales as a float32 tensor (here a constant): the same as given scales.
+  o.mode = "linear";
+  const Tensor by_tensor =
+      run1(x, [&](Blob v) { return flow::nn::resize_scales(v, flow::constant(f32({4}, {1, 1, 1.5f, 0.75f})), o); });
+  EXPECT_TRUE(by_tensor.equal(run1(x, [&](Blob v) { return flow::nn::resize_scales(v, {1, 1, 1.5, 0.75}, o); })));
+  EXPECT_CONTAINS(error_of({x, f64({4}, {1, 1, 2, 2})},
+                           [&](const Blobs& v) { return flow::nn::resize_scales(v[0], v[1], o); }),
+                  "[resize] scales must be float32, got (4,) float64");
+}
+
 }  // namespace

@@ -382,6 +382,11 @@ Blob resize(Blob x, const Shape& sizes, const ResizeOptions& options = {}, const
 // and coordinates use the scale itself.
 Blob resize_scales(Blob x, const std::vector<double>& scales, const ResizeOptions& options = {},
                    const std::string& name = "");
+// The same with the sizes (int64) or scales (float32, one per axis) a
+// tensor computed at run time: the output's dims are known per call (the
+// call is cut at the op, docs/architecture.md).
+Blob resize(Blob x, Blob sizes, const ResizeOptions& options = {}, const std::string& name = "");
+Blob resize_scales(Blob x, Blob scales, const ResizeOptions& options = {}, const std::string& name = "");
 
 // ONNX's recurrent layers (ops/rnn.cpp), built from other ops unrolled over
 // the sequence (X's sequence length is static); float32/float64. X is

@@ -43,6 +43,9 @@ struct Params {
   std::vector<double> roi;     // tf_crop_and_resize: starts, then ends (2 * rank)
   std::vector<double> scales;  // given scales (output = floor(input * scale)); empty when sizes are
   Shape sizes;                 // given output sizes; empty when scales are
+  // 1: the scales, 2: the sizes are input 1, known at the call (then both
+  // vectors above are empty until with_values fills them).
+  int shape_input = 0;
 
   Attrs attrs() const {
     return {{"mode", std::string(mode_name(mode))},
@@ -53,7 +56,29 @@ struct Params {
             {"extrapolation_value", extrapolation},
             {"roi", roi},
             {"scales", scales},
-            {"sizes", sizes}};
+            {"sizes", sizes},
+            {"shape_input", int64_t{shape_input}}};
+  }
+  // The parameters of one call: the scales or sizes from input 1's values.
+  Params with_values(const Tensor& t) const {
+    Params q = *this;
+    if (shape_input == 1) {
+      q.scales.resize(static_cast<size_t>(t.numel()));
+      for (int64_t i = 0; i < t.numel(); ++i) q.scales[i] = t.at(i);
+    } else if (shape_input == 2) {
+      q.sizes.resize(static_cast<size_t>(t.numel()));
+      for (int64_t i = 0; i < t.numel(); ++i) q.sizes[i] = static_cast<int64_t>(t.at(i));
+    }
+    return q;
+  }
+  // Input 1 (runtime scales or sizes): one value per axis of x.
+  void check_shape_input(const char* op, const TensorSpec& x, const TensorSpec& t) const {
+    const bool sc = shape_input == 1;
+    if (sc ? t.dtype != DType::Float32 : t.dtype != DType::Int64)
+      op_error(op, std::string(sc ? "scales must be float32" : "sizes must be int64") + ", got " + spec_str(t));
+    if (t.shape.size() != 1 || !dims_agree(t.shape[0], static_cast<int64_t>(x.shape.size())))
+      op_error(op, std::string(sc ? "scales" : "sizes") + " must have one value per axis of x " + shape_str(x.shape) +
+                       ", got " + spec_str(t));
   }
   int taps() const { return mode == Mode::Nearest ? 1 : mode == Mode::Linear ? 2 : 4; }
 
@@ -352,24 +377,36 @@ void resize_backward(const Params& p, const Tensor& DY, const Tensor& DX) {
   }
 }
 
-Blob resize_grad(Blob dy, Blob x, const Params& p);
+Blob resize_grad(Blob dy, Blob x, Blob shape_input, const Params& p);
 
 class Resize final : public Primitive {
  public:
   explicit Resize(Params p) : p_(std::move(p)) {}
   OpKind kind() const override { return OpKind::Resize; }
   Attrs attributes() const override { return p_.attrs(); }
+  bool differentiable_input(int i) const override { return i == 0; }
+  bool output_shape_from_data() const override { return p_.shape_input != 0; }
+  bool shape_reads_value(int i) const override { return p_.shape_input != 0 && i == 1; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
-    expect_inputs(name(), in, 1);
+    expect_inputs(name(), in, p_.shape_input ? 2 : 1);
     p_.check(name(), in[0]);
-    return {{p_.out_shape(name(), in[0].shape), in[0].dtype}};
+    if (!p_.shape_input) return {{p_.out_shape(name(), in[0].shape), in[0].dtype}};
+    p_.check_shape_input(name(), in[0], in[1]);
+    return {{Shape(in[0].shape.size(), kDynamic), in[0].dtype}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    return {{p_.with_values(v[1]).out_shape(name(), in[0].shape), in[0].dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    kern::dispatch_all(in[0].dtype(), [&](auto z) { resize_forward<decltype(z)>(p_, in[0], out[0]); });
+    const Params q = p_.shape_input ? p_.with_values(in[1]) : p_;
+    kern::dispatch_all(in[0].dtype(), [&](auto z) { resize_forward<decltype(z)>(q, in[0], out[0]); });
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
-                        const std::vector<int>&) const override {
-    return {resize_grad(cot[0], in[0], p_)};
+                        const std::vector<int>& argnums) const override {
+    std::vector<Blob> r;
+    for (int a : argnums) r.push_back(a == 0 ? resize_grad(cot[0], in[0], p_.shape_input ? in[1] : Blob(), p_) : Blob());
+    return r;
   }
 
  private:
@@ -385,10 +422,16 @@ class ResizeGrad final : public Primitive {
   Attrs attributes() const override { return p_.attrs(); }
   bool differentiable_input(int i) const override { return i == 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
-    expect_inputs(name(), in, 2);
+    expect_inputs(name(), in, p_.shape_input ? 3 : 2);
     expect_float(name(), in[0], "dy");
     expect_same_dtype(name(), in[0], in[1]);
     p_.check(name(), in[1]);
+    if (p_.shape_input) {  // dy's shape follows the call's values
+      p_.check_shape_input(name(), in[1], in[2]);
+      if (in[0].shape.size() != in[1].shape.size())
+        op_error(name(), "dy must have the rank of x " + shape_str(in[1].shape) + ", got " + spec_str(in[0]));
+      return {in[1]};
+    }
     const Shape y = p_.out_shape(name(), in[1].shape);
     bool agree = y.size() == in[0].shape.size();
     for (size_t d = 0; agree && d < y.size(); ++d) agree = y[d] == in[0].shape[d] || y[d] < 0 || in[0].shape[d] < 0;
@@ -397,13 +440,22 @@ class ResizeGrad final : public Primitive {
     return {in[1]};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    kern::dispatch_float(in[0].dtype(), name(), [&](auto z) { resize_backward<decltype(z)>(p_, in[0], out[0]); });
+    const Params q = p_.shape_input ? p_.with_values(in[2]) : p_;
+    kern::dispatch_float(in[0].dtype(), name(), [&](auto z) { resize_backward<decltype(z)>(q, in[0], out[0]); });
   }
-  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>& cot,
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
     // Linear in dy: its adjoint is the forward resize (x gives a shape only).
     std::vector<Blob> r;
-    for (int a : argnums) r.push_back(a == 0 ? internal::add_node(std::make_shared<Resize>(p_), {cot[0]})[0] : Blob());
+    for (int a : argnums) {
+      if (a != 0) {
+        r.push_back(Blob());
+        continue;
+      }
+      std::vector<Blob> ins{cot[0]};
+      if (p_.shape_input) ins.push_back(in[2]);
+      r.push_back(internal::add_node(std::make_shared<Resize>(p_), ins)[0]);
+    }
     return r;
   }
 
@@ -411,9 +463,11 @@ class ResizeGrad final : public Primitive {
   Params p_;
 };
 
-Blob resize_grad(Blob dy, Blob x, const Params& p) {
+Blob resize_grad(Blob dy, Blob x, Blob shape_input, const Params& p) {
   if (!dy.defined()) return Blob();
-  return internal::add_node(std::make_shared<ResizeGrad>(p), {dy, x})[0];
+  std::vector<Blob> ins{dy, x};
+  if (shape_input.defined()) ins.push_back(shape_input);
+  return internal::add_node(std::make_shared<ResizeGrad>(p), ins)[0];
 }
 
 template <class E, size_t N>
@@ -455,6 +509,16 @@ Blob resize_scales(Blob x, const std::vector<double>& scales, const ResizeOption
       throw Error("[resize] scales must be positive and finite, got " + Params::onnx_number(s));
   p.scales = scales;
   return internal::add_node(std::make_shared<Resize>(std::move(p)), {x}, name)[0];
+}
+Blob resize(Blob x, Blob sizes, const ResizeOptions& o, const std::string& name) {
+  Params p = params_of(o);
+  p.shape_input = 2;
+  return internal::add_node(std::make_shared<Resize>(std::move(p)), {x, sizes}, name)[0];
+}
+Blob resize_scales(Blob x, Blob scales, const ResizeOptions& o, const std::string& name) {
+  Params p = params_of(o);
+  p.shape_input = 1;
+  return internal::add_node(std::make_shared<Resize>(std::move(p)), {x, scales}, name)[0];
 }
 }  // namespace nn
 

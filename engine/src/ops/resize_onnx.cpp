@@ -125,7 +125,7 @@ void op_resize(Importer& I) {
   const size_t na = axes.size();
   const Shape& xs = x.shape();
   // Inputs: X, roi, scales, sizes; an empty tensor counts as absent.
-  auto given = [&](int i) { return I.has(i) && I.shape(i).size() == 1 && I.shape(i)[0] > 0; };
+  auto given = [&](int i) { return I.has(i) && I.shape(i).size() == 1 && I.shape(i)[0] != 0; };
   if (o.coordinate_transformation_mode == "tf_crop_and_resize") {
     if (!given(1)) I.err("tf_crop_and_resize needs roi");
     const std::vector<double> roi = float_values(I.cin(1));
@@ -136,6 +136,20 @@ void op_resize(Importer& I) {
   }
   const bool has_scales = given(2), has_sizes = given(3);
   if (has_scales == has_sizes) I.err("exactly one of scales and sizes must be given");
+  // Scales or sizes computed at run time (shapes of dynamic dims): the
+  // output's dims are known per call.
+  const int runtime = has_scales ? 2 : 3;
+  if (!I.is_const(runtime)) {
+    if (I.attr_ints("axes")) I.unsupported("Resize(axes with runtime " + std::string(has_scales ? "scales" : "sizes") + ")");
+    Blob t = I.in(runtime);
+    if (has_scales && t.dtype() != DType::Float32) I.err("scales must be float32, got " + spec_str(t.spec()));
+    if (!has_scales && t.dtype() != DType::Int64) I.err("sizes must be int64, got " + spec_str(t.spec()));
+    if (t.ndim() != 1 || (t.shape()[0] >= 0 && t.shape()[0] != r))
+      I.err(std::string(has_scales ? "scales" : "sizes") + " must have " + std::to_string(r) + " values, got " +
+            spec_str(t.spec()));
+    I.out(0, has_scales ? nn::resize_scales(x, t, o) : nn::resize(x, t, o));
+    return;
+  }
   if (has_scales) {
     const std::vector<double> s = float_values(I.cin(2));
     if (s.size() != na) I.err("scales must have " + std::to_string(na) + " values, got " + std::to_string(s.size()));
@@ -169,7 +183,12 @@ void export_resize(Exporter& E) {
     roi = E.constant(nm + "/roi", Tensor::from<double>({static_cast<int64_t>(v.size())}, v));
   }
   const auto sc = p.attr_doubles("scales");
-  if (!sc.empty()) {
+  const int64_t shape_input = p.attr_int("shape_input");
+  if (shape_input == 1) {
+    scales = E.in(1);
+  } else if (shape_input == 2) {
+    sizes = E.in(1);
+  } else if (!sc.empty()) {
     std::vector<float> f;
     for (double s : sc) {
       if (static_cast<double>(static_cast<float>(s)) != s)
