@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "compiler/passes.h"
 #include "jobflow/backend.h"
 #include "kernel_util.h"
 #include "session_internal.h"
@@ -150,9 +151,13 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
   for (size_t i = 0; i < N; ++i)
     if (alive[i] && upd.count(static_cast<int>(i))) order.push_back(static_cast<int>(i));
 
+  // 3b. layouts, rewrites and precision of predict plans (compiler/layout.cpp)
+  std::vector<size_t> layout_bytes;
+  compiler::assign_layouts(G, order, outputs, opts, layout_bytes);
+
   // 4. memory plan
   std::vector<Binding> bind(G.blobs.size());
-  std::vector<int> step_of(N, -1);
+  std::vector<int> step_of(G.nodes.size(), -1);
   for (size_t s = 0; s < order.size(); ++s) step_of[order[s]] = static_cast<int>(s);
   std::map<int, int> placeholder_index;
   for (size_t i = 0; i < inputs.size(); ++i) placeholder_index[inputs[i]] = static_cast<int>(i);
@@ -172,7 +177,8 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
       else if (dynamic_cast<const internal::VariableOp*>(node.op.get())) bb.kind = Binding::Variable;
       else {
         bb.kind = Binding::Arena;
-        bb.bytes = align_up(static_cast<size_t>(numel(G.blobs[b].spec.shape)) * dtype_size(G.blobs[b].spec.dtype));
+        bb.bytes = align_up(layout_bytes[b] ? layout_bytes[b]
+                                            : static_cast<size_t>(numel(G.blobs[b].spec.shape)) * dtype_size(G.blobs[b].spec.dtype));
         bb.first = bb.last = step_of[n];
       }
     }
@@ -261,6 +267,11 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
                                   G.blobs[b].spec.shape});
     }
     if (auto* v = dynamic_cast<const internal::VariableOp*>(node.op.get())) plan->variables_.push_back(v->entry());
+    if (node.op->has_side_effects())  // updates variables in place: derived weights must see it
+      for (int b : node.inputs)
+        if (bind[b].kind == Binding::Variable)
+          if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[bind[b].root].producer].op.get()))
+            plan->written_.push_back(v->entry());
     // Placeholders and variables do nothing at run time.
     if (dynamic_cast<const internal::PlaceholderOp*>(node.op.get()) ||
         dynamic_cast<const internal::VariableOp*>(node.op.get())) {
@@ -340,6 +351,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
       prof_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   }
+  for (auto& v : written_) static_cast<internal::VariableEntry*>(v.get())->version.fetch_add(1, std::memory_order_acq_rel);
   // Drop the references to the caller's tensors.
   for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();
   ++step_;

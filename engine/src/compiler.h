@@ -32,6 +32,9 @@ struct PlanOptions {
   std::string job_name;
   JobType type = JobType::Predict;
   bool fusion = true;
+  // FunctionConfig::enable_auto_mixed_precision: convolutions in bfloat16
+  // (compiler/layout.cpp) where the CPU has AMX or AVX512_BF16.
+  bool bf16 = false;
   uint64_t seed = 0;
   optimizer::Scheduler schedule;  // train jobs
   // Train jobs: the session variable that counts their steps (OneFlow's
@@ -93,6 +96,7 @@ class Plan {
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)
   std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;

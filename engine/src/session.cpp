@@ -82,6 +82,7 @@ void VariableStore::ensure_initialized(VariableEntry& e) {
   std::lock_guard<std::mutex> lk(mu_);
   if (e.initialized) return;
   e.init.fill(e.value, name_seed(e.name, seed_));
+  e.version.fetch_add(1, std::memory_order_acq_rel);
   e.initialized = true;
 }
 
@@ -89,6 +90,7 @@ void VariableStore::init_all() {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& [n, e] : vars_) {
     e->init.fill(e->value, name_seed(n, seed_));
+    e->version.fetch_add(1, std::memory_order_acq_rel);
     e->initialized = true;
   }
   pending_.clear();
@@ -152,6 +154,7 @@ void VariableStore::load(std::map<std::string, Tensor> values, const std::string
       continue;
     }
     std::memcpy(it->second->value.raw(), v.raw(), v.nbytes());
+    it->second->version.fetch_add(1, std::memory_order_acq_rel);
     it->second->initialized = true;
   }
 }
@@ -255,6 +258,7 @@ void assign(const std::string& name, const Tensor& value) {
                 spec_str({value.shape(), value.dtype()}));
   VariableStore::get().sync_all();
   std::memcpy(e->value.raw(), value.raw(), value.nbytes());
+  e->version.fetch_add(1, std::memory_order_acq_rel);
   e->initialized = true;
 }
 void sync_all() { VariableStore::get().sync_all(); }

@@ -65,9 +65,12 @@ enum class OpKind : uint16_t {
   ConvTranspose2d, ConvTranspose2dGradInput, ConvTranspose2dGradWeight,
   // optimizer.cpp
   SgdUpdate, AdamUpdate,
+  // compiler/layout.cpp: a change of memory format (oneDNN blocked <-> plain,
+  // float32 <-> bfloat16) that only plans contain, never a job's definition.
+  Reorder,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::AdamUpdate) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Reorder) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.

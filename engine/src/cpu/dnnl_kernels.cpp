@@ -31,6 +31,7 @@
 //   conv2 bwd_weights         8.7-9.1            4.6-4.7
 // So Blocked everywhere except backward-data with few input channels.
 #include "cpu/dnnl_kernels.h"
+#include "cpu/dnnl_common.h"
 #include "jobflow/tensor.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -54,15 +55,8 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
-dnnl::stream& cpu_stream() {
-  thread_local dnnl::stream strm(cpu_engine());
-  return strm;
-}
+dnnl::engine& cpu_engine() { return dnnl_engine(); }
+dnnl::stream& cpu_stream() { return dnnl_stream(); }
 
 // ---------------------------------------------------------------------------
 // Cache entries
@@ -80,14 +74,7 @@ struct Operand {
   std::vector<dnnl_exec_arg_t> reorder_args;  // {FROM, TO}, built once
 };
 
-// Executes through the C API with a prebuilt argument array: the C++
-// primitive::execute copies its std::unordered_map into a fresh std::vector on
-// every call, which is exactly the per-call allocation the cache avoids.
-void execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), cpu_stream().get(), static_cast<int>(args.size()),
-                                                 args.data()),
-                          "could not execute a primitive");
-}
+void execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) { dnnl_execute(prim, args); }
 
 struct Entry {
   dnnl::primitive prim;
@@ -434,6 +421,22 @@ Entry& pool_entry(const Pool2dParams& p, PoolPass pass) {
 }
 
 }  // namespace
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream strm(dnnl_engine());
+  return strm;
+}
+
+void dnnl_execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) {
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), dnnl_stream().get(), static_cast<int>(args.size()),
+                                                 args.data()),
+                          "could not execute a primitive");
+}
 
 // ---------------------------------------------------------------------------
 // Public API

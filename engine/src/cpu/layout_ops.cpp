@@ -1,0 +1,303 @@
+// cpu/layout_ops.cpp — oneDNN kernels on compile-time memory formats (see
+// layout_ops.h).
+#include "cpu/layout_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "cpu/dnnl_common.h"
+#include "session_internal.h"
+
+namespace jobflow::cpu {
+
+using memory = dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+std::string desc_str(const MemDesc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::string type = d.data_type == dnnl_bf16 ? "bf16" : d.data_type == dnnl_f32 ? "f32" : "other";
+  if (d.format_kind != dnnl_blocked) return type + ":any";
+  const int n = d.ndims;
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> dims(n);
+  std::iota(dims.begin(), dims.end(), 0);
+  std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string s;
+  for (int k : dims) {
+    bool blocked = false;
+    for (int i = 0; i < b.inner_nblks; ++i) blocked |= b.inner_idxs[i] == k;
+    s += static_cast<char>((blocked ? 'A' : 'a') + k);
+  }
+  for (int i = 0; i < b.inner_nblks; ++i) s += std::to_string(b.inner_blks[i]) + static_cast<char>('a' + b.inner_idxs[i]);
+  return type + ":" + s;
+}
+
+MemDesc plain_desc(const Shape& shape, dt type) {
+  memory::dims dims(shape.begin(), shape.end());
+  memory::dims strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  return MemDesc(dims, type, strides);
+}
+
+bool is_plain_f32(const MemDesc& md) {
+  memory::dims dims = md.dims();
+  return md == plain_desc(Shape(dims.begin(), dims.end()), dt::f32);
+}
+
+namespace {
+
+dnnl::primitive_attr scratch_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+memory user_mem(const MemDesc& md) { return memory(md, dnnl_engine(), DNNL_MEMORY_NONE); }
+
+const char* alg_name(dnnl::algorithm a) {
+  switch (a) {
+    case dnnl::algorithm::eltwise_relu: return "relu";
+    case dnnl::algorithm::eltwise_clip: return "clip";
+    case dnnl::algorithm::eltwise_logistic: return "logistic";
+    case dnnl::algorithm::eltwise_swish: return "swish";
+    case dnnl::algorithm::eltwise_hardswish: return "hardswish";
+    case dnnl::algorithm::eltwise_linear: return "linear";
+    default: return "eltwise";
+  }
+}
+
+}  // namespace
+
+Attrs LayoutOp::attributes() const {
+  Attrs a = orig_->attributes();
+  const std::string f = fused();
+  if (!f.empty()) a.push_back({"fused", f});
+  a.push_back({"layout", desc_str(dst_)});
+  return a;
+}
+
+// ---------------------------------------------------------------- conv
+
+std::string ConvFusion::text() const {
+  std::string s;
+  auto add = [&](const std::string& t) { s += (s.empty() ? "" : "+") + t; };
+  if (bn) add("bn");
+  if (residual) add("sum");
+  for (const auto& e : post) add(alg_name(e.alg));
+  return s;
+}
+
+std::string LayoutConv::fused() const {
+  // The original's own relu (relu=1) is among its attributes already.
+  ConvFusion f = f_;
+  if (orig_->attr_int("relu") && !f.post.empty()) f.post.erase(f.post.begin());
+  return f.text();
+}
+
+LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
+                       const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dt compute,
+                       std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+    : LayoutOp(std::move(orig), {std::move(out)}), p_(p), f_(std::move(f)), sources_(std::move(sources)),
+      refresh_(refresh) {
+  auto& eng = dnnl_engine();
+  const memory::dims sd{p.N, p.C, p.H, p.W}, dd{p.N, p.K, p.OH, p.OW};
+  const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
+                                        : memory::dims{p.groups, p.K / p.groups, p.C / p.groups, p.R, p.S};
+  user_w_md_ = MemDesc(wd, dt::f32, p.groups == 1 ? tag::oihw : tag::goihw);
+  const bool has_bias = f_.bias || f_.bn;
+  const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
+  const MemDesc dst_md = plain_dst ? MemDesc(dd, dt::f32, tag::nchw) : MemDesc(dd, compute, tag::any);
+  using cf = dnnl::convolution_forward;
+  const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1}, pl{p.pad_top, p.pad_left},
+      pr{p.pad_bottom, p.pad_right};
+  cf::desc d = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                   wei_any, bias_md, dst_md, strides, dil, pl, pr)
+                        : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                   wei_any, dst_md, strides, dil, pl, pr);
+  dnnl::primitive_attr attr = scratch_attr();
+  dnnl::post_ops po;
+  if (f_.residual) po.append_sum(1.f);
+  for (const auto& e : f_.post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+  attr.set_post_ops(po);
+  cf::primitive_desc pd(d, attr, eng);
+  conv_ = cf(pd);
+  impl_ = pd.impl_info_str();
+  dst_ = pd.dst_desc();
+
+  src_user_ = user_mem(src_md);
+  reorder_src_ = src_md != pd.src_desc();
+  if (reorder_src_) {
+    src_prim_ = memory(pd.src_desc(), eng);
+    src_reorder_ = dnnl::reorder(src_user_, src_prim_);
+    src_args_ = {{DNNL_ARG_FROM, src_user_.get()}, {DNNL_ARG_TO, src_prim_.get()}};
+  }
+  wei_ = memory(pd.weights_desc(), eng);
+  if (has_bias) bias_ = memory(bias_md, eng);
+  dst_mem_ = user_mem(dst_);
+  if (f_.residual) {
+    res_user_ = user_mem(*res_md);
+    res_reorder_ = dnnl::reorder(res_user_, dst_mem_);
+    res_args_ = {{DNNL_ARG_FROM, res_user_.get()}, {DNNL_ARG_TO, dst_mem_.get()}};
+    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  }
+  args_ = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+           {DNNL_ARG_WEIGHTS, wei_.get()},
+           {DNNL_ARG_DST, dst_mem_.get()}};
+  if (has_bias) args_.push_back({DNNL_ARG_BIAS, bias_.get()});
+  if (pd.scratchpad_desc().get_size() != 0) {
+    scratch_ = memory(pd.scratchpad_desc(), eng);
+    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
+  }
+  versions_.assign(sources_.size(), 0);
+}
+
+void LayoutConv::prepare(const std::vector<Tensor>& in) const {
+  bool stale = !prepared_ || refresh_;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i] && sources_[i]->version.load(std::memory_order_acquire) != versions_[i]) stale = true;
+  if (!stale) return;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i]) versions_[i] = sources_[i]->version.load(std::memory_order_acquire);
+  const float* w = in[1].data<float>();
+  const int64_t K = p_.K, per = in[1].numel() / K;
+  int next = 2;
+  const float* b = f_.bias ? in[next++].data<float>() : nullptr;
+  float* bias = (f_.bias || f_.bn) ? static_cast<float*>(bias_.get_data_handle()) : nullptr;
+  if (f_.bn) {
+    const float* mean = in[next++].data<float>();
+    const float* var = in[next++].data<float>();
+    const float* off = f_.bn_offset ? in[next++].data<float>() : nullptr;
+    const float* sc = f_.bn_scale ? in[next++].data<float>() : nullptr;
+    folded_w_.resize(static_cast<size_t>(K * per));
+    for (int64_t k = 0; k < K; ++k) {
+      // y = (conv + b - mean) * a + offset, a = scale / sqrt(var + eps)
+      const double a = (sc ? sc[k] : 1.0) / std::sqrt(static_cast<double>(var[k]) + f_.bn_eps);
+      bias[k] = static_cast<float>(((b ? b[k] : 0.0) - mean[k]) * a + (off ? off[k] : 0.0));
+      for (int64_t j = 0; j < per; ++j) folded_w_[k * per + j] = static_cast<float>(w[k * per + j] * a);
+    }
+    w = folded_w_.data();
+  } else if (b) {
+    std::memcpy(bias, b, sizeof(float) * K);
+  }
+  memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
+  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+  dnnl_stream().wait();
+  prepared_ = true;
+}
+
+void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  prepare(in);
+  src_user_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  if (reorder_src_) dnnl_execute(src_reorder_, src_args_);
+  if (f_.residual) {
+    res_user_.set_data_handle(in[res_input_].raw());
+    dnnl_execute(res_reorder_, res_args_);
+  }
+  dnnl_execute(conv_, args_);
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- pool
+
+LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
+                       const MemDesc& src_md)
+    : LayoutOp(std::move(orig), std::move(out)) {
+  auto& eng = dnnl_engine();
+  const dnnl::algorithm alg = p.kind == PoolKind::Max            ? dnnl::algorithm::pooling_max
+                              : p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
+                                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+  const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
+                                {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+  dnnl::pooling_forward::primitive_desc pd(d, scratch_attr(), eng);
+  prim_ = dnnl::pooling_forward(pd);
+  dst_ = pd.dst_desc();
+  src_ = user_mem(src_md);
+  dst_mem_ = user_mem(dst_);
+  args_ = {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+  if (pd.scratchpad_desc().get_size() != 0) {
+    scratch_ = memory(pd.scratchpad_desc(), eng);
+    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
+  }
+}
+
+void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  dnnl_execute(prim_, args_);
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- eltwise
+
+LayoutEltwise::LayoutEltwise(std::shared_ptr<const Primitive> orig, TensorSpec out, EltwiseStep e,
+                             const MemDesc& src_md)
+    : LayoutOp(std::move(orig), {std::move(out)}) {
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, e.alg, src_md, e.alpha, e.beta);
+  dnnl::eltwise_forward::primitive_desc pd(d, dnnl_engine());
+  prim_ = dnnl::eltwise_forward(pd);
+  dst_ = pd.dst_desc();
+  src_ = user_mem(src_md);
+  dst_mem_ = user_mem(dst_);
+  args_ = {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+}
+
+void LayoutEltwise::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  dnnl_execute(prim_, args_);
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- binary
+
+LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out, dnnl::algorithm alg, int first,
+                           const MemDesc& src0_md, const MemDesc& src1_md)
+    : LayoutOp(std::move(orig), {std::move(out)}), first_(first) {
+  auto& eng = dnnl_engine();
+  dnnl::binary::desc d(alg, src0_md, src1_md, src0_md);
+  dnnl::binary::primitive_desc pd(d, scratch_attr(), eng);
+  prim_ = dnnl::binary(pd);
+  dst_ = pd.dst_desc();
+  src0_ = user_mem(src0_md);
+  src1_ = user_mem(src1_md);
+  dst_mem_ = user_mem(dst_);
+  args_ = {{DNNL_ARG_SRC_0, src0_.get()}, {DNNL_ARG_SRC_1, src1_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+  if (pd.scratchpad_desc().get_size() != 0) {
+    scratch_ = memory(pd.scratchpad_desc(), eng);
+    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
+  }
+}
+
+void LayoutBinary::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src0_.set_data_handle(in[first_].raw());
+  src1_.set_data_handle(in[1 - first_].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  dnnl_execute(prim_, args_);
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- reorder
+
+LayoutReorder::LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to)
+    : spec_(std::move(spec)), from_(from), to_(to) {
+  src_ = user_mem(from_);
+  dst_mem_ = user_mem(to_);
+  prim_ = dnnl::reorder(src_, dst_mem_);
+  args_ = {{DNNL_ARG_FROM, src_.get()}, {DNNL_ARG_TO, dst_mem_.get()}};
+}
+
+Attrs LayoutReorder::attributes() const { return {{"from", desc_str(from_)}, {"to", desc_str(to_)}}; }
+
+void LayoutReorder::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  dnnl_execute(prim_, args_);
+  dnnl_stream().wait();
+}
+
+}  // namespace jobflow::cpu
