@@ -69,6 +69,7 @@ struct Settings {
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
   guint num_threads = 0;
+  std::string precision;  // "" (the file's), fp32, bf16
   std::string summary_dir;
 };
 
@@ -231,6 +232,7 @@ enum {
   PROP_MESSAGE_INTERVAL,
   PROP_NUM_THREADS,
   PROP_SUMMARY_DIR,
+  PROP_PRECISION,
   PROP_SIGNATURE,
   PROP_STEPS,
 };
@@ -278,6 +280,9 @@ std::shared_ptr<Loaded> load_job(GstJobFunction* self, const Settings& s) {
   opts.device = s.device;
   opts.max_in_flight = s.max_in_flight;
   opts.num_threads = static_cast<int>(s.num_threads);
+  if (!s.precision.empty() && s.precision != "fp32" && s.precision != "bf16")
+    throw LoadError{"precision", s.precision, "is not fp32 or bf16"};
+  opts.precision = s.precision;
   if (!s.loss.empty() || !s.optimizer.empty()) {
     if (s.loss.empty()) throw LoadError{"loss", "", "optimizer is set but loss is not: a train job needs both"};
     if (s.optimizer.empty()) throw LoadError{"optimizer", "", "loss is set but optimizer is not: a train job needs both"};
@@ -997,6 +1002,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
       case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
+      case PROP_PRECISION: s.precision = str(); break;
       case PROP_SUMMARY_DIR: s.summary_dir = str(); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
@@ -1029,6 +1035,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
     case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
     case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
     case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
+    case PROP_PRECISION: g_value_set_string(value, s.precision.c_str()); break;
     case PROP_SUMMARY_DIR: g_value_set_string(value, opt(s.summary_dir)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
@@ -1190,6 +1197,13 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
                         "pipelines on few cores, 1 often wins for small per-frame jobs: the pipeline's own threads "
                         "then do not preempt the kernel's team",
                         0, 1024, 0, rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_PRECISION,
+      g_param_spec_string("precision", "Precision",
+                          "fp32, or bf16: convolutions in bfloat16 with float32 accumulation where the CPU has AMX "
+                          "or AVX512_BF16 (float32 after a one-line notice elsewhere). Empty: the job file's "
+                          "jobflow.precision, else fp32",
+                          nullptr, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SUMMARY_DIR,
       g_param_spec_string("summary-dir", "Summary folder",

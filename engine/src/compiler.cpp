@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "compiler/passes.h"
+#include "cpu/isa.h"
 #include "jobflow/backend.h"
 #include "kernel_util.h"
 #include "session_internal.h"
@@ -315,6 +316,7 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
                   "' is not an int64 (1,) session variable");
     plan->step_var_ = e;
   }
+  plan->bf16_ = opts.bf16 && cpu::bf16_usable(opts.job_name);
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
@@ -341,6 +343,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   ctx.step = step;
   ctx.seed = opts_.seed;
   ctx.training = opts_.type == JobType::Train;
+  ctx.bf16 = bf16_;
   ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step) : 0.0;
   if (!profile_) {
     for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);

@@ -102,6 +102,7 @@ class Plan {
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   bool profile_ = false;
+  bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
   std::vector<double> prof_seconds_;  // per step
 };
 

@@ -3,6 +3,7 @@
 //   jobflow inspect FILE
 //   jobflow export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]
 //   jobflow run FILE [--data IDX_DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]
+//               [--precision fp32|bf16]
 //   jobflow onnx-test DIR... [-v] [--min-pass N]
 //   jobflow --help | --version
 //
@@ -54,11 +55,14 @@ const char* kUsage =
     "                             variables are written as a checkpoint in DIR/SUBDIR that the\n"
     "                             files point into (ONNX external data)\n"
     "  run FILE [--data DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]\n"
+    "      [--precision fp32|bf16]\n"
     "                             runs a predict job over the Fashion-MNIST test set (--data, default\n"
     "                             $JOBFLOW_DATA or /usr/share/datasets/fashion-mnist) or over IDX\n"
     "                             files (--input, one per placeholder, split into batches along\n"
     "                             dim 0); prints the accuracy when the job returns (labels, logits)\n"
-    "                             or logits of the test set\n"
+    "                             or logits of the test set. --precision bf16: convolutions in\n"
+    "                             bfloat16 (AMX or AVX512_BF16; float32 with a notice elsewhere);\n"
+    "                             default: the file's jobflow.precision, else fp32\n"
     "  onnx-test DIR... [-v] [--min-pass N]\n"
     "                             runs ONNX backend test cases (folders with model.onnx and\n"
     "                             test_data_set_*); fails when a case fails, when fewer than N\n"
@@ -214,7 +218,7 @@ bool is_labels(const flow::TensorSpec& s, int64_t B) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string file, data, checkpoint;
+  std::string file, data, checkpoint, precision;
   std::vector<std::string> inputs;
   int64_t max_batches = -1;
   bool use_data = false;
@@ -231,6 +235,8 @@ int cmd_run(const std::vector<std::string>& args) {
     else if (a == "--batches") max_batches = std::atoll(value().c_str());
     else if (a.rfind("--batches=", 0) == 0) max_batches = std::atoll(a.substr(10).c_str());
     else if (a == "--checkpoint") checkpoint = value();
+    else if (a == "--precision") precision = value();
+    else if (a.rfind("--precision=", 0) == 0) precision = a.substr(12);
     else if (!a.empty() && a[0] == '-') usage_error("run: unknown option '" + a + "'");
     else if (file.empty()) file = a;
     else usage_error("run: one FILE only");
@@ -239,6 +245,9 @@ int cmd_run(const std::vector<std::string>& args) {
   if (use_data && !inputs.empty()) usage_error("run: --data and --input exclude each other");
   flow::onnx::LoadOptions lo;
   lo.checkpoint = checkpoint;
+  if (!precision.empty() && precision != "fp32" && precision != "bf16")
+    usage_error("run: --precision is fp32 or bf16, got '" + precision + "'");
+  lo.precision = precision;
   auto job = flow::onnx::load(file, lo);
   const flow::Signature& sig = job->signature();
   if (sig.type != flow::JobType::Predict)

@@ -99,6 +99,7 @@ int main(int argc, char** argv) try {
     flow::onnx::LoadOptions lo;
     lo.num_threads = o.threads;
     lo.max_in_flight = 1;
+    lo.precision = o.precision;
     auto job = flow::onnx::load(file, lo);
     const flow::Signature& sig = job->signature();
     std::vector<flow::Tensor> in;

@@ -92,6 +92,9 @@ struct ExecContext {
   double lr = 0.0;         // learning rate of this step (train jobs)
   uint64_t seed = 0;       // job seed (dropout, etc.)
   bool training = false;   // train job
+  // FunctionConfig::enable_auto_mixed_precision on a CPU with bfloat16
+  // instructions: convolutions compute in bfloat16 (float32 accumulation).
+  bool bf16 = false;
 };
 
 class Primitive {

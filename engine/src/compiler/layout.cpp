@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,11 +35,7 @@ class Pass {
  public:
   Pass(Graph& g, std::vector<int>& order, const std::vector<int>& outputs, const PlanOptions& opts)
       : G(g), order_(order), keep_(outputs.begin(), outputs.end()), opts_(opts) {
-    compute_ = dt::f32;
-    if (opts.bf16) {
-      if (cpu::bf16_support() != cpu::Bf16Support::None) compute_ = dt::bf16;
-      else notice_no_bf16();
-    }
+    compute_ = opts.bf16 && cpu::bf16_usable(opts.job_name) ? dt::bf16 : dt::f32;
   }
 
   void run(std::vector<size_t>& bytes) {
@@ -59,14 +54,6 @@ class Pass {
   dt compute_;
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
-
-  void notice_no_bf16() {
-    static bool once = false;
-    if (once) return;
-    once = true;
-    std::cerr << "jobflow: job '" << opts_.job_name << "' asks for bf16 but this CPU has neither AMX nor AVX512_BF16 ("
-              << cpu::isa_name() << "); running it in float32\n";
-  }
 
   static bool on_cpu(const Node& n) { return n.placement.device == "cpu"; }
   OpKind kind(int n) const { return G.nodes[n].op->kind(); }

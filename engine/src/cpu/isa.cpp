@@ -3,6 +3,9 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <iostream>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "jobflow/backend.h"
@@ -23,6 +26,17 @@ Bf16Support bf16_support() {
   if (has(dnnl_cpu_isa_avx512_core_amx)) return Bf16Support::Amx;
   if (has(dnnl_cpu_isa_avx512_core_bf16)) return Bf16Support::Avx512Bf16;
   return Bf16Support::None;
+}
+
+bool bf16_usable(const std::string& job) {
+  if (bf16_support() != Bf16Support::None) return true;
+  static std::mutex mu;
+  static std::set<std::string> told;
+  std::lock_guard<std::mutex> lk(mu);
+  if (told.insert(job).second)
+    std::cerr << "jobflow: job '" << job << "' asks for bf16 but this CPU has neither AMX nor AVX512_BF16 ("
+              << isa_name() << "); running it in float32\n";
+  return false;
 }
 
 const char* isa_name() {

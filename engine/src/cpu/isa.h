@@ -2,6 +2,8 @@
 // jobflow::cpu_isa() in backend.h).
 #pragma once
 
+#include <string>
+
 namespace jobflow::cpu {
 
 // bfloat16 arithmetic oneDNN reaches here: AMX tiles (Intel Sapphire Rapids
@@ -9,6 +11,10 @@ namespace jobflow::cpu {
 // later), or none (bf16 would be emulated: slower than float32).
 enum class Bf16Support { None, Avx512Bf16, Amx };
 Bf16Support bf16_support();
+// Whether job `job`, which asks for bf16, gets it: true with AMX or
+// AVX512_BF16; otherwise prints a one-line notice to stderr (once per job
+// name) and returns false: the job runs in float32.
+bool bf16_usable(const std::string& job);
 // oneDNN's effective ISA, as its own short name ("avx512_core_bf16").
 const char* isa_name();
 // The same in words, with the bf16 support ("AVX-512 with bfloat16 dot

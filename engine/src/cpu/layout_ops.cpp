@@ -101,7 +101,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
                        const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dt compute,
                        std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
     : LayoutOp(std::move(orig), {std::move(out)}), p_(p), f_(std::move(f)), sources_(std::move(sources)),
-      refresh_(refresh) {
+      refresh_(refresh), bf16_(compute == dt::bf16) {
   auto& eng = dnnl_engine();
   const memory::dims sd{p.N, p.C, p.H, p.W}, dd{p.N, p.K, p.OH, p.OW};
   const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
@@ -152,6 +152,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
   }
   versions_.assign(sources_.size(), 0);
+}
+
+Attrs LayoutConv::attributes() const {
+  Attrs a = LayoutOp::attributes();
+  if (bf16_) a.push_back({"precision", std::string("bf16")});
+  return a;
 }
 
 void LayoutConv::prepare(const std::vector<Tensor>& in) const {

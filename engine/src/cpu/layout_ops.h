@@ -96,6 +96,8 @@ class LayoutConv final : public LayoutOp {
              const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dnnl::memory::data_type compute,
              std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  // With "precision=bf16" when it computes in bfloat16.
+  Attrs attributes() const override;
   // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16").
   const std::string& impl() const { return impl_; }
 
@@ -108,6 +110,7 @@ class LayoutConv final : public LayoutOp {
   ConvFusion f_;
   std::vector<std::shared_ptr<internal::VariableEntry>> sources_;
   bool refresh_;
+  bool bf16_ = false;
   int res_input_ = -1;
   std::string impl_;
   dnnl::convolution_forward conv_;
