@@ -104,6 +104,33 @@ void fuse(Graph& g, std::vector<char>& alive, const std::set<int>& keep_blobs) {
 }
 
 
+// Work of one node (Plan::flops_per_call).
+double step_flops(const Node& n, const Graph& g) {
+  auto numel_of = [&](int b) { return static_cast<double>(numel(g.blobs[b].spec.shape)); };
+  double out = 0;
+  for (int b : n.outputs) out += numel_of(b);
+  const OpKind k = n.op->kind();
+  if ((k == OpKind::Conv2d || k == OpKind::Conv2dBackwardData || k == OpKind::Conv2dBackwardWeights) &&
+      n.inputs.size() >= 2) {
+    // Each element of the larger side (y, or dy) is a sum over C/groups x R x S products.
+    const Shape& w = k == OpKind::Conv2d ? g.blobs[n.inputs[1]].spec.shape
+                                         : (k == OpKind::Conv2dBackwardData ? g.blobs[n.inputs[0]].spec.shape : Shape{});
+    const int dy = k == OpKind::Conv2d ? n.outputs[0] : n.inputs[1];
+    double per = 0;
+    if (w.size() == 4) per = static_cast<double>(w[1] * w[2] * w[3]);
+    else if (k == OpKind::Conv2dBackwardWeights) per = numel_of(n.outputs[0]) / std::max<double>(1, g.blobs[dy].spec.shape.at(1));
+    return 2 * numel_of(dy) * per;
+  }
+  if (k == OpKind::MatMul && n.inputs.size() >= 2) {
+    const Shape& a = g.blobs[n.inputs[0]].spec.shape;
+    if (a.size() >= 2) {
+      const int64_t K = n.op->attr_int("transpose_a") ? a[a.size() - 2] : a.back();
+      return 2 * numel_of(n.outputs[0]) * static_cast<double>(K);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Plan::Binding {
@@ -317,6 +344,7 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
     plan->step_var_ = e;
   }
   plan->bf16_ = opts.bf16 && cpu::bf16_usable(opts.job_name);
+  for (const Step& st : plan->steps_) plan->flops_ += step_flops(G.nodes[st.node], G);
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);

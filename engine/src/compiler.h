@@ -58,6 +58,10 @@ class Plan {
   // Sum of all intermediate blob sizes (what a plan without reuse needs).
   size_t unshared_bytes() const { return unshared_bytes_; }
   size_t num_nodes() const { return steps_.size(); }
+  // Floating-point operations of one call, estimated from the convolutions
+  // and matrix products (2 per multiply-add) and one per element written
+  // by the other nodes: what the runtime sizes a job's thread team by.
+  double flops_per_call() const { return flops_; }
   // Steps run: the step variable's value for train jobs, else the calls.
   int64_t steps_run() const;
   void set_steps_run(int64_t s);
@@ -103,6 +107,7 @@ class Plan {
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   bool profile_ = false;
   bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
+  double flops_ = 0;
   std::vector<double> prof_seconds_;  // per step
 };
 

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "compiler.h"
+#include "cpu/threads.h"
 #include "session_internal.h"
 
 namespace jobflow {
@@ -93,6 +94,8 @@ struct CompiledJobImpl {
   JobDefinition def_;
   size_t max_in_flight_;
   int threads_ = 0;
+  bool auto_threads_ = false;  // count not fixed: per call from the work and the free cores (cpu/threads.h)
+  void set_call_threads() const;  // on the thread about to run a call
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
@@ -134,6 +137,7 @@ detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Plan> plan, Signature s
     if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
   if (num_threads < 0) throw Error("[" + sig_.job_name + "] num_threads must be >= 0, got " + std::to_string(num_threads));
   threads_ = num_threads > 0 ? num_threads : omp_get_max_threads();
+  auto_threads_ = num_threads == 0;
   spin_us_ = spin_us();
   worker_ = std::thread([this, num_threads] {
     // OpenMP's thread count is per calling thread: this sets it for every
@@ -163,6 +167,11 @@ detail::CompiledJobImpl::~CompiledJobImpl() {
   cv_deliver_.notify_all();
   worker_.join();
   callbacker_.join();
+}
+
+void detail::CompiledJobImpl::set_call_threads() const {
+  const int t = auto_threads_ ? cpu::auto_threads(plan_->flops_per_call(), threads_) : threads_;
+  if (t > 0 && omp_get_max_threads() != t) omp_set_num_threads(t);
 }
 
 int spin_us() {
@@ -323,7 +332,7 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
     cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_ && submits_open_ == 0; });
     ++in_flight_;  // sync() and CheckPoint.save wait for it like any call
   }
-  if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+  set_call_threads();
   std::vector<Tensor> result;
   std::exception_ptr err;
   try {
@@ -361,7 +370,8 @@ void detail::CompiledJobImpl::worker_loop() {
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
-      try {
+    try {
+      set_call_threads();
       std::lock_guard<std::mutex> exec(exec_mu_);
       result = plan_->run(c->inputs);
       if (observer_) observer_(plan_->steps_run(), result);
