@@ -112,6 +112,13 @@ TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
   });
 }
 
+TEST_F(Precision, MatrixProductWithBiasAndRelu) {
+  check("p_mm", random({8, 64}, 8), [](Blob b) {
+    Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("p_mm_w", {64, 32})), var("p_mm_b", {32}), 1));
+    return flow::matmul(h, var("p_mm_w2", {10, 32}), false, true);
+  });
+}
+
 TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
   const Tensor x = random({4, 3, 10, 10}, 5);
   const Tensor w0 = random({8, 3, 3, 3}, 6, -0.3f, 0.3f);

@@ -213,10 +213,26 @@ class Pass {
 
   // Kernels that read and write blocked memory (when one of their inputs is
   // blocked; a convolution always, for its prepared weights).
-  enum class Cap { None, Conv, Pool, Gap, Eltwise, Binary };
+  enum class Cap { None, Conv, MatMul, Pool, Gap, Eltwise, Binary };
+  // A weight-like input: produced by a variable or a constant.
+  bool is_weight(int b) const {
+    const int p = G.blobs[b].producer;
+    if (p < 0) return false;
+    const Primitive* op = G.nodes[p].op.get();
+    return dynamic_cast<const internal::VariableOp*>(op) || op->kind() == OpKind::Constant;
+  }
   Cap capability(int n) const {
     const Node& node = G.nodes[n];
     if (groups_.count(n)) return Cap::Conv;
+    // Matrix products change kernel only for bf16: in float32 the GEMM
+    // path (which already takes the bias and relu) stays as it is.
+    if (kind(n) == OpKind::MatMul && compute_ == dt::bf16 && on_cpu(node) && node.inputs.size() >= 2) {
+      const TensorSpec &a = spec(node.inputs[0]), &w = spec(node.inputs[1]);
+      const bool ok = a.dtype == DType::Float32 && w.dtype == DType::Float32 && a.shape.size() == 2 &&
+                      w.shape.size() == 2 && !node.op->attr_int("transpose_a") && is_weight(node.inputs[1]) &&
+                      (node.inputs.size() == 2 || is_weight(node.inputs[2]));
+      return ok ? Cap::MatMul : Cap::None;
+    }
     if (!on_cpu(node) || node.inputs.empty() || !f32_4d(spec(node.inputs[0]))) return Cap::None;
     switch (kind(n)) {
       case OpKind::MaxPool2d:
@@ -353,6 +369,26 @@ class Pass {
         node.op = op;
         if (cpu::is_plain_f32(op->dst_desc())) out.push_back(n);
         else produced_blocked(n, op->dst_desc());
+        continue;
+      }
+      if (cap == Cap::MatMul) {
+        const Primitive& mm = *node.op;
+        const Shape& a = spec(node.inputs[0]).shape;
+        const Shape& w = spec(node.inputs[1]).shape;
+        const bool tb = mm.attr_int("transpose_b") != 0;
+        std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
+        for (size_t k = 1; k < node.inputs.size(); ++k)
+          if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[node.inputs[k]].producer].op.get()))
+            sources[k] = v->entry();
+        for (int& b : node.inputs)
+          if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
+        try {
+          node.op = std::make_shared<cpu::LayoutMatMul>(node.op, spec(node.outputs[0]), a[0], a[1], tb ? w[0] : w[1],
+                                                        tb, mm.attr_int("bias") != 0, mm.attr_int("relu") != 0,
+                                                        compute_, sources, false);
+        } catch (const dnnl::error&) {  // runs as written
+        }
+        out.push_back(n);
         continue;
       }
       bool any_blocked = false;

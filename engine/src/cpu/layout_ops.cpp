@@ -207,6 +207,79 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   dnnl_stream().wait();
 }
 
+// ---------------------------------------------------------------- matmul
+
+LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
+                           bool transpose_b, bool bias, bool relu, dt compute,
+                           std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+    : LayoutOp(std::move(orig), {std::move(out)}), bias_(bias), bf16_(compute == dt::bf16), refresh_(refresh),
+      sources_(std::move(sources)) {
+  auto& eng = dnnl_engine();
+  user_w_md_ = MemDesc({N, K}, dt::f32, transpose_b ? tag::ab : tag::ba);
+  const MemDesc src_user({M, K}, dt::f32, tag::ab), src_any({M, K}, compute, tag::any);
+  const MemDesc wei_any({N, K}, compute, tag::any), bias_md({N}, dt::f32, tag::a), dst_md({M, N}, dt::f32, tag::ab);
+  using ip = dnnl::inner_product_forward;
+  ip::desc d = bias ? ip::desc(dnnl::prop_kind::forward_inference, src_any, wei_any, bias_md, dst_md)
+                    : ip::desc(dnnl::prop_kind::forward_inference, src_any, wei_any, dst_md);
+  dnnl::primitive_attr attr = scratch_attr();
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  ip::primitive_desc pd(d, attr, eng);
+  prim_ = ip(pd);
+  dst_ = pd.dst_desc();
+  src_user_ = user_mem(src_user);
+  reorder_src_ = src_user != pd.src_desc();
+  if (reorder_src_) {
+    src_prim_ = memory(pd.src_desc(), eng);
+    src_reorder_ = dnnl::reorder(src_user_, src_prim_);
+    src_args_ = {{DNNL_ARG_FROM, src_user_.get()}, {DNNL_ARG_TO, src_prim_.get()}};
+  }
+  wei_ = memory(pd.weights_desc(), eng);
+  if (bias) bias_mem_ = memory(bias_md, eng);
+  dst_mem_ = user_mem(dst_);
+  args_ = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+           {DNNL_ARG_WEIGHTS, wei_.get()},
+           {DNNL_ARG_DST, dst_mem_.get()}};
+  if (bias) args_.push_back({DNNL_ARG_BIAS, bias_mem_.get()});
+  if (pd.scratchpad_desc().get_size() != 0) {
+    scratch_ = memory(pd.scratchpad_desc(), eng);
+    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
+  }
+  versions_.assign(sources_.size(), 0);
+}
+
+Attrs LayoutMatMul::attributes() const {
+  Attrs a = orig_->attributes();  // in and out stay plain float32
+  if (bf16_) a.push_back({"precision", std::string("bf16")});
+  return a;
+}
+
+void LayoutMatMul::prepare(const std::vector<Tensor>& in) const {
+  bool stale = !prepared_ || refresh_;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i] && sources_[i]->version.load(std::memory_order_acquire) != versions_[i]) stale = true;
+  if (!stale) return;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i]) versions_[i] = sources_[i]->version.load(std::memory_order_acquire);
+  memory user(user_w_md_, dnnl_engine(), in[1].raw());
+  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+  dnnl_stream().wait();
+  if (bias_) std::memcpy(bias_mem_.get_data_handle(), in[2].raw(), in[2].nbytes());
+  prepared_ = true;
+}
+
+void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  prepare(in);
+  src_user_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  if (reorder_src_) dnnl_execute(src_reorder_, src_args_);
+  dnnl_execute(prim_, args_);
+  dnnl_stream().wait();
+}
+
 // ---------------------------------------------------------------- pool
 
 LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,

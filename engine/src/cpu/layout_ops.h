@@ -124,6 +124,32 @@ class LayoutConv final : public LayoutOp {
   mutable std::vector<float> folded_w_;
 };
 
+// A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
+// [relu] of a bf16 predict plan whose weights come from variables or
+// constants: oneDNN's inner product in bfloat16 (float32 accumulation) with
+// the weights converted once per version, float32 row-major in and out.
+class LayoutMatMul final : public LayoutOp {
+ public:
+  LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
+               bool transpose_b, bool bias, bool relu, dnnl::memory::data_type compute,
+               std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  Attrs attributes() const override;
+
+ private:
+  void prepare(const std::vector<Tensor>& in) const;
+  bool bias_, bf16_, refresh_;
+  std::vector<std::shared_ptr<internal::VariableEntry>> sources_;
+  dnnl::inner_product_forward prim_;
+  MemDesc user_w_md_;
+  mutable dnnl::memory src_user_, src_prim_, wei_, bias_mem_, dst_mem_, scratch_;
+  dnnl::reorder src_reorder_;
+  bool reorder_src_ = false;
+  std::vector<dnnl_exec_arg_t> args_, src_args_;
+  mutable bool prepared_ = false;
+  mutable std::vector<uint64_t> versions_;
+};
+
 class LayoutPool final : public LayoutOp {
  public:
   // Max or average pooling of x (format `src_md`); a global average pool is
