@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "compiler.h"
+#include "cpu/dnnl_common.h"
+#include "cpu/layout_ops.h"
 
 namespace flow = jobflow;
 using flow::Blob;
@@ -214,6 +216,48 @@ TEST_F(Layout, PreparedWeightsFollowTheirVariables) {
   const Tensor stepped = r(x);
   EXPECT_GT(rel_diff(stepped, after), 1e-4);
   EXPECT_LE(rel_diff(f(x), stepped), 1e-5);
+}
+
+}  // namespace
+
+namespace {
+
+// LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN
+// picks channels-last for the shapes above; aBcd16b with padded channels
+// here), against the plain product.
+TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("cw").enable_fusion(false),
+                                   {flow::Numpy::Placeholder({2, 20, 5, 5}), flow::Numpy::Placeholder({2, 20, 1, 1})},
+                                   [](Blob a, Blob b) -> flow::Numpy { return flow::mul(a, b); });
+  std::shared_ptr<const flow::Primitive> mul;
+  for (const auto& n : job.compiled()->plan().graph().nodes)
+    if (n.op->kind() == flow::OpKind::Mul) mul = n.op;
+  ASSERT_TRUE(mul);
+  const Tensor x = random({2, 20, 5, 5}, 9), s = random({2, 20, 1, 1}, 10);
+  const Tensor want = job(x, s);
+  for (tag t : {tag::aBcd16b, tag::aBcd8b, tag::acdb}) {
+    const dnnl::memory::desc bx({2, 20, 5, 5}, dt::f32, t), bs({2, 20, 1, 1}, dt::f32, t);
+    auto& eng = flow::cpu::dnnl_engine();
+    auto to = [&](const Tensor& v, const dnnl::memory::desc& md) {
+      dnnl::memory user(flow::cpu::plain_desc(v.shape()), eng, v.raw()), m(md, eng);
+      dnnl::reorder(user, m).execute(flow::cpu::dnnl_stream(), user, m);
+      return m;
+    };
+    dnnl::memory mx = to(x, bx), ms = to(s, bs), my(bx, eng);
+    flow::cpu::LayoutBinary op(mul, {{2, 20, 5, 5}, flow::Float}, dnnl::algorithm::binary_mul, 0, bx, bs);
+    EXPECT_TRUE(op.channelwise()) << static_cast<int>(t);
+    flow::ExecContext ctx;
+    op.eval_cpu({Tensor::wrap(mx.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr),
+                 Tensor::wrap(ms.get_data_handle(), {2, 20, 1, 1}, flow::Float, nullptr)},
+                {Tensor::wrap(my.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr)}, ctx);
+    Tensor got({2, 20, 5, 5}, flow::Float);
+    dnnl::memory back(flow::cpu::plain_desc(got.shape()), eng, got.raw());
+    dnnl::reorder(my, back).execute(flow::cpu::dnnl_stream(), my, back);
+    flow::cpu::dnnl_stream().wait();
+    EXPECT_TRUE(got.equal(want)) << static_cast<int>(t);
+  }
 }
 
 }  // namespace

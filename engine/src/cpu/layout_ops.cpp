@@ -346,13 +346,85 @@ LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out
   src1_ = user_mem(src1_md);
   dst_mem_ = user_mem(dst_);
   args_ = {{DNNL_ARG_SRC_0, src0_.get()}, {DNNL_ARG_SRC_1, src1_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+  // The channel-wise case, recognised from the blocking of both operands.
+  const auto d0 = src0_md.dims(), d1 = src1_md.dims();
+  const dnnl_memory_desc_t &m0 = src0_md.data, &m1 = src1_md.data;
+  if (d0.size() == 4 && d1.size() == 4 && d1[0] == d0[0] && d1[1] == d0[1] && d1[2] == 1 && d1[3] == 1 &&
+      d0[2] * d0[3] > 1 && m0.data_type == dnnl_f32 && m1.data_type == dnnl_f32 && m0.format_kind == dnnl_blocked &&
+      m1.format_kind == dnnl_blocked && m0.offset0 == 0 && m1.offset0 == 0) {
+    const auto& b0 = m0.format_desc.blocking;
+    const auto& b1 = m1.format_desc.blocking;
+    Channelwise c;
+    c.mul = alg == dnnl::algorithm::binary_mul;
+    c.N = d0[0], c.C = d0[1], c.HW = d0[2] * d0[3];
+    c.x_n = b0.strides[0];
+    bool ok0 = false;
+    if (b0.inner_nblks == 0) {  // channels-last: acdb
+      ok0 = b0.strides[1] == 1 && b0.strides[3] == c.C && b0.strides[2] == c.C * d0[3];
+    } else if (b0.inner_nblks == 1 && b0.inner_idxs[0] == 1) {  // aBcd8b / aBcd16b
+      c.block = b0.inner_blks[0];
+      ok0 = b0.strides[3] == c.block && b0.strides[2] == c.block * d0[3] && b0.strides[1] == c.block * c.HW;
+    }
+    // src1: n and c offsets only (H = W = 1).
+    bool ok1 = false;
+    c.s_n = b1.strides[0];
+    if (b1.inner_nblks == 0) ok1 = b1.strides[1] == 1;
+    else if (b1.inner_nblks == 1 && b1.inner_idxs[0] == 1) {
+      ok1 = true;
+      c.s_block = b1.strides[1];
+      ok1 = b1.inner_blks[0] == (c.block ? c.block : b1.inner_blks[0]);
+      if (c.block == 0) ok1 = false;  // mixed blockings: leave it to oneDNN
+    }
+    c.on = ok0 && ok1 && (c.block == 0 ? b1.inner_nblks == 0 : b1.inner_nblks == 1);
+    cw_ = c;
+  }
   if (pd.scratchpad_desc().get_size() != 0) {
     scratch_ = memory(pd.scratchpad_desc(), eng);
     args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
   }
 }
 
+void LayoutBinary::channelwise(const float* x, const float* s, float* y) const {
+  const Channelwise& c = cw_;
+  if (c.block == 0) {  // channels-last: each pixel is C contiguous channels
+#pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t p = 0; p < c.HW; ++p) {
+        const float* xs = x + n * c.x_n + p * c.C;
+        const float* ss = s + n * c.s_n;
+        float* ys = y + n * c.x_n + p * c.C;
+        if (c.mul)
+#pragma omp simd
+          for (int64_t k = 0; k < c.C; ++k) ys[k] = xs[k] * ss[k];
+        else
+#pragma omp simd
+          for (int64_t k = 0; k < c.C; ++k) ys[k] = xs[k] + ss[k];
+      }
+    return;
+  }
+  const int64_t B = c.block, blocks = (c.C + B - 1) / B;
+#pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const float* xs = x + n * c.x_n + cb * B * c.HW;
+      const float* ss = s + n * c.s_n + cb * c.s_block;
+      float* ys = y + n * c.x_n + cb * B * c.HW;
+      for (int64_t p = 0; p < c.HW; ++p)
+        if (c.mul)
+#pragma omp simd
+          for (int64_t k = 0; k < B; ++k) ys[p * B + k] = xs[p * B + k] * ss[k];
+        else
+#pragma omp simd
+          for (int64_t k = 0; k < B; ++k) ys[p * B + k] = xs[p * B + k] + ss[k];
+    }
+}
+
 void LayoutBinary::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  if (cw_.on) {
+    channelwise(static_cast<const float*>(in[first_].raw()), static_cast<const float*>(in[1 - first_].raw()),
+                static_cast<float*>(out[0].raw()));
+    return;
+  }
   src0_.set_data_handle(in[first_].raw());
   src1_.set_data_handle(in[1 - first_].raw());
   dst_mem_.set_data_handle(out[0].raw());

@@ -182,8 +182,20 @@ class LayoutBinary final : public LayoutOp {
   LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out, dnnl::algorithm alg, int first,
                const MemDesc& src0_md, const MemDesc& src1_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  bool channelwise() const { return cw_.on; }  // runs its own loop (below)
 
  private:
+  // src1 (N, C, 1, 1) scaling or shifting float32 channels-last or
+  // channel-blocked src0 (a squeeze-and-excitation's mul): a direct loop,
+  // which oneDNN 2.6's generic binary kernel runs several times slower.
+  struct Channelwise {
+    bool on = false, mul = true;
+    int64_t N = 0, C = 0, HW = 0;
+    int64_t block = 0;              // 0: channels-last; else the channel block (8, 16)
+    int64_t x_n = 0, s_n = 0;       // strides of n in src0 and src1 (elements)
+    int64_t s_block = 0;            // src1: stride of a channel block (0: plain channels)
+  } cw_;
+  void channelwise(const float* x, const float* s, float* y) const;
   int first_;
   dnnl::binary prim_;
   mutable dnnl::memory src0_, src1_, dst_mem_, scratch_;
