@@ -35,6 +35,7 @@
 #include "jobflow/tensor.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <array>
 #include <atomic>
@@ -217,7 +218,10 @@ Key conv_key(const Conv2dParams& p, ConvPass pass, bool bias, bool relu, ConvLay
   return Key{static_cast<int64_t>(pass), p.N,        p.C,          p.H,         p.W,         p.K,
              p.R,                        p.S,        p.OH,         p.OW,        p.stride_h,  p.stride_w,
              p.pad_top,                  p.pad_left, p.pad_bottom, p.pad_right, p.dil_h,     p.dil_w,
-             p.groups,                   bias,       relu,         static_cast<int64_t>(layout), bf16, 0};
+             p.groups,                   bias,       relu,         static_cast<int64_t>(layout), bf16,
+             // oneDNN fixes a primitive's thread partitioning at creation:
+             // one entry per OpenMP thread count the calling thread runs with.
+             omp_get_max_threads()};
 }
 
 // Memory descriptors and geometry shared by the three passes.
@@ -393,7 +397,7 @@ Key pool_key(const Pool2dParams& p, PoolPass pass) {
   return Key{static_cast<int64_t>(pass), p.N,         p.C,          p.H,          p.W,
              p.OH,                       p.OW,        p.kh,         p.kw,         p.sh,
              p.sw,                       p.pad_top,   p.pad_left,   p.pad_bottom, p.pad_right,
-             static_cast<int64_t>(p.kind), 0, 0, 0, 0, 0, 0, 0, 0};
+             static_cast<int64_t>(p.kind), omp_get_max_threads(), 0, 0, 0, 0, 0, 0, 0};
 }
 
 // Pooling runs directly on NCHW: it is memory-bound and cheap, so reordering

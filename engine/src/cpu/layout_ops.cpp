@@ -7,6 +7,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <omp.h>
+
 #include "cpu/dnnl_common.h"
 #include "session_internal.h"
 
@@ -71,6 +73,23 @@ const char* alg_name(dnnl::algorithm a) {
 
 }  // namespace
 
+void PerThreadCount::execute() const {
+  const int t = omp_get_max_threads();
+  for (const Variant& v : variants_)
+    if (v.threads == t) return dnnl_execute(v.prim, v.args);
+  Variant v;
+  v.threads = t;
+  MemDesc sp;
+  v.prim = make_(&sp);
+  v.args = args_;
+  if (sp.get_size() != 0) {
+    v.scratch = memory(sp, dnnl_engine());
+    v.args.push_back({DNNL_ARG_SCRATCHPAD, v.scratch.get()});
+  }
+  variants_.push_back(std::move(v));
+  dnnl_execute(variants_.back().prim, variants_.back().args);
+}
+
 Attrs LayoutOp::attributes() const {
   Attrs a = orig_->attributes();
   const std::string f = fused();
@@ -123,9 +142,14 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   for (const auto& e : f_.post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
   attr.set_post_ops(po);
   cf::primitive_desc pd(d, attr, eng);
-  conv_ = cf(pd);
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
+  // The formats are chosen now; the primitive is built on the worker.
+  const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = pd.dst_desc();
+  cf::desc fixed = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
+                                       wei_f, bias_md, dst_f, strides, dil, pl, pr)
+                            : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
+                                       wei_f, dst_f, strides, dil, pl, pr);
 
   src_user_ = user_mem(src_md);
   reorder_src_ = src_md != pd.src_desc();
@@ -143,14 +167,17 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     res_args_ = {{DNNL_ARG_FROM, res_user_.get()}, {DNNL_ARG_TO, dst_mem_.get()}};
     res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
   }
-  args_ = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
-           {DNNL_ARG_WEIGHTS, wei_.get()},
-           {DNNL_ARG_DST, dst_mem_.get()}};
-  if (has_bias) args_.push_back({DNNL_ARG_BIAS, bias_.get()});
-  if (pd.scratchpad_desc().get_size() != 0) {
-    scratch_ = memory(pd.scratchpad_desc(), eng);
-    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
-  }
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+                                       {DNNL_ARG_WEIGHTS, wei_.get()},
+                                       {DNNL_ARG_DST, dst_mem_.get()}};
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, bias_.get()});
+  conv_.init(
+      [fixed, attr](MemDesc* sp) {
+        cf::primitive_desc p(fixed, attr, dnnl_engine());
+        *sp = p.scratchpad_desc();
+        return dnnl::primitive(cf(p));
+      },
+      std::move(args));
   versions_.assign(sources_.size(), 0);
 }
 
@@ -203,7 +230,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     res_user_.set_data_handle(in[res_input_].raw());
     dnnl_execute(res_reorder_, res_args_);
   }
-  dnnl_execute(conv_, args_);
+  conv_.execute();
   dnnl_stream().wait();
 }
 
@@ -228,8 +255,9 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
     attr.set_post_ops(po);
   }
   ip::primitive_desc pd(d, attr, eng);
-  prim_ = ip(pd);
   dst_ = pd.dst_desc();
+  ip::desc fixed = bias ? ip::desc(dnnl::prop_kind::forward_inference, pd.src_desc(), pd.weights_desc(), bias_md, dst_md)
+                        : ip::desc(dnnl::prop_kind::forward_inference, pd.src_desc(), pd.weights_desc(), dst_md);
   src_user_ = user_mem(src_user);
   reorder_src_ = src_user != pd.src_desc();
   if (reorder_src_) {
@@ -240,14 +268,17 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
   wei_ = memory(pd.weights_desc(), eng);
   if (bias) bias_mem_ = memory(bias_md, eng);
   dst_mem_ = user_mem(dst_);
-  args_ = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
-           {DNNL_ARG_WEIGHTS, wei_.get()},
-           {DNNL_ARG_DST, dst_mem_.get()}};
-  if (bias) args_.push_back({DNNL_ARG_BIAS, bias_mem_.get()});
-  if (pd.scratchpad_desc().get_size() != 0) {
-    scratch_ = memory(pd.scratchpad_desc(), eng);
-    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
-  }
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+                                       {DNNL_ARG_WEIGHTS, wei_.get()},
+                                       {DNNL_ARG_DST, dst_mem_.get()}};
+  if (bias) args.push_back({DNNL_ARG_BIAS, bias_mem_.get()});
+  prim_.init(
+      [fixed, attr](MemDesc* sp) {
+        ip::primitive_desc p(fixed, attr, dnnl_engine());
+        *sp = p.scratchpad_desc();
+        return dnnl::primitive(ip(p));
+      },
+      std::move(args));
   versions_.assign(sources_.size(), 0);
 }
 
@@ -276,7 +307,7 @@ void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Ten
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   if (reorder_src_) dnnl_execute(src_reorder_, src_args_);
-  dnnl_execute(prim_, args_);
+  prim_.execute();
   dnnl_stream().wait();
 }
 
@@ -293,21 +324,24 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
   dnnl::pooling_forward::primitive_desc pd(d, scratch_attr(), eng);
-  prim_ = dnnl::pooling_forward(pd);
   dst_ = pd.dst_desc();
   src_ = user_mem(src_md);
   dst_mem_ = user_mem(dst_);
-  args_ = {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
-  if (pd.scratchpad_desc().get_size() != 0) {
-    scratch_ = memory(pd.scratchpad_desc(), eng);
-    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
-  }
+  dnnl::pooling_forward::desc fixed(dnnl::prop_kind::forward_inference, alg, src_md, dst_, {p.sh, p.sw}, {p.kh, p.kw},
+                                    {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+  prim_.init(
+      [fixed](MemDesc* sp) {
+        dnnl::pooling_forward::primitive_desc q(fixed, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::pooling_forward(q));
+      },
+      {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
 }
 
 void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   src_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  dnnl_execute(prim_, args_);
+  prim_.execute();
   dnnl_stream().wait();
 }
 
@@ -318,17 +352,22 @@ LayoutEltwise::LayoutEltwise(std::shared_ptr<const Primitive> orig, TensorSpec o
     : LayoutOp(std::move(orig), {std::move(out)}) {
   dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, e.alg, src_md, e.alpha, e.beta);
   dnnl::eltwise_forward::primitive_desc pd(d, dnnl_engine());
-  prim_ = dnnl::eltwise_forward(pd);
   dst_ = pd.dst_desc();
   src_ = user_mem(src_md);
   dst_mem_ = user_mem(dst_);
-  args_ = {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+  prim_.init(
+      [d](MemDesc* sp) {
+        dnnl::eltwise_forward::primitive_desc q(d, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::eltwise_forward(q));
+      },
+      {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
 }
 
 void LayoutEltwise::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   src_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  dnnl_execute(prim_, args_);
+  prim_.execute();
   dnnl_stream().wait();
 }
 
@@ -340,12 +379,17 @@ LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out
   auto& eng = dnnl_engine();
   dnnl::binary::desc d(alg, src0_md, src1_md, src0_md);
   dnnl::binary::primitive_desc pd(d, scratch_attr(), eng);
-  prim_ = dnnl::binary(pd);
   dst_ = pd.dst_desc();
   src0_ = user_mem(src0_md);
   src1_ = user_mem(src1_md);
   dst_mem_ = user_mem(dst_);
-  args_ = {{DNNL_ARG_SRC_0, src0_.get()}, {DNNL_ARG_SRC_1, src1_.get()}, {DNNL_ARG_DST, dst_mem_.get()}};
+  prim_.init(
+      [d](MemDesc* sp) {
+        dnnl::binary::primitive_desc q(d, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::binary(q));
+      },
+      {{DNNL_ARG_SRC_0, src0_.get()}, {DNNL_ARG_SRC_1, src1_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
   // The channel-wise case, recognised from the blocking of both operands.
   const auto d0 = src0_md.dims(), d1 = src1_md.dims();
   const dnnl_memory_desc_t &m0 = src0_md.data, &m1 = src1_md.data;
@@ -377,10 +421,6 @@ LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out
     }
     c.on = ok0 && ok1 && (c.block == 0 ? b1.inner_nblks == 0 : b1.inner_nblks == 1);
     cw_ = c;
-  }
-  if (pd.scratchpad_desc().get_size() != 0) {
-    scratch_ = memory(pd.scratchpad_desc(), eng);
-    args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
   }
 }
 
@@ -428,7 +468,7 @@ void LayoutBinary::eval_cpu(const std::vector<Tensor>& in, const std::vector<Ten
   src0_.set_data_handle(in[first_].raw());
   src1_.set_data_handle(in[1 - first_].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  dnnl_execute(prim_, args_);
+  prim_.execute();
   dnnl_stream().wait();
 }
 

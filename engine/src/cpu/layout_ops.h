@@ -30,6 +30,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,35 @@ struct VariableEntry;
 namespace jobflow::cpu {
 
 using MemDesc = dnnl::memory::desc;
+
+// oneDNN fixes a primitive's thread partitioning when it is created (from
+// the creating thread's OpenMP count), and a plan is compiled on one thread
+// but runs on the job's worker with the job's count (which may change per
+// call, cpu/threads.h). So a kernel keeps one primitive per thread count it
+// has run with, built from fixed memory descriptors on first use.
+class PerThreadCount {
+ public:
+  // make(scratchpad): creates the primitive for the calling thread and sets
+  // *scratchpad to its scratchpad's descriptor. `args`: every argument but
+  // the scratchpad (handles re-pointed by the caller, never replaced).
+  using Make = std::function<dnnl::primitive(MemDesc* scratchpad)>;
+  void init(Make make, std::vector<dnnl_exec_arg_t> args) {
+    make_ = std::move(make);
+    args_ = std::move(args);
+  }
+  void execute() const;
+
+ private:
+  struct Variant {
+    int threads;
+    dnnl::primitive prim;
+    dnnl::memory scratch;
+    std::vector<dnnl_exec_arg_t> args;
+  };
+  Make make_;
+  std::vector<dnnl_exec_arg_t> args_;
+  mutable std::vector<Variant> variants_;
+};
 
 // "f32:abcd", "bf16:aBcd16b" (oneDNN's letters: a capital is a blocked dim).
 std::string desc_str(const MemDesc& md);
@@ -113,12 +143,12 @@ class LayoutConv final : public LayoutOp {
   bool bf16_ = false;
   int res_input_ = -1;
   std::string impl_;
-  dnnl::convolution_forward conv_;
+  PerThreadCount conv_;
   MemDesc user_w_md_;
-  mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_, scratch_;
+  mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
   dnnl::reorder src_reorder_, res_reorder_;
   bool reorder_src_ = false;
-  std::vector<dnnl_exec_arg_t> args_, src_args_, res_args_;
+  std::vector<dnnl_exec_arg_t> src_args_, res_args_;
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
   mutable std::vector<float> folded_w_;
@@ -140,12 +170,12 @@ class LayoutMatMul final : public LayoutOp {
   void prepare(const std::vector<Tensor>& in) const;
   bool bias_, bf16_, refresh_;
   std::vector<std::shared_ptr<internal::VariableEntry>> sources_;
-  dnnl::inner_product_forward prim_;
+  PerThreadCount prim_;
   MemDesc user_w_md_;
-  mutable dnnl::memory src_user_, src_prim_, wei_, bias_mem_, dst_mem_, scratch_;
+  mutable dnnl::memory src_user_, src_prim_, wei_, bias_mem_, dst_mem_;
   dnnl::reorder src_reorder_;
   bool reorder_src_ = false;
-  std::vector<dnnl_exec_arg_t> args_, src_args_;
+  std::vector<dnnl_exec_arg_t> src_args_;
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
 };
@@ -159,9 +189,8 @@ class LayoutPool final : public LayoutOp {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
 
  private:
-  dnnl::pooling_forward prim_;
-  mutable dnnl::memory src_, dst_mem_, scratch_;
-  std::vector<dnnl_exec_arg_t> args_;
+  PerThreadCount prim_;
+  mutable dnnl::memory src_, dst_mem_;
 };
 
 class LayoutEltwise final : public LayoutOp {
@@ -170,9 +199,8 @@ class LayoutEltwise final : public LayoutOp {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
 
  private:
-  dnnl::eltwise_forward prim_;
+  PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
-  std::vector<dnnl_exec_arg_t> args_;
 };
 
 class LayoutBinary final : public LayoutOp {
@@ -197,9 +225,8 @@ class LayoutBinary final : public LayoutOp {
   } cw_;
   void channelwise(const float* x, const float* s, float* y) const;
   int first_;
-  dnnl::binary prim_;
-  mutable dnnl::memory src0_, src1_, dst_mem_, scratch_;
-  std::vector<dnnl_exec_arg_t> args_;
+  PerThreadCount prim_;
+  mutable dnnl::memory src0_, src1_, dst_mem_;
 };
 
 class LayoutReorder final : public Primitive {
