@@ -171,6 +171,9 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   EXPECT_TRUE(keeps_format(r.ops, "add")) << r.plan;
   // One reorder: the pooled features before the reshape.
   EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;
+  // The add writes over the product, which nothing else reads.
+  EXPECT_TRUE(any_has(r.ops, "add", "in_place=1")) << r.plan;
+  EXPECT_FALSE(any_has(r.ops, "mul", "in_place=1")) << r.plan;  // e is read by the pool too
   EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
 }
 

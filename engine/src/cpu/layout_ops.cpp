@@ -94,6 +94,7 @@ Attrs LayoutOp::attributes() const {
   Attrs a = orig_->attributes();
   const std::string f = fused();
   if (!f.empty()) a.push_back({"fused", f});
+  if (in_place_ >= 0) a.push_back({"in_place", int64_t{1}});
   a.push_back({"layout", desc_str(dst_)});
   return a;
 }

@@ -90,12 +90,18 @@ class LayoutOp : public Primitive {
   Attrs attributes() const override;
   // The format of output 0.
   const MemDesc& dst_desc() const { return dst_; }
+  // In place: output 0 takes the buffer of input `in_place` (the pass sets
+  // it when nothing reads that input afterwards; element-wise and binary
+  // kernels only).
+  void set_in_place(int input) { in_place_ = input; }
+  int aliases_input(int out) const override { return out == 0 ? in_place_ : -1; }
 
  protected:
   virtual std::string fused() const { return ""; }
   std::shared_ptr<const Primitive> orig_;
   std::vector<TensorSpec> out_;
   MemDesc dst_;
+  int in_place_ = -1;
 };
 
 struct EltwiseStep {
@@ -211,6 +217,7 @@ class LayoutBinary final : public LayoutOp {
                const MemDesc& src0_md, const MemDesc& src1_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   bool channelwise() const { return cw_.on; }  // runs its own loop (below)
+  int first() const { return first_; }
 
  private:
   // src1 (N, C, 1, 1) scaling or shifting float32 channels-last or
