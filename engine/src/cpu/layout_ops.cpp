@@ -90,6 +90,17 @@ void PerThreadCount::execute() const {
   dnnl_execute(variants_.back().prim, variants_.back().args);
 }
 
+void PerThreadCount::init_reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  const MemDesc f = from.get_desc(), t = to.get_desc();
+  init(
+      [f, t](MemDesc* sp) {
+        dnnl::reorder::primitive_desc pd(dnnl_engine(), f, dnnl_engine(), t);
+        *sp = MemDesc();
+        return dnnl::primitive(dnnl::reorder(pd));
+      },
+      {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}});
+}
+
 Attrs LayoutOp::attributes() const {
   Attrs a = orig_->attributes();
   const std::string f = fused();
@@ -156,16 +167,14 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   reorder_src_ = src_md != pd.src_desc();
   if (reorder_src_) {
     src_prim_ = memory(pd.src_desc(), eng);
-    src_reorder_ = dnnl::reorder(src_user_, src_prim_);
-    src_args_ = {{DNNL_ARG_FROM, src_user_.get()}, {DNNL_ARG_TO, src_prim_.get()}};
+    src_reorder_.init_reorder(src_user_, src_prim_);
   }
   wei_ = memory(pd.weights_desc(), eng);
   if (has_bias) bias_ = memory(bias_md, eng);
   dst_mem_ = user_mem(dst_);
   if (f_.residual) {
     res_user_ = user_mem(*res_md);
-    res_reorder_ = dnnl::reorder(res_user_, dst_mem_);
-    res_args_ = {{DNNL_ARG_FROM, res_user_.get()}, {DNNL_ARG_TO, dst_mem_.get()}};
+    res_reorder_.init_reorder(res_user_, dst_mem_);
     res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
   }
   std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
@@ -226,10 +235,10 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   prepare(in);
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  if (reorder_src_) dnnl_execute(src_reorder_, src_args_);
+  if (reorder_src_) src_reorder_.execute();
   if (f_.residual) {
     res_user_.set_data_handle(in[res_input_].raw());
-    dnnl_execute(res_reorder_, res_args_);
+    res_reorder_.execute();
   }
   conv_.execute();
   dnnl_stream().wait();
@@ -263,8 +272,7 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
   reorder_src_ = src_user != pd.src_desc();
   if (reorder_src_) {
     src_prim_ = memory(pd.src_desc(), eng);
-    src_reorder_ = dnnl::reorder(src_user_, src_prim_);
-    src_args_ = {{DNNL_ARG_FROM, src_user_.get()}, {DNNL_ARG_TO, src_prim_.get()}};
+    src_reorder_.init_reorder(src_user_, src_prim_);
   }
   wei_ = memory(pd.weights_desc(), eng);
   if (bias) bias_mem_ = memory(bias_md, eng);
@@ -307,7 +315,7 @@ void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Ten
   prepare(in);
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  if (reorder_src_) dnnl_execute(src_reorder_, src_args_);
+  if (reorder_src_) src_reorder_.execute();
   prim_.execute();
   dnnl_stream().wait();
 }
@@ -479,8 +487,7 @@ LayoutReorder::LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc
     : spec_(std::move(spec)), from_(from), to_(to) {
   src_ = user_mem(from_);
   dst_mem_ = user_mem(to_);
-  prim_ = dnnl::reorder(src_, dst_mem_);
-  args_ = {{DNNL_ARG_FROM, src_.get()}, {DNNL_ARG_TO, dst_mem_.get()}};
+  prim_.init_reorder(src_, dst_mem_);
 }
 
 Attrs LayoutReorder::attributes() const { return {{"from", desc_str(from_)}, {"to", desc_str(to_)}}; }
@@ -488,7 +495,7 @@ Attrs LayoutReorder::attributes() const { return {{"from", desc_str(from_)}, {"t
 void LayoutReorder::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   src_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  dnnl_execute(prim_, args_);
+  prim_.execute();
   dnnl_stream().wait();
 }
 

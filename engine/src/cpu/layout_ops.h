@@ -61,6 +61,8 @@ class PerThreadCount {
     make_ = std::move(make);
     args_ = std::move(args);
   }
+  // A reorder from `from` to `to` (handles re-pointed by the caller).
+  void init_reorder(const dnnl::memory& from, const dnnl::memory& to);
   void execute() const;
 
  private:
@@ -152,9 +154,8 @@ class LayoutConv final : public LayoutOp {
   PerThreadCount conv_;
   MemDesc user_w_md_;
   mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
-  dnnl::reorder src_reorder_, res_reorder_;
+  PerThreadCount src_reorder_, res_reorder_;
   bool reorder_src_ = false;
-  std::vector<dnnl_exec_arg_t> src_args_, res_args_;
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
   mutable std::vector<float> folded_w_;
@@ -179,9 +180,8 @@ class LayoutMatMul final : public LayoutOp {
   PerThreadCount prim_;
   MemDesc user_w_md_;
   mutable dnnl::memory src_user_, src_prim_, wei_, bias_mem_, dst_mem_;
-  dnnl::reorder src_reorder_;
+  PerThreadCount src_reorder_;
   bool reorder_src_ = false;
-  std::vector<dnnl_exec_arg_t> src_args_;
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
 };
@@ -248,9 +248,8 @@ class LayoutReorder final : public Primitive {
  private:
   TensorSpec spec_;
   MemDesc from_, to_;
-  dnnl::reorder prim_;
+  PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
-  std::vector<dnnl_exec_arg_t> args_;
 };
 
 }  // namespace jobflow::cpu
