@@ -13,6 +13,9 @@
 
 #include "compiler/passes.h"
 #include "cpu/isa.h"
+#include "cpu/threads.h"
+
+#include <omp.h>
 #include "jobflow/backend.h"
 #include "kernel_util.h"
 #include "session_internal.h"
@@ -181,7 +184,24 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
 
   // 3b. layouts, rewrites and precision of predict plans (compiler/layout.cpp)
   std::vector<size_t> layout_bytes;
-  compiler::assign_layouts(G, order, outputs, opts, layout_bytes);
+  {
+    // oneDNN picks formats (and kernels) for the creating thread's OpenMP
+    // count: choose them for the job's count when it is fixed, else for one
+    // thread. A kernel run with a count for which oneDNN has only its
+    // reference implementation of those formats runs with the count they
+    // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
+    // never makes a team whose partner a busy machine keeps away.
+    const int before = omp_get_max_threads();
+    const int want = opts.threads > 0 ? opts.threads : 1;
+    if (want != before) omp_set_num_threads(want);
+    try {
+      compiler::assign_layouts(G, order, outputs, opts, layout_bytes);
+    } catch (...) {
+      if (want != before) omp_set_num_threads(before);
+      throw;
+    }
+    if (want != before) omp_set_num_threads(before);
+  }
 
   // 4. memory plan
   std::vector<Binding> bind(G.blobs.size());

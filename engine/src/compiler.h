@@ -35,6 +35,9 @@ struct PlanOptions {
   // FunctionConfig::enable_auto_mixed_precision: convolutions in bfloat16
   // (compiler/layout.cpp) where the CPU has AMX or AVX512_BF16.
   bool bf16 = false;
+  // The job's fixed OpenMP thread count (FunctionConfig::num_threads or
+  // $JOBFLOW_NUM_THREADS); 0: chosen per call (cpu/threads.h).
+  int threads = 0;
   uint64_t seed = 0;
   optimizer::Scheduler schedule;  // train jobs
   // Train jobs: the session variable that counts their steps (OneFlow's

@@ -248,6 +248,9 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   po.type = S.type;
   po.fusion = S.config.enable_fusion();
   po.bf16 = S.config.enable_auto_mixed_precision();
+  po.threads = S.config.num_threads();
+  if (po.threads <= 0)
+    if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) po.threads = std::max(0, std::atoi(env));
   po.seed = S.config.seed();
   if (S.opt) po.schedule = S.opt->scheduler();
   if (S.type == JobType::Train) {

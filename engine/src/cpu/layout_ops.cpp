@@ -73,6 +73,22 @@ const char* alg_name(dnnl::algorithm a) {
 
 }  // namespace
 
+void PerThreadCount::init(Make make, std::vector<dnnl_exec_arg_t> args) {
+  make_ = std::move(make);
+  args_ = std::move(args);
+  threads0_ = omp_get_max_threads();
+}
+
+namespace {
+bool is_reference(const dnnl::primitive& p) {
+  const char* impl = nullptr;
+  const_dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_primitive_get_primitive_desc(p.get(), &pd) != dnnl_success) return false;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+  return std::string(impl).rfind("ref", 0) == 0;
+}
+}  // namespace
+
 void PerThreadCount::execute() const {
   const int t = omp_get_max_threads();
   for (const Variant& v : variants_)
@@ -81,6 +97,18 @@ void PerThreadCount::execute() const {
   v.threads = t;
   MemDesc sp;
   v.prim = make_(&sp);
+  if (t != threads0_ && is_reference(v.prim)) {
+    // The formats suit threads0_'s kernels only: build for that count (the
+    // primitive then runs its own team of that size).
+    omp_set_num_threads(threads0_);
+    try {
+      v.prim = make_(&sp);
+    } catch (...) {
+      omp_set_num_threads(t);
+      throw;
+    }
+    omp_set_num_threads(t);
+  }
   v.args = args_;
   if (sp.get_size() != 0) {
     v.scratch = memory(sp, dnnl_engine());

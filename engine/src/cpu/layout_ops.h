@@ -57,10 +57,10 @@ class PerThreadCount {
   // *scratchpad to its scratchpad's descriptor. `args`: every argument but
   // the scratchpad (handles re-pointed by the caller, never replaced).
   using Make = std::function<dnnl::primitive(MemDesc* scratchpad)>;
-  void init(Make make, std::vector<dnnl_exec_arg_t> args) {
-    make_ = std::move(make);
-    args_ = std::move(args);
-  }
+  // Remembers the creating thread's OpenMP count: the formats were chosen
+  // for it, and a count for which oneDNN has only its reference kernel for
+  // them runs with this one instead.
+  void init(Make make, std::vector<dnnl_exec_arg_t> args);
   // A reorder from `from` to `to` (handles re-pointed by the caller).
   void init_reorder(const dnnl::memory& from, const dnnl::memory& to);
   void execute() const;
@@ -74,6 +74,7 @@ class PerThreadCount {
   };
   Make make_;
   std::vector<dnnl_exec_arg_t> args_;
+  int threads0_ = 1;
   mutable std::vector<Variant> variants_;
 };
 

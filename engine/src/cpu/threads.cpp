@@ -74,8 +74,13 @@ double busy_elsewhere() {
 
 int auto_threads(double flops, int max) {
   if (max <= 1 || flops < kSmallWorkFlops) return 1;
-  const double free = static_cast<double>(max) - busy_elsewhere();
-  return std::clamp(static_cast<int>(std::lround(free)), 1, max);
+  // A core counts as taken as soon as others use more than a fifth of one:
+  // oneDNN splits each region statically between the team's threads, so
+  // one preempted partner stalls the whole region (measured under load:
+  // ssdlite320 batch 1 at 3 images/s on two threads, 33 on one).
+  const double others = busy_elsewhere();
+  const int taken = static_cast<int>(std::ceil(std::max(0.0, others - 0.2)));
+  return std::clamp(max - taken, 1, max);
 }
 
 }  // namespace jobflow::cpu

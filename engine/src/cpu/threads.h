@@ -9,9 +9,11 @@
 //     and in a pipeline the team's partner is preempted by the pipeline's own
 //     threads (issue 15: a per-frame LeNet at 0.24x the bare engine);
 //   * the cores free: the CPU time other processes used over the last
-//     sampling period (/proc/stat minus this process's /proc/self/stat),
-//     so a job on a shared machine does not build a team whose partner the
-//     scheduler keeps away: an OpenMP barrier would wait for it each region.
+//     sampling period (/proc/stat minus this process's /proc/self/stat);
+//     each started fifth of a core they use takes a thread away, so a job
+//     on a shared machine does not build a team whose partner the
+//     scheduler keeps away: oneDNN splits each region statically, and a
+//     preempted partner stalls every region.
 // The sample is taken at most every 250 ms and shared by every job.
 #pragma once
 
