@@ -1,13 +1,17 @@
 /* jobconvert: raw media -> one tensor. See gstjobconvert.h and
- * docs/elements.md. A plain GstElement with a chain function: with
- * frames-per-tensor > 1 (and for audio and octet streams, which are
- * re-chunked through a GstAdapter) the element is N:1, which a
- * GstBaseTransform does not model. Settings (properties, under `lock`) are
- * copied into the streaming state when caps arrive; they apply from the
- * next caps. */
+ * docs/elements.md. A plain GstElement with a chain function, not a
+ * GstBaseTransform: with frames-per-tensor > 1 (and for audio and octet
+ * streams, re-chunked through a GstAdapter) it is N:1, and it pushes the
+ * tensor caps its settings give without intersecting them with
+ * downstream's caps query, so a jobfunction whose job takes other tensors
+ * refuses them with an error naming the placeholder (GstBaseTransform would
+ * fail the negotiation here first, as a bare not-negotiated). Settings
+ * (properties) are copied into the streaming state when caps arrive; they
+ * apply from the next caps. */
 #include "gstjobconvert.h"
 
 #include "element_util.h"
+#include "jobflow_frame_meta.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -15,9 +19,12 @@
 #include <gst/base/gstadapter.h>
 #include <gst/video/video.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +38,7 @@ using jobflow::Shape;
 using jobflow::TensorSpec;
 
 enum Layout { kNCHW = 0, kNHWC = 1 };
+enum Resize { kStretch = 0, kLetterbox = 1 };
 enum OutType { kOutFloat32 = 0, kOutUInt8 = 1, kOutNative = 2 };
 enum class Media { None, Video, Audio, Octet };
 
@@ -46,6 +54,11 @@ struct Settings {
   guint frames_per_tensor = kDefaultFramesPerTensor;
   std::string input_dims;
   std::string input_type = "uint8";
+  /* video: the model's input size, and how frames are fitted to it */
+  guint width = 0, height = 0;  // 0 = the frame's
+  Resize resize = kStretch;
+  guint pad_value = 0;
+  bool attach_frame = true;
 };
 
 /* Everything built from caps + settings; dropped on stop/new caps. */
@@ -53,6 +66,13 @@ struct State {
   Media media = Media::None;
   Settings cfg;
   GstVideoInfo vinfo{};
+  /* video scaling (width/height set and not the frame's size): frames are
+   * converted into `scaled` (of `scaled_info`) first */
+  std::shared_ptr<GstVideoConverter> converter;
+  std::shared_ptr<GstBuffer> scaled;
+  GstVideoInfo scaled_info{};
+  std::shared_ptr<GstCaps> caps;  // the input caps (JobflowFrameMeta)
+  double scale_x = 1, scale_y = 1, pad_x = 0, pad_y = 0;
   GstAudioInfo ainfo{};
   /* octet-stream */
   Shape unit_shape;
@@ -88,7 +108,7 @@ GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     GST_STATIC_CAPS("other/tensors, format=(string)static, num_tensors=(int)1, framerate=(fraction)[0/1, MAX]"));
 
 enum { PROP_0, PROP_LAYOUT, PROP_DTYPE, PROP_SCALE, PROP_MEAN, PROP_STD, PROP_FRAMES_PER_TENSOR, PROP_INPUT_DIMS,
-       PROP_INPUT_TYPE };
+       PROP_INPUT_TYPE, PROP_WIDTH, PROP_HEIGHT, PROP_RESIZE, PROP_PAD_VALUE, PROP_ATTACH_FRAME };
 
 GType layout_get_type() {
   static GType type = 0;
@@ -96,8 +116,16 @@ GType layout_get_type() {
       {kNCHW, "Channels first: video (N, C, H, W), audio (C, F)", "nchw"},
       {kNHWC, "Channels last: video (N, H, W, C), audio (F, C)", "nhwc"},
       {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstJobConvertLayout", values));
-  return type;
+  return jobflow::gst::enum_type(&type, "GstJobConvertLayout", values);
+}
+
+GType resize_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kStretch, "Scale to width x height, ignoring the aspect ratio", "stretch"},
+      {kLetterbox, "Keep the aspect ratio, centre the frame and pad the rest with pad-value", "letterbox"},
+      {0, nullptr, nullptr}};
+  return jobflow::gst::enum_type(&type, "GstJobConvertResize", values);
 }
 
 GType dtype_get_type() {
@@ -107,8 +135,7 @@ GType dtype_get_type() {
       {kOutUInt8, "uint8 bytes as they are (8-bit input only)", "uint8"},
       {kOutNative, "the input's element type, values as they are", "native"},
       {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstJobConvertDType", values));
-  return type;
+  return jobflow::gst::enum_type(&type, "GstJobConvertDType", values);
 }
 
 /* "0.5, 0.25,0.1" -> {0.5, 0.25, 0.1}; "" -> {}. */
@@ -135,28 +162,28 @@ bool parse_doubles(const std::string& text, std::vector<double>* out) {
   return ok;
 }
 
+struct Impl {
+  Impl() : adapter(gst_adapter_new()) {}
+  ~Impl();
+  jobflow::gst::Locked<Settings> settings;
+  std::atomic<GstClockTime> latency{0};  // what this element adds (LATENCY query)
+  /* Streaming thread only (and state changes). */
+  State state;
+  GstAdapter* adapter;
+};
+
 }  // namespace
 
 struct _GstJobConvert {
   GstElement parent;
   GstPad* sinkpad;
   GstPad* srcpad;
-  GMutex lock;  // guards settings
-  Settings* settings;
-  State* state;  // streaming thread only (and state changes)
-  GstAdapter* adapter;
-  GstClockTime latency;  // added latency, under the object lock
+  Impl* impl;
 };
 
 G_DEFINE_TYPE(GstJobConvert, gst_job_convert, GST_TYPE_ELEMENT)
 
 namespace {
-
-/* Copies the settings; the lock is released even if the copy throws. */
-Settings settings_copy(GstJobConvert* self) {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&self->lock);  // unlocks on return or throw
-  return *self->settings;
-}
 
 void drop_pending(State* st) {
   if (st->pending) {
@@ -168,13 +195,17 @@ void drop_pending(State* st) {
   st->first_pts = st->first_dts = st->end_ts = GST_CLOCK_TIME_NONE;
 }
 
+Impl::~Impl() {
+  drop_pending(&state);
+  g_object_unref(adapter);
+}
+
 void reset_state(GstJobConvert* self) {
-  drop_pending(self->state);
-  gst_adapter_clear(self->adapter);
-  *self->state = State{};
-  GST_OBJECT_LOCK(self);
-  self->latency = 0;
-  GST_OBJECT_UNLOCK(self);
+  Impl& p = *self->impl;
+  drop_pending(&p.state);
+  gst_adapter_clear(p.adapter);
+  p.state = State{};
+  p.latency.store(0);
 }
 
 /* Checks mean/std strings; on failure posts a LIBRARY/SETTINGS error naming
@@ -202,7 +233,7 @@ bool parse_normalisation(GstJobConvert* self, const Settings& cfg, std::vector<d
 }
 
 bool check_settings(GstJobConvert* self) {
-  Settings cfg = settings_copy(self);
+  Settings cfg = self->impl->settings.copy();
   std::vector<double> m, s;
   if (!parse_normalisation(self, cfg, &m, &s)) return false;
   DType t;
@@ -224,11 +255,53 @@ bool check_settings(GstJobConvert* self) {
   return true;
 }
 
+/* Video: the model input size and, when it is not the frame's, the
+ * converter that scales (stretch) or scales and pads (letterbox) each frame
+ * into it — GStreamer's own video converter, bilinear. Sets the geometry
+ * JobflowFrameMeta carries. */
+bool configure_scaling(GstJobConvert*, State* st) {
+  const Settings& cfg = st->cfg;
+  const int fw = GST_VIDEO_INFO_WIDTH(&st->vinfo), fh = GST_VIDEO_INFO_HEIGHT(&st->vinfo);
+  const int mw = cfg.width ? static_cast<int>(cfg.width) : fw, mh = cfg.height ? static_cast<int>(cfg.height) : fh;
+  st->scaled_info = st->vinfo;
+  st->scale_x = st->scale_y = 1;
+  st->pad_x = st->pad_y = 0;
+  if (mw == fw && mh == fh) return true;
+  gst_video_info_set_format(&st->scaled_info, GST_VIDEO_INFO_FORMAT(&st->vinfo), static_cast<guint>(mw),
+                            static_cast<guint>(mh));
+  GST_VIDEO_INFO_FPS_N(&st->scaled_info) = GST_VIDEO_INFO_FPS_N(&st->vinfo);  // the converter wants them equal
+  GST_VIDEO_INFO_FPS_D(&st->scaled_info) = GST_VIDEO_INFO_FPS_D(&st->vinfo);
+  int dx = 0, dy = 0, dw = mw, dh = mh;
+  if (cfg.resize == kLetterbox) {
+    const double s = std::min(static_cast<double>(mw) / fw, static_cast<double>(mh) / fh);
+    dw = std::max(1, static_cast<int>(std::lround(fw * s)));
+    dh = std::max(1, static_cast<int>(std::lround(fh * s)));
+    dx = (mw - dw) / 2;
+    dy = (mh - dh) / 2;
+  }
+  st->scale_x = static_cast<double>(dw) / fw;
+  st->scale_y = static_cast<double>(dh) / fh;
+  st->pad_x = dx;
+  st->pad_y = dy;
+  const guint v = std::min(cfg.pad_value, 255u);
+  GstStructure* opts = gst_structure_new(
+      "options", GST_VIDEO_CONVERTER_OPT_RESAMPLER_METHOD, GST_TYPE_VIDEO_RESAMPLER_METHOD,
+      GST_VIDEO_RESAMPLER_METHOD_LINEAR, GST_VIDEO_CONVERTER_OPT_DEST_X, G_TYPE_INT, dx,
+      GST_VIDEO_CONVERTER_OPT_DEST_Y, G_TYPE_INT, dy, GST_VIDEO_CONVERTER_OPT_DEST_WIDTH, G_TYPE_INT, dw,
+      GST_VIDEO_CONVERTER_OPT_DEST_HEIGHT, G_TYPE_INT, dh, GST_VIDEO_CONVERTER_OPT_FILL_BORDER, G_TYPE_BOOLEAN, TRUE,
+      GST_VIDEO_CONVERTER_OPT_BORDER_ARGB, G_TYPE_UINT, 0xff000000u | (v << 16) | (v << 8) | v,
+      GST_VIDEO_CONVERTER_OPT_THREADS, G_TYPE_UINT, 1u, nullptr);
+  st->converter.reset(gst_video_converter_new(&st->vinfo, &st->scaled_info, opts), gst_video_converter_free);
+  st->scaled.reset(gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&st->scaled_info), nullptr),
+                   [](GstBuffer* b) { gst_buffer_unref(b); });
+  return static_cast<bool>(st->converter);
+}
+
 /* Builds the state for `caps`; posts an element error and returns false
  * when the caps and the settings do not fit. */
 bool configure(GstJobConvert* self, GstCaps* caps) {
   State st;
-  st.cfg = settings_copy(self);
+  st.cfg = self->impl->settings.copy();
   const Settings& cfg = st.cfg;
   const guint n = cfg.frames_per_tensor;
   GstStructure* s = gst_caps_get_structure(caps, 0);
@@ -252,7 +325,9 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
     fps_n = GST_VIDEO_INFO_FPS_N(&st.vinfo);
     fps_d = GST_VIDEO_INFO_FPS_D(&st.vinfo);
     if (fps_n > 0) st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
-    const int64_t c = st.channels, h = GST_VIDEO_INFO_HEIGHT(&st.vinfo), w = GST_VIDEO_INFO_WIDTH(&st.vinfo);
+    st.caps.reset(gst_caps_ref(caps), gst_caps_unref);
+    if (!configure_scaling(self, &st)) return false;
+    const int64_t c = st.channels, h = GST_VIDEO_INFO_HEIGHT(&st.scaled_info), w = GST_VIDEO_INFO_WIDTH(&st.scaled_info);
     st.out_spec.shape = cfg.layout == kNCHW ? Shape{n, c, h, w} : Shape{n, h, w, c};
   } else if (g_str_equal(name, "audio/x-raw")) {
     if (!gst_audio_info_from_caps(&st.ainfo, caps)) {
@@ -371,25 +446,16 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
   GstCaps* out_caps = jobflow::gst::caps_from_specs({st.out_spec}, out_n, out_d);
   GST_DEBUG_OBJECT(self, "input %" GST_PTR_FORMAT " -> output %" GST_PTR_FORMAT, caps, out_caps);
 
-  drop_pending(self->state);
-  gst_adapter_clear(self->adapter);
-  *self->state = std::move(st);
-  GST_OBJECT_LOCK(self);
-  self->latency = 0;
-  if (n > 1 && GST_CLOCK_TIME_IS_VALID(self->state->frame_duration))
-    self->latency = self->state->frame_duration * (n - 1);  // the first unit waits for n - 1 more
-  GST_OBJECT_UNLOCK(self);
+  Impl& p = *self->impl;
+  drop_pending(&p.state);
+  gst_adapter_clear(p.adapter);
+  p.state = std::move(st);
+  const bool waits = n > 1 && GST_CLOCK_TIME_IS_VALID(p.state.frame_duration);
+  p.latency.store(waits ? p.state.frame_duration * (n - 1) : 0);  // the first unit waits for n - 1 more
   const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(out_caps));
   gst_caps_unref(out_caps);
   if (!ok) GST_WARNING_OBJECT(self, "downstream refused the tensor caps");
   return ok;
-}
-
-GstBuffer* new_output(size_t bytes) {
-  GstAllocationParams params;
-  gst_allocation_params_init(&params);
-  params.align = 63;  // 64-byte aligned, as jobflow::Tensor storage
-  return gst_buffer_new_allocate(nullptr, bytes, &params);
 }
 
 /* One video frame into `dst` (the frame's slot of the output). */
@@ -487,7 +553,7 @@ void convert_samples(const State& st, const guint8* src, guint frames, guint8* d
 }
 
 GstFlowReturn push_pending(GstJobConvert* self) {
-  State* st = self->state;
+  State* st = &self->impl->state;
   GstBuffer* out = st->pending;
   gst_buffer_unmap(out, &st->pending_map);
   st->pending = nullptr;
@@ -502,7 +568,7 @@ GstFlowReturn push_pending(GstJobConvert* self) {
 }
 
 GstFlowReturn chain_video(GstJobConvert* self, GstBuffer* buf) {
-  State* st = self->state;
+  State* st = &self->impl->state;
   GstVideoFrame frame;
   if (!gst_video_frame_map(&frame, &st->vinfo, buf, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not map a video frame"),
@@ -512,13 +578,26 @@ GstFlowReturn chain_video(GstJobConvert* self, GstBuffer* buf) {
     return GST_FLOW_ERROR;
   }
   if (!st->pending) {
-    st->pending = new_output(st->out_bytes);
+    st->pending = jobflow::gst::new_tensor_buffer(st->out_bytes);
     gst_buffer_map(st->pending, &st->pending_map, GST_MAP_WRITE);
     st->first_pts = GST_BUFFER_PTS(buf);
     st->first_dts = GST_BUFFER_DTS(buf);
   }
-  convert_video(*st, &frame, st->pending_map.data + st->out_frame_bytes * st->filled);
+  guint8* dst = st->pending_map.data + st->out_frame_bytes * st->filled;
+  if (st->converter) {
+    GstVideoFrame scaled;
+    gst_video_frame_map(&scaled, &st->scaled_info, st->scaled.get(), GST_MAP_WRITE);
+    gst_video_converter_frame(st->converter.get(), &frame, &scaled);
+    convert_video(*st, &scaled, dst);
+    gst_video_frame_unmap(&scaled);
+  } else {
+    convert_video(*st, &frame, dst);
+  }
   gst_video_frame_unmap(&frame);
+  if (st->cfg.frames_per_tensor == 1 && st->cfg.attach_frame)
+    jobflow_buffer_add_frame_meta(st->pending, buf, st->caps.get(), GST_VIDEO_INFO_WIDTH(&st->scaled_info),
+                                  GST_VIDEO_INFO_HEIGHT(&st->scaled_info), st->scale_x, st->scale_y, st->pad_x,
+                                  st->pad_y);
   if (GST_BUFFER_PTS_IS_VALID(buf)) {
     GstClockTime dur = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : st->frame_duration;
     st->end_ts = GST_CLOCK_TIME_IS_VALID(dur) ? GST_BUFFER_PTS(buf) + dur : GST_CLOCK_TIME_NONE;
@@ -529,14 +608,15 @@ GstFlowReturn chain_video(GstJobConvert* self, GstBuffer* buf) {
 }
 
 GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
-  State* st = self->state;
-  gst_adapter_push(self->adapter, buf);
+  State* st = &self->impl->state;
+  GstAdapter* adapter = self->impl->adapter;
+  gst_adapter_push(adapter, buf);
   const guint n = st->cfg.frames_per_tensor;
   const size_t chunk = st->unit_bytes * n;
   GstFlowReturn ret = GST_FLOW_OK;
-  while (ret == GST_FLOW_OK && gst_adapter_available(self->adapter) >= chunk) {
+  while (ret == GST_FLOW_OK && gst_adapter_available(adapter) >= chunk) {
     guint64 distance = 0;
-    GstClockTime pts = gst_adapter_prev_pts(self->adapter, &distance);
+    GstClockTime pts = gst_adapter_prev_pts(adapter, &distance);
     if (GST_CLOCK_TIME_IS_VALID(pts) && distance > 0) {
       if (st->media == Media::Audio)
         pts += gst_util_uint64_scale_int(distance / st->unit_bytes, GST_SECOND, GST_AUDIO_INFO_RATE(&st->ainfo));
@@ -545,13 +625,13 @@ GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
       else
         pts = GST_CLOCK_TIME_NONE;
     }
-    GstBuffer* out = new_output(st->out_bytes);
+    GstBuffer* out = jobflow::gst::new_tensor_buffer(st->out_bytes);
     GstMapInfo map;
     gst_buffer_map(out, &map, GST_MAP_WRITE);
-    const guint8* src = static_cast<const guint8*>(gst_adapter_map(self->adapter, chunk));
+    const guint8* src = static_cast<const guint8*>(gst_adapter_map(adapter, chunk));
     convert_samples(*st, src, n, map.data);
-    gst_adapter_unmap(self->adapter);
-    gst_adapter_flush(self->adapter, chunk);
+    gst_adapter_unmap(adapter);
+    gst_adapter_flush(adapter, chunk);
     gst_buffer_unmap(out, &map);
     GST_BUFFER_PTS(out) = pts;
     if (GST_CLOCK_TIME_IS_VALID(st->frame_duration)) GST_BUFFER_DURATION(out) = st->frame_duration * n;
@@ -563,8 +643,8 @@ GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
   GstJobConvert* self = GST_JOB_CONVERT(parent);
-  try {
-    switch (self->state->media) {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Conversion", GST_FLOW_ERROR, [&]() -> GstFlowReturn {
+    switch (self->impl->state.media) {
       case Media::Video: return chain_video(self, buf);
       case Media::Audio:
       case Media::Octet: return chain_adapter(self, buf);
@@ -573,18 +653,12 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No caps before the first buffer"), (nullptr));
     gst_buffer_unref(buf);
     return GST_FLOW_NOT_NEGOTIATED;
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Conversion failed"), ("%s", e.what()));
-    return GST_FLOW_ERROR;
-  } catch (...) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Conversion failed"), ("unknown exception"));
-    return GST_FLOW_ERROR;
-  }
+  });
 }
 
 gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   GstJobConvert* self = GST_JOB_CONVERT(parent);
-  try {
+  return jobflow::gst::guarded(GST_ELEMENT(self), "Event handling", FALSE, [&]() -> gboolean {
     switch (GST_EVENT_TYPE(event)) {
       case GST_EVENT_CAPS: {
         GstCaps* caps;
@@ -594,66 +668,35 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
         return ok;
       }
       case GST_EVENT_EOS:
-        if (self->state->filled > 0)
-          GST_INFO_OBJECT(self, "EOS: dropping %u frame(s) of an incomplete tensor", self->state->filled);
-        drop_pending(self->state);
-        gst_adapter_clear(self->adapter);
-        break;
       case GST_EVENT_FLUSH_STOP:
-        drop_pending(self->state);
-        gst_adapter_clear(self->adapter);
+        if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->impl->state.filled > 0)
+          GST_INFO_OBJECT(self, "EOS: dropping %u frame(s) of an incomplete tensor", self->impl->state.filled);
+        drop_pending(&self->impl->state);
+        gst_adapter_clear(self->impl->adapter);
         break;
       default:
         break;
     }
     return gst_pad_event_default(pad, parent, event);
-  } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, CORE, FAILED, ("Event handling failed"), ("%s", e.what()));
-    return FALSE;
-  }
+  });
 }
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstJobConvert* self = GST_JOB_CONVERT(parent);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_LATENCY: {
-      if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
-      gboolean live;
-      GstClockTime min, max;
-      gst_query_parse_latency(query, &live, &min, &max);
-      GST_OBJECT_LOCK(self);
-      const GstClockTime extra = self->latency;
-      GST_OBJECT_UNLOCK(self);
-      min += extra;
-      if (GST_CLOCK_TIME_IS_VALID(max)) max += extra;
-      GST_DEBUG_OBJECT(self, "latency: adding %" GST_TIME_FORMAT, GST_TIME_ARGS(extra));
-      gst_query_set_latency(query, live, min, max);
-      return TRUE;
+      const GstClockTime extra = self->impl->latency.load();
+      return jobflow::gst::answer_latency_query(self->sinkpad, query, extra, extra);
     }
-    case GST_QUERY_CAPS: {
-      GstCaps* caps = gst_pad_get_current_caps(pad);
-      if (!caps) caps = gst_pad_get_pad_template_caps(pad);
-      return jobflow::gst::answer_caps_query(query, caps);
-    }
+    case GST_QUERY_CAPS:
+      return jobflow::gst::answer_caps_query(pad, query, true);
     default:
       return gst_pad_query_default(pad, parent, query);
   }
 }
 
 gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
-    GstCaps* filter;
-    gst_query_parse_caps(query, &filter);
-    GstCaps* caps = gst_pad_get_pad_template_caps(pad);
-    if (filter) {
-      GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-      gst_caps_unref(caps);
-      caps = tmp;
-    }
-    gst_query_set_caps_result(query, caps);
-    gst_caps_unref(caps);
-    return TRUE;
-  }
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, false);
   return gst_pad_query_default(pad, parent, query);
 }
 
@@ -671,64 +714,56 @@ GstStateChangeReturn change_state(GstElement* element, GstStateChange transition
 }
 
 void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  GstJobConvert* self = GST_JOB_CONVERT(object);
-  g_mutex_lock(&self->lock);
-  try {  // std::string may throw; nothing escapes into GObject
-    Settings* s = self->settings;
-    auto str = [&] { const gchar* v = g_value_get_string(value); return std::string(v ? v : ""); };
+  GST_JOB_CONVERT(object)->impl->settings.with([&](Settings& s) {
+    auto str = [&] {
+      const gchar* v = g_value_get_string(value);
+      return std::string(v ? v : "");
+    };
     switch (prop_id) {
-      case PROP_LAYOUT: s->layout = static_cast<Layout>(g_value_get_enum(value)); break;
-      case PROP_DTYPE: s->dtype = static_cast<OutType>(g_value_get_enum(value)); break;
-      case PROP_SCALE: s->scale = g_value_get_double(value); break;
-      case PROP_MEAN: s->mean = str(); break;
-      case PROP_STD: s->std_dev = str(); break;
-      case PROP_FRAMES_PER_TENSOR: s->frames_per_tensor = g_value_get_uint(value); break;
-      case PROP_INPUT_DIMS: s->input_dims = str(); break;
-      case PROP_INPUT_TYPE: s->input_type = str(); break;
+      case PROP_LAYOUT: s.layout = static_cast<Layout>(g_value_get_enum(value)); break;
+      case PROP_DTYPE: s.dtype = static_cast<OutType>(g_value_get_enum(value)); break;
+      case PROP_SCALE: s.scale = g_value_get_double(value); break;
+      case PROP_MEAN: s.mean = str(); break;
+      case PROP_STD: s.std_dev = str(); break;
+      case PROP_FRAMES_PER_TENSOR: s.frames_per_tensor = g_value_get_uint(value); break;
+      case PROP_INPUT_DIMS: s.input_dims = str(); break;
+      case PROP_INPUT_TYPE: s.input_type = str(); break;
+      case PROP_WIDTH: s.width = g_value_get_uint(value); break;
+      case PROP_HEIGHT: s.height = g_value_get_uint(value); break;
+      case PROP_RESIZE: s.resize = static_cast<Resize>(g_value_get_enum(value)); break;
+      case PROP_PAD_VALUE: s.pad_value = g_value_get_uint(value); break;
+      case PROP_ATTACH_FRAME: s.attach_frame = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
-  } catch (const std::exception& e) {
-    GST_ERROR_OBJECT(self, "could not set property %s: %s", pspec->name, e.what());
-  }
-  g_mutex_unlock(&self->lock);
+  });
 }
 
 void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  GstJobConvert* self = GST_JOB_CONVERT(object);
-  g_mutex_lock(&self->lock);
-  const Settings* s = self->settings;
-  switch (prop_id) {
-    case PROP_LAYOUT: g_value_set_enum(value, s->layout); break;
-    case PROP_DTYPE: g_value_set_enum(value, s->dtype); break;
-    case PROP_SCALE: g_value_set_double(value, s->scale); break;
-    case PROP_MEAN: g_value_set_string(value, s->mean.c_str()); break;
-    case PROP_STD: g_value_set_string(value, s->std_dev.c_str()); break;
-    case PROP_FRAMES_PER_TENSOR: g_value_set_uint(value, s->frames_per_tensor); break;
-    case PROP_INPUT_DIMS: g_value_set_string(value, s->input_dims.c_str()); break;
-    case PROP_INPUT_TYPE: g_value_set_string(value, s->input_type.c_str()); break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
-  }
-  g_mutex_unlock(&self->lock);
-}
-
-void finalize(GObject* object) {
-  GstJobConvert* self = GST_JOB_CONVERT(object);
-  drop_pending(self->state);
-  delete self->state;
-  delete self->settings;
-  g_object_unref(self->adapter);
-  g_mutex_clear(&self->lock);
-  G_OBJECT_CLASS(gst_job_convert_parent_class)->finalize(object);
+  GST_JOB_CONVERT(object)->impl->settings.with([&](const Settings& s) {
+    switch (prop_id) {
+      case PROP_LAYOUT: g_value_set_enum(value, s.layout); break;
+      case PROP_DTYPE: g_value_set_enum(value, s.dtype); break;
+      case PROP_SCALE: g_value_set_double(value, s.scale); break;
+      case PROP_MEAN: g_value_set_string(value, s.mean.c_str()); break;
+      case PROP_STD: g_value_set_string(value, s.std_dev.c_str()); break;
+      case PROP_FRAMES_PER_TENSOR: g_value_set_uint(value, s.frames_per_tensor); break;
+      case PROP_INPUT_DIMS: g_value_set_string(value, s.input_dims.c_str()); break;
+      case PROP_INPUT_TYPE: g_value_set_string(value, s.input_type.c_str()); break;
+      case PROP_WIDTH: g_value_set_uint(value, s.width); break;
+      case PROP_HEIGHT: g_value_set_uint(value, s.height); break;
+      case PROP_RESIZE: g_value_set_enum(value, s.resize); break;
+      case PROP_PAD_VALUE: g_value_set_uint(value, s.pad_value); break;
+      case PROP_ATTACH_FRAME: g_value_set_boolean(value, s.attach_frame); break;
+      default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+    }
+  });
 }
 
 }  // namespace
 
 static void gst_job_convert_class_init(GstJobConvertClass* klass) {
-  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GObjectClass* gobject_class = jobflow::gst::init_object_class<GstJobConvert>(klass, set_property, get_property);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
-  gobject_class->set_property = set_property;
-  gobject_class->get_property = get_property;
-  gobject_class->finalize = finalize;
   element_class->change_state = change_state;
 
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
@@ -776,6 +811,31 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
                           "int64, int8, uint8)",
                           "uint8", flags));
 
+  g_object_class_install_property(
+      gobject_class, PROP_WIDTH,
+      g_param_spec_uint("width", "Width", "Video: the tensor's width; frames are scaled to it (0 = the frame's)", 0,
+                        G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_HEIGHT,
+      g_param_spec_uint("height", "Height", "Video: the tensor's height; frames are scaled to it (0 = the frame's)", 0,
+                        G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_RESIZE,
+      g_param_spec_enum("resize", "Resize", "Video: how a frame of another size fits width x height",
+                        resize_get_type(), kStretch, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_VALUE,
+      g_param_spec_uint("pad-value", "Pad value",
+                        "Video, resize=letterbox: the 8-bit value of the padding around the frame (before scale, "
+                        "mean and std; YOLO models use 114)",
+                        0, 255, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_ATTACH_FRAME,
+      g_param_spec_boolean("attach-frame", "Attach frame",
+                           "Video, frames-per-tensor=1: attach the frame and the scaling to each tensor "
+                           "(JobflowFrameMeta), for jobdecode to put its results on the frame",
+                           TRUE, flags));
+
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
   gst_element_class_set_static_metadata(element_class, "Jobflow tensor converter", "Converter/Tensor",
@@ -784,21 +844,13 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
                                         "Jobflow");
   gst_type_mark_as_plugin_api(layout_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(dtype_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(resize_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_job_convert_init(GstJobConvert* self) {
-  g_mutex_init(&self->lock);
-  self->settings = new Settings();
-  self->state = new State();
-  self->adapter = gst_adapter_new();
-  self->sinkpad = gst_pad_new_from_static_template(&sink_template, "sink");
-  gst_pad_set_chain_function(self->sinkpad, chain);
-  gst_pad_set_event_function(self->sinkpad, sink_event);
-  gst_pad_set_query_function(self->sinkpad, sink_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
-  self->srcpad = gst_pad_new_from_static_template(&src_template, "src");
-  gst_pad_set_query_function(self->srcpad, src_query);
-  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+  self->impl = new Impl();
+  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
+  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query);
 }
 
 gboolean jobflow_register_jobconvert(GstPlugin* plugin) {

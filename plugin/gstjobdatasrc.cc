@@ -1,7 +1,7 @@
 /* jobdatasrc: see gstjobdatasrc.h and docs/elements.md#jobdatasrc.
  *
- * Settings (properties, under the object lock) are copied into the
- * streaming State in start(); changes apply from the next READY->PAUSED.
+ * Settings (properties, a Locked<Settings>) are copied into the streaming
+ * State in start(); changes apply from the next READY->PAUSED.
  * start() reads the two IDX files (jobflow::data::read_idx), create()
  * converts one batch at a time, in file order or in a per-epoch
  * permutation drawn from (seed, epoch). Stream positions are sample
@@ -9,6 +9,7 @@
  * per_epoch]; a batch is positions [p, p + B). */
 #include "gstjobdatasrc.h"
 
+#include "element_util.h"
 #include "jobflow_meta.h"
 #include "tensor_caps.h"
 
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <numeric>
 #include <random>
@@ -113,25 +113,30 @@ GType data_set_get_type() {
       {kTest, "The test split (t10k-*-ubyte)", "test"},
       {0, nullptr, nullptr},
   };
-  if (g_once_init_enter(&type)) {
-    GType t = g_enum_register_static("GstJobDataSrcSet", values);
-    g_once_init_leave(&type, t);
-  }
-  return type;
+  return jobflow::gst::enum_type(&type, "GstJobDataSrcSet", values);
 }
+
+/* Where the stream is, for queries from any thread; `total` and `batch`
+ * are 0 while stopped. */
+struct Position {
+  int64_t pos = 0;    // next stream position (sample index across epochs)
+  int64_t total = 0;  // positions in the stream
+  guint batch = 0;    // batch size of the running stream
+};
+
+struct Impl {
+  jobflow::gst::Locked<Settings> settings;
+  jobflow::gst::Locked<Position> position;
+  /* Built in start(), dropped in stop(); the streaming thread's (create
+   * and do_seek, serialized by the stream lock). */
+  std::unique_ptr<State> state;
+};
 
 }  // namespace
 
 struct _GstJobDataSrc {
   GstPushSrc parent;
-  Settings* settings;  // under the object lock
-  State* state;        // streaming thread (create/do_seek, serialized by the stream lock)
-  /* What queries (any thread) may read, under `mu`; `total` and `batch`
-   * are 0 while stopped. */
-  std::mutex* mu;
-  int64_t pos;         // next stream position (sample index across epochs)
-  int64_t total;       // positions in the stream
-  guint batch;         // batch size of the running stream
+  Impl* impl;
 };
 
 G_DEFINE_TYPE(GstJobDataSrc, gst_job_data_src, GST_TYPE_PUSH_SRC)
@@ -144,54 +149,39 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
 /* ---- properties ---- */
 
 static void gst_job_data_src_set_property(GObject* object, guint id, const GValue* value, GParamSpec* pspec) {
-  auto* self = GST_JOB_DATA_SRC(object);
-  GST_OBJECT_LOCK(self);
-  Settings& s = *self->settings;
-  switch (id) {
-    case PROP_LOCATION: {
-      const char* v = g_value_get_string(value);
-      s.location = v ? v : "";
-      break;
+  GST_JOB_DATA_SRC(object)->impl->settings.with([&](Settings& s) {
+    switch (id) {
+      case PROP_LOCATION: {
+        const char* v = g_value_get_string(value);
+        s.location = v ? v : "";
+        break;
+      }
+      case PROP_SET: s.set = static_cast<DataSet>(g_value_get_enum(value)); break;
+      case PROP_BATCH_SIZE: s.batch_size = g_value_get_uint(value); break;
+      case PROP_EPOCHS: s.epochs = g_value_get_uint(value); break;
+      case PROP_SHUFFLE: s.shuffle = g_value_get_boolean(value); break;
+      case PROP_SEED: s.seed = g_value_get_uint64(value); break;
+      case PROP_NUM_SAMPLES: s.num_samples = g_value_get_uint64(value); break;
+      case PROP_LABELS: s.labels = g_value_get_boolean(value); break;
+      default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
     }
-    case PROP_SET: s.set = static_cast<DataSet>(g_value_get_enum(value)); break;
-    case PROP_BATCH_SIZE: s.batch_size = g_value_get_uint(value); break;
-    case PROP_EPOCHS: s.epochs = g_value_get_uint(value); break;
-    case PROP_SHUFFLE: s.shuffle = g_value_get_boolean(value); break;
-    case PROP_SEED: s.seed = g_value_get_uint64(value); break;
-    case PROP_NUM_SAMPLES: s.num_samples = g_value_get_uint64(value); break;
-    case PROP_LABELS: s.labels = g_value_get_boolean(value); break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
-  }
-  GST_OBJECT_UNLOCK(self);
+  });
 }
 
 static void gst_job_data_src_get_property(GObject* object, guint id, GValue* value, GParamSpec* pspec) {
-  auto* self = GST_JOB_DATA_SRC(object);
-  GST_OBJECT_LOCK(self);
-  const Settings& s = *self->settings;
-  switch (id) {
-    case PROP_LOCATION: g_value_set_string(value, s.location.c_str()); break;
-    case PROP_SET: g_value_set_enum(value, s.set); break;
-    case PROP_BATCH_SIZE: g_value_set_uint(value, s.batch_size); break;
-    case PROP_EPOCHS: g_value_set_uint(value, s.epochs); break;
-    case PROP_SHUFFLE: g_value_set_boolean(value, s.shuffle); break;
-    case PROP_SEED: g_value_set_uint64(value, s.seed); break;
-    case PROP_NUM_SAMPLES: g_value_set_uint64(value, s.num_samples); break;
-    case PROP_LABELS: g_value_set_boolean(value, s.labels); break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
-  }
-  GST_OBJECT_UNLOCK(self);
-}
-
-static void gst_job_data_src_finalize(GObject* object) {
-  auto* self = GST_JOB_DATA_SRC(object);
-  delete self->state;
-  delete self->settings;
-  delete self->mu;
-  self->state = nullptr;
-  self->settings = nullptr;
-  self->mu = nullptr;
-  G_OBJECT_CLASS(gst_job_data_src_parent_class)->finalize(object);
+  GST_JOB_DATA_SRC(object)->impl->settings.with([&](const Settings& s) {
+    switch (id) {
+      case PROP_LOCATION: g_value_set_string(value, s.location.c_str()); break;
+      case PROP_SET: g_value_set_enum(value, s.set); break;
+      case PROP_BATCH_SIZE: g_value_set_uint(value, s.batch_size); break;
+      case PROP_EPOCHS: g_value_set_uint(value, s.epochs); break;
+      case PROP_SHUFFLE: g_value_set_boolean(value, s.shuffle); break;
+      case PROP_SEED: g_value_set_uint64(value, s.seed); break;
+      case PROP_NUM_SAMPLES: g_value_set_uint64(value, s.num_samples); break;
+      case PROP_LABELS: g_value_set_boolean(value, s.labels); break;
+      default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+    }
+  });
 }
 
 /* ---- start / stop ---- */
@@ -287,21 +277,14 @@ static bool load(GstJobDataSrc* self, State* st) {
 static gboolean gst_job_data_src_start(GstBaseSrc* bsrc) {
   auto* self = GST_JOB_DATA_SRC(bsrc);
   try {
+    Impl& p = *self->impl;
     auto st = std::make_unique<State>();
-    GST_OBJECT_LOCK(self);
-    st->cfg = *self->settings;
-    GST_OBJECT_UNLOCK(self);
+    st->cfg = p.settings.copy();
     if (!load(self, st.get())) return FALSE;
     const GstClockTime duration = static_cast<GstClockTime>(st->total) * kSampleDuration;
-    delete self->state;
-    self->state = st.release();
-    {
-      std::lock_guard<std::mutex> lk(*self->mu);
-      self->pos = 0;
-      self->total = self->state->total;
-      self->batch = self->state->cfg.batch_size;
-    }
-    GST_OBJECT_LOCK(self);
+    p.state = std::move(st);
+    p.position.with([&](Position& pos) { pos = {0, p.state->total, p.state->cfg.batch_size}; });
+    GST_OBJECT_LOCK(self);  // GstBaseSrc's segment is under the object lock
     bsrc->segment.duration = duration;
     GST_OBJECT_UNLOCK(self);
     return TRUE;
@@ -312,21 +295,15 @@ static gboolean gst_job_data_src_start(GstBaseSrc* bsrc) {
 }
 
 static gboolean gst_job_data_src_stop(GstBaseSrc* bsrc) {
-  auto* self = GST_JOB_DATA_SRC(bsrc);
-  {
-    std::lock_guard<std::mutex> lk(*self->mu);
-    self->pos = 0;
-    self->total = 0;
-    self->batch = 0;
-  }
-  delete self->state;
-  self->state = nullptr;
+  Impl& p = *GST_JOB_DATA_SRC(bsrc)->impl;
+  p.position.exchange(Position{});
+  p.state.reset();
   return TRUE;
 }
 
 static gboolean gst_job_data_src_negotiate(GstBaseSrc* bsrc) {
   auto* self = GST_JOB_DATA_SRC(bsrc);
-  State* st = self->state;
+  State* st = self->impl->state.get();
   if (!st) return FALSE;
   GstCaps* caps = jobflow::gst::caps_from_specs(st->specs, 1000, static_cast<int>(st->cfg.batch_size));
   GST_DEBUG_OBJECT(self, "caps %" GST_PTR_FORMAT, caps);
@@ -365,14 +342,8 @@ static bool convert(guint batch, GstFormat src_fmt, gint64 src_val, GstFormat ds
 
 /* The running stream's batch size, or the property's while stopped. */
 static guint current_batch(GstJobDataSrc* self) {
-  {
-    std::lock_guard<std::mutex> lk(*self->mu);
-    if (self->batch) return self->batch;
-  }
-  GST_OBJECT_LOCK(self);
-  guint b = self->settings->batch_size;
-  GST_OBJECT_UNLOCK(self);
-  return b;
+  const guint running = self->impl->position.get(&Position::batch);
+  return running ? running : self->impl->settings.get(&Settings::batch_size);
 }
 
 /* DEFAULT (sample) and BUFFERS (batch) seeks become TIME segments. */
@@ -405,25 +376,17 @@ static gboolean gst_job_data_src_do_seek(GstBaseSrc* bsrc, GstSegment* segment) 
   /* Round up to the next whole sample. */
   const guint64 start = segment->start;
   int64_t p = static_cast<int64_t>((start + kSampleDuration - 1) / kSampleDuration);
-  if (self->state) p = std::min(p, self->state->total);
+  if (self->impl->state) p = std::min(p, self->impl->state->total);
   segment->position = static_cast<guint64>(p) * kSampleDuration;
   segment->time = segment->start;
-  std::lock_guard<std::mutex> lk(*self->mu);
-  self->pos = p;
+  self->impl->position.with([&](Position& pos) { pos.pos = p; });
   GST_DEBUG_OBJECT(self, "seek to sample %" G_GINT64_FORMAT, p);
   return TRUE;
 }
 
 static gboolean gst_job_data_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   auto* self = GST_JOB_DATA_SRC(bsrc);
-  int64_t pos, total;
-  guint batch;
-  {
-    std::lock_guard<std::mutex> lk(*self->mu);
-    pos = self->pos;
-    total = self->total;
-    batch = self->batch;
-  }
+  const auto [pos, total, batch] = self->impl->position.copy();
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_DURATION: {
       GstFormat fmt;
@@ -507,20 +470,16 @@ static GstMemory* alloc_memory(gsize size) {
 static GstFlowReturn create_impl(GstPushSrc* psrc, GstBuffer** out) {
   auto* self = GST_JOB_DATA_SRC(psrc);
   GstBaseSrc* bsrc = GST_BASE_SRC(psrc);
-  State* st = self->state;
+  State* st = self->impl->state.get();
   if (!st) return GST_FLOW_FLUSHING;
   const int64_t B = st->cfg.batch_size;
-  int64_t first;
-  {
-    std::lock_guard<std::mutex> lk(*self->mu);
-    first = self->pos;
-  }
+  const int64_t first = self->impl->position.get(&Position::pos);
   if (first + B > st->total) {
     GST_DEBUG_OBJECT(self, "EOS at sample %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT, first, st->total);
     return GST_FLOW_EOS;
   }
   const GstClockTime pts = static_cast<GstClockTime>(first) * kSampleDuration;
-  GST_OBJECT_LOCK(self);
+  GST_OBJECT_LOCK(self);  // GstBaseSrc's segment is under the object lock
   const guint64 stop = bsrc->segment.stop;
   GST_OBJECT_UNLOCK(self);
   if (GST_CLOCK_TIME_IS_VALID(stop) && pts >= stop) return GST_FLOW_EOS;
@@ -576,12 +535,9 @@ static GstFlowReturn create_impl(GstPushSrc* psrc, GstBuffer** out) {
   if (first == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   jobflow::gst::add_tensor_meta(buf, st->specs, st->cfg.labels ? std::vector<std::string>{"images", "labels"}
                                                                 : std::vector<std::string>{"images"});
-  {
-    /* Seeks hold the stream lock, as create() does: no seek moved pos
-     * since it was read above. The lock is for query readers. */
-    std::lock_guard<std::mutex> lk(*self->mu);
-    self->pos = first + B;
-  }
+  /* Seeks hold the stream lock, as create() does: no seek moved pos since
+   * it was read above. The lock is for query readers. */
+  self->impl->position.with([&](Position& pos) { pos.pos = first + B; });
   *out = buf;
   return GST_FLOW_OK;
 }
@@ -599,14 +555,11 @@ static GstFlowReturn gst_job_data_src_create(GstPushSrc* psrc, GstBuffer** out) 
 
 static void gst_job_data_src_class_init(GstJobDataSrcClass* klass) {
   GST_DEBUG_CATEGORY_INIT(jobdatasrc_debug, "jobdatasrc", 0, "Jobflow IDX data set source");
-  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GObjectClass* gobject_class = jobflow::gst::init_object_class<GstJobDataSrc>(klass, gst_job_data_src_set_property, gst_job_data_src_get_property);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
   GstBaseSrcClass* basesrc_class = GST_BASE_SRC_CLASS(klass);
   GstPushSrcClass* pushsrc_class = GST_PUSH_SRC_CLASS(klass);
 
-  gobject_class->set_property = gst_job_data_src_set_property;
-  gobject_class->get_property = gst_job_data_src_get_property;
-  gobject_class->finalize = gst_job_data_src_finalize;
 
   const auto flags =
       static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
@@ -664,12 +617,7 @@ static void gst_job_data_src_class_init(GstJobDataSrcClass* klass) {
 }
 
 static void gst_job_data_src_init(GstJobDataSrc* self) {
-  self->settings = new Settings();
-  self->state = nullptr;
-  self->mu = new std::mutex();
-  self->pos = 0;
-  self->total = 0;
-  self->batch = 0;
+  self->impl = new Impl();
   gst_base_src_set_format(GST_BASE_SRC(self), GST_FORMAT_TIME);
   gst_base_src_set_live(GST_BASE_SRC(self), FALSE);
 }

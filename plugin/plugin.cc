@@ -1,8 +1,7 @@
 /* The "jobflow" GStreamer plugin: registers the elements, nothing else.
  * Each element lives in its own gstjob<name>.{h,cc} pair (listed in
  * plugin/meson.build) and exports `gboolean jobflow_register_<name>(GstPlugin*)`;
- * add a line below for each new element. jobflow_register_jobbatch registers
- * both jobbatch and jobunbatch. */
+ * add a line below for each new element. */
 #include <gst/gst.h>
 
 #include "gstjobbatch.h"
@@ -10,7 +9,10 @@
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
 #include "gstjobfunction.h"
+#include "gstjoboverlay.h"
 #include "gstjobsink.h"
+#include "gstjobtrack.h"
+#include "gstjobunbatch.h"
 
 #ifndef JOBFLOW_VERSION
 #error "JOBFLOW_VERSION is set by plugin/meson.build"
@@ -23,6 +25,9 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobconvert(plugin);
   ok &= jobflow_register_jobdecode(plugin);
   ok &= jobflow_register_jobbatch(plugin);
+  ok &= jobflow_register_jobunbatch(plugin);
+  ok &= jobflow_register_jobtrack(plugin);
+  ok &= jobflow_register_joboverlay(plugin);
   return ok;
 }
 

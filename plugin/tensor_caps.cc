@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <exception>
 #include <memory>
 #include <new>
@@ -109,6 +111,24 @@ std::string dims_to_string(const Shape& shape) {
   return s;
 }
 
+namespace {
+/* Dims innermost first -> a shape, with NNStreamer's rank padding: outer 1s
+ * beyond `expected_rank` dropped, missing outer dims 1 (0 = keep all). */
+bool shape_from_inner(std::vector<int64_t> inner_first, size_t expected_rank, Shape* out) {
+  for (int64_t d : inner_first)
+    if (d <= 0) return false;
+  if (expected_rank > 0) {
+    while (inner_first.size() > expected_rank) {
+      if (inner_first.back() != 1) return false;
+      inner_first.pop_back();
+    }
+    while (inner_first.size() < expected_rank) inner_first.push_back(1);
+  }
+  if (out) *out = Shape(inner_first.rbegin(), inner_first.rend());
+  return true;
+}
+}  // namespace
+
 bool dims_from_string(const std::string& text, size_t expected_rank, Shape* out) {
   std::string t = trim(text);
   if (t.empty()) return false;
@@ -126,20 +146,8 @@ bool dims_from_string(const std::string& text, size_t expected_rank, Shape* out)
   /* Newer NNStreamer writes unused trailing (outer) dims as 0; drop them.
    * A 0 anywhere else is an empty tensor, which static caps cannot carry. */
   while (inner_first.size() > 1 && inner_first.back() == 0) inner_first.pop_back();
-  for (int64_t d : inner_first)
-    if (d <= 0) return false;
-  if (expected_rank > 0) {
-    /* Rank-4 padding: extra outer dims must be 1. */
-    while (inner_first.size() > expected_rank) {
-      if (inner_first.back() != 1) return false;
-      inner_first.pop_back();
-    }
-    /* Fewer dims than expected: the missing outer dims are 1. */
-    while (inner_first.size() < expected_rank) inner_first.push_back(1);
-  }
-  Shape s(inner_first.rbegin(), inner_first.rend());
-  if (out) *out = std::move(s);
-  return true;
+  /* Rank-4 padding: extra outer dims must be 1; missing outer dims are 1. */
+  return shape_from_inner(std::move(inner_first), expected_rank, out);
 }
 
 GstCaps* caps_from_specs(const std::vector<TensorSpec>& specs, int fps_n, int fps_d) {
@@ -156,6 +164,22 @@ GstCaps* caps_from_specs(const std::vector<TensorSpec>& specs, int fps_n, int fp
                                       G_TYPE_INT, static_cast<int>(specs.size()), "dimensions", G_TYPE_STRING,
                                       dims.c_str(), "types", G_TYPE_STRING, types.c_str(), nullptr);
   if (fps_d != 0) gst_caps_set_simple(caps, "framerate", GST_TYPE_FRACTION, fps_n, fps_d, nullptr);
+  return caps;
+}
+
+GstCaps* caps_accepting(const std::vector<TensorSpec>& specs) {
+  bool fixed = true;
+  for (const TensorSpec& s : specs) fixed = fixed && is_static(s.shape);
+  GstCaps* caps;
+  if (fixed) {
+    caps = caps_from_specs(specs, 0, 0);
+  } else {
+    std::string types;
+    for (size_t i = 0; i < specs.size(); ++i) types += (i ? "," : "") + std::string(dtype_to_nns(specs[i].dtype));
+    caps = gst_caps_new_simple(kTensorsMediaType, "format", G_TYPE_STRING, "static", "num_tensors", G_TYPE_INT,
+                               static_cast<int>(specs.size()), "types", G_TYPE_STRING, types.c_str(), nullptr);
+  }
+  gst_caps_append(caps, flexible_caps(0, 0));
   return caps;
 }
 
@@ -181,7 +205,7 @@ bool specs_from_caps(const GstCaps* caps, std::vector<TensorSpec>* specs, std::s
 
   const char* format = gst_structure_get_string(st, "format");
   if (format && g_strcmp0(format, "static") != 0)
-    return fail(std::string("format='") + format + "': only format=static is supported");
+    return fail(std::string("format='") + format + "': these caps say nothing of the shapes (format=static has them)");
 
   const char* dims_field = single ? "dimension" : "dimensions";
   const char* types_field = single ? "type" : "types";
@@ -232,6 +256,166 @@ bool specs_from_caps(const GstCaps* caps, std::vector<TensorSpec>* specs, std::s
   }
   if (specs) *specs = std::move(out);
   return true;
+}
+
+/* ---- format=flexible: NNStreamer's per-memory tensor header ---- */
+
+namespace {
+constexpr uint32_t kFlexMagic = 0xfeedcced;
+constexpr uint32_t kFlexVersion = 0xDE000000u | (1u << 12);  // 1.0
+constexpr int kFlexRank = 16;                                  // dims in the header
+constexpr uint32_t kFlexFormat = 1;                            // static 0, flexible 1, sparse 2
+constexpr uint32_t kMediaTensor = 4;                           // other/tensor(s)
+/* NNStreamer's element type numbers (tensor_type), by Jobflow dtype. */
+struct FlexType {
+  uint32_t code;
+  DType dtype;
+};
+constexpr FlexType kFlexTypes[] = {{0, DType::Int32}, {4, DType::Int8},     {5, DType::UInt8},
+                                   {6, DType::Float64}, {7, DType::Float32}, {8, DType::Int64}};
+const char* kFlexTypeNames[] = {"int32", "uint32", "int16", "uint16", "int8", "uint8",
+                                "float64", "float32", "int64", "uint64", "float16"};
+}  // namespace
+
+bool caps_are_flexible(const GstCaps* caps) {
+  if (!caps || gst_caps_get_size(caps) < 1) return false;
+  const GstStructure* st = gst_caps_get_structure(caps, 0);
+  return g_strcmp0(gst_structure_get_string(st, "format"), "flexible") == 0;
+}
+
+GstCaps* flexible_caps(int fps_n, int fps_d) {
+  GstCaps* caps = gst_caps_new_simple(kTensorsMediaType, "format", G_TYPE_STRING, "flexible", nullptr);
+  if (fps_d != 0) gst_caps_set_simple(caps, "framerate", GST_TYPE_FRACTION, fps_n, fps_d, nullptr);
+  return caps;
+}
+
+bool write_flex_header(const TensorSpec& spec, void* out) {
+  uint32_t w[kFlexHeaderBytes / 4] = {};
+  w[0] = kFlexMagic;
+  w[1] = kFlexVersion;
+  bool typed = false;
+  for (const FlexType& t : kFlexTypes)
+    if (t.dtype == spec.dtype) w[2] = t.code, typed = true;
+  if (!typed || spec.shape.size() > static_cast<size_t>(kFlexRank)) return false;
+  if (spec.shape.empty()) {
+    w[3] = 1;  // a scalar is one element
+  } else {
+    for (size_t i = 0; i < spec.shape.size(); ++i) {
+      const int64_t d = spec.shape[spec.shape.size() - 1 - i];
+      if (d <= 0 || d > static_cast<int64_t>(UINT32_MAX)) return false;
+      w[3 + i] = static_cast<uint32_t>(d);
+    }
+  }
+  w[3 + kFlexRank] = kFlexFormat;
+  w[4 + kFlexRank] = kMediaTensor;
+  std::memcpy(out, w, kFlexHeaderBytes);
+  return true;
+}
+
+bool read_flex_header(const void* header, size_t size, size_t expected_rank, TensorSpec* out, std::string* error) {
+  auto fail = [&](const std::string& msg) {
+    if (error) *error = msg;
+    return false;
+  };
+  if (size < kFlexHeaderBytes)
+    return fail("a flexible tensor needs a " + std::to_string(kFlexHeaderBytes) + "-byte header, the memory has " +
+                std::to_string(size) + " bytes");
+  uint32_t w[kFlexHeaderBytes / 4];
+  std::memcpy(w, header, kFlexHeaderBytes);
+  char hex[16];
+  if (w[0] != kFlexMagic) {
+    std::snprintf(hex, sizeof hex, "0x%08x", w[0]);
+    return fail(std::string("header magic is ") + hex + ", expected 0xfeedcced");
+  }
+  if ((w[1] & 0xDE000000u) != 0xDE000000u || ((w[1] >> 12) & 0xfff) != 1) {
+    std::snprintf(hex, sizeof hex, "0x%08x", w[1]);
+    return fail(std::string("header version is ") + hex + ", expected 1.x");
+  }
+  const uint32_t format = w[3 + kFlexRank];
+  if (format == 2) return fail("the tensor is sparse (format 2); only static and flexible tensors are supported");
+  if (format > 2) return fail("header format " + std::to_string(format) + " is unknown");
+  const FlexType* type = nullptr;
+  for (const FlexType& t : kFlexTypes)
+    if (t.code == w[2]) type = &t;
+  if (!type)
+    return fail(std::string("element type ") +
+                (w[2] < std::size(kFlexTypeNames) ? kFlexTypeNames[w[2]] : std::to_string(w[2]).c_str()) +
+                " has no Jobflow dtype (float32, float64, int32, int64, int8, uint8)");
+  std::vector<int64_t> inner;
+  for (int i = 0; i < kFlexRank && w[3 + i] != 0; ++i) inner.push_back(w[3 + i]);
+  if (inner.empty()) return fail("the header has no dims");
+  TensorSpec s;
+  s.dtype = type->dtype;
+  if (!shape_from_inner(inner, expected_rank, &s.shape)) {
+    std::string d;
+    for (int64_t v : inner) d += (d.empty() ? "" : ":") + std::to_string(v);
+    return fail("header dims '" + d + "' do not fit rank " + std::to_string(expected_rank));
+  }
+  if (out) *out = std::move(s);
+  return true;
+}
+
+bool tensors_from_flexible_buffer(GstBuffer* buf, std::vector<Tensor>* out, std::string* error,
+                                  const std::vector<size_t>& ranks) {
+  auto fail = [&](const std::string& msg) {
+    if (error) *error = msg;
+    return false;
+  };
+  if (!buf) return fail("no buffer");
+  try {
+    const guint n = gst_buffer_n_memory(buf);
+    if (n < 1 || n > static_cast<guint>(kMaxTensors))
+      return fail("a flexible buffer holds 1.." + std::to_string(kMaxTensors) + " memories, this one " + std::to_string(n));
+    if (!ranks.empty() && n != ranks.size())
+      return fail("the buffer holds " + std::to_string(n) + " tensors, expected " + std::to_string(ranks.size()));
+    std::vector<Tensor> result;
+    for (guint i = 0; i < n; ++i) {
+      auto m = std::make_shared<MappedMemory>();
+      GstMemory* mem = gst_buffer_get_memory(buf, i);
+      if (!gst_memory_map(mem, &m->info, GST_MAP_READ)) {
+        gst_memory_unref(mem);
+        return fail("tensor " + std::to_string(i) + ": cannot map memory");
+      }
+      m->mem = mem;
+      TensorSpec s;
+      std::string why;
+      if (!read_flex_header(m->info.data, m->info.size, ranks.empty() ? 0 : ranks[i], &s, &why))
+        return fail("tensor " + std::to_string(i) + ": " + why);
+      const size_t want = static_cast<size_t>(numel(s.shape)) * dtype_size(s.dtype);
+      if (m->info.size - kFlexHeaderBytes != want)
+        return fail(describe(i, s) + ": the header says " + std::to_string(want) + " bytes of data, the memory has " +
+                    std::to_string(m->info.size - kFlexHeaderBytes));
+      result.push_back(Tensor::wrap(m->info.data + kFlexHeaderBytes, s.shape, s.dtype, m));
+    }
+    if (out) *out = std::move(result);
+    return true;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+GstBuffer* flexible_buffer_from_tensors(const std::vector<Tensor>& tensors) {
+  GstBuffer* buf = gst_buffer_new();
+  for (const Tensor& t : tensors) {
+    const size_t bytes = t.defined() ? t.nbytes() : 0;
+    GstMemory* mem = gst_allocator_alloc(nullptr, kFlexHeaderBytes + bytes, nullptr);
+    GstMapInfo map;
+    if (!mem || !gst_memory_map(mem, &map, GST_MAP_WRITE)) {
+      if (mem) gst_memory_unref(mem);
+      gst_buffer_unref(buf);
+      return nullptr;
+    }
+    const bool ok = write_flex_header({t.shape(), t.dtype()}, map.data);
+    if (ok && bytes) std::memcpy(map.data + kFlexHeaderBytes, t.raw(), bytes);
+    gst_memory_unmap(mem, &map);
+    if (!ok) {
+      gst_memory_unref(mem);
+      gst_buffer_unref(buf);
+      return nullptr;
+    }
+    gst_buffer_append_memory(buf, mem);
+  }
+  return buf;
 }
 
 bool tensors_from_buffer(GstBuffer* buf, const std::vector<TensorSpec>& specs, std::vector<Tensor>* out,
@@ -308,6 +492,17 @@ GstBuffer* buffer_from_tensors(const std::vector<Tensor>& tensors) {
     gst_buffer_append_memory(buf, mem);
   }
   return buf;
+}
+
+size_t spec_bytes(const TensorSpec& spec) {
+  return static_cast<size_t>(numel(spec.shape)) * dtype_size(spec.dtype);
+}
+
+GstBuffer* new_tensor_buffer(size_t bytes) {
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  return gst_buffer_new_allocate(nullptr, bytes, &params);
 }
 
 }  // namespace jobflow::gst

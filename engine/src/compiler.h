@@ -1,20 +1,35 @@
-// compiler.h (internal) — from a job's graph to a Plan that runs it.
+// compiler.h (internal) — from a job's graph to the Plans that run it.
 //
-// compile() runs once per job function:
+// A job is a Program: its graph, whose dims may be kDynamic. A job whose
+// inputs are all static and whose ops all know their output shapes from
+// their input shapes has exactly one Plan, compiled at definition. Any
+// other job compiles a Plan per combination of call shapes, kept in an LRU
+// cache (plan_cache.cpp): the graph is specialized to the call's shapes
+// first (compiler/specialize.cpp), and a data-dependent op (nonzero, a
+// reshape to a computed shape) cuts the call into segments, each a Plan.
+//
+// Plan::compile runs the passes of compiler/passes.h:
 //   1. prune: keep the nodes the returns and the updates need;
 //   2. fuse: matmul/conv -> bias_add -> relu become one node (oneDNN
 //      post-ops / a GEMM with bias), when the intermediate blobs have no
 //      other reader;
 //   3. order: optimizer updates run after every other node of the step;
-//   4. plan memory: every intermediate blob gets an offset in one arena,
+//   4. layouts (predict jobs on the CPU): batch norm folded into the
+//      convolution before it, element-wise ops and residual adds fused as
+//      post-ops, oneDNN's blocked formats kept along chains with reorders
+//      where they end, and with FunctionConfig::enable_auto_mixed_precision
+//      convolutions in bfloat16 (compiler/layout.cpp). A plan compiled per
+//      call shape gets them too: the passes see concrete shapes there;
+//   5. plan memory: every intermediate blob gets an offset in one arena,
 //      reusing space between blobs whose lifetimes do not overlap (views
 //      such as reshape share their input's bytes); variables are bound to
 //      the session's tensors and placeholders to the call's inputs;
-//   5. bind: each node gets its backend and its preallocated tensor views,
+//   6. bind: each node gets its backend and its preallocated tensor views,
 //      so a call allocates nothing but the returned tensors.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +42,11 @@
 namespace jobflow {
 
 class Backend;
+class Plan;
+namespace compiler {
+struct PlanBuild;
+std::shared_ptr<Plan> bind(PlanBuild& b);
+}  // namespace compiler
 
 struct PlanOptions {
   std::string job_name;
@@ -44,6 +64,9 @@ struct PlanOptions {
   // "System-Train-TrainStep-<job>", int64 (1,)); the schedule reads it, each
   // step adds one, and checkpoints save and restore it with the weights.
   std::string step_variable;
+  // A plan of the plan cache: the call shapes it was compiled for, as
+  // describe() and the profile print them ("at x=(3, 1, 28, 28)").
+  std::string variant;
 };
 
 class Plan {
@@ -52,6 +75,9 @@ class Plan {
   // ids; `updates`: node ids of optimizer updates.
   static std::shared_ptr<Plan> compile(std::shared_ptr<Graph> g, std::vector<int> inputs, std::vector<int> outputs,
                                        std::vector<int> updates, PlanOptions opts);
+  // The same passes on a plan under construction (the plan cache's
+  // specialized graphs: constants folded, a node limit).
+  static std::shared_ptr<Plan> compile(compiler::PlanBuild& b);
   // One call: binds inputs, runs every node, copies the returns out. Not
   // reentrant: the runtime calls it from one thread.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
@@ -91,7 +117,7 @@ class Plan {
     bool is_output;
     Shape shape;
   };
-  struct Binding;  // per-blob storage decision (compiler.cpp)
+  friend std::shared_ptr<Plan> compiler::bind(compiler::PlanBuild& b);
   Plan() = default;
 
   std::shared_ptr<Graph> g_;
@@ -108,10 +134,58 @@ class Plan {
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
+  int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;
   bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
   double flops_ = 0;
   std::vector<double> prof_seconds_;  // per step
+};
+
+// ---------------------------------------------------------------------------
+// A job's program: the Plan of a static job, or its graph and the cache of
+// the Plans compiled per call shape (plan_cache.cpp).
+struct PlanCacheLimits {
+  size_t max_plans = 16;               // FunctionConfig::plan_cache_size
+  size_t max_bytes = size_t{1} << 31;  // the sum of the cached plans' arenas
+};
+
+// The options of a job's plans (CheckPoint.save reads its step variable).
+const PlanOptions& job_plan_options(const CompiledJob& job);
+
+class Program {
+ public:
+  // A static job: one plan, compiled at definition.
+  static std::shared_ptr<Program> of_plan(std::shared_ptr<Plan> plan);
+  // A job with dynamic dims or data-dependent shapes: plans compiled per call
+  // shape. `g` is the program's graph (kDynamic dims allowed).
+  static std::shared_ptr<Program> dynamic(std::shared_ptr<Graph> g, std::vector<int> inputs, std::vector<int> outputs,
+                                          std::vector<int> updates, PlanOptions opts, PlanCacheLimits limits);
+  // Whether a job over `g` needs plans per call shape: a placeholder with a
+  // dynamic dim, or an op whose output shapes depend on values.
+  static bool needs_specialization(const Graph& g, const std::vector<int>& inputs);
+  ~Program();
+
+  // One call: picks (or compiles) the plan of the inputs' shapes and runs it.
+  // `before` (may be empty) is called with each plan about to run (every
+  // segment's): the runtime picks the call's thread count from its work.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                          const std::function<void(const Plan&)>& before = nullptr);
+  bool is_dynamic() const { return static_cast<bool>(dyn_); }
+  // The static plan, or the plan of the latest call; Error when a dynamic
+  // job has not been called yet.
+  const Plan& plan() const;
+  const PlanOptions& options() const;
+  int64_t steps_run() const;
+  void set_steps_run(int64_t s);
+  std::string describe() const;
+  PlanCacheStats cache_stats() const;
+
+  struct Dynamic;  // plan_cache.cpp
+
+ private:
+  Program() = default;
+  std::shared_ptr<Plan> static_;
+  std::unique_ptr<Dynamic> dyn_;
 };
 
 }  // namespace jobflow

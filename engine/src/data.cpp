@@ -381,6 +381,161 @@ Tensor read_idx(const std::string& path) {
   return read_plain(f.fd, size, path);
 }
 
+// ------------------------------------------------------------------ .npy
+
+namespace {
+
+[[noreturn]] void npy_fail(const char* where, const std::string& path, const std::string& what) {
+  throw Error(std::string("[") + where + "] " + path + ": " + what);
+}
+
+// The value of `key` in the header's Python dict literal ("{'descr': '<f4',
+// 'fortran_order': False, 'shape': (2, 3), }"), as text.
+std::string header_value(const std::string& h, const std::string& key, const std::string& path) {
+  const std::string k = "'" + key + "'";
+  size_t p = h.find(k);
+  if (p == std::string::npos) npy_fail("read_npy", path, "the header has no " + k);
+  p = h.find(':', p + k.size());
+  if (p == std::string::npos) npy_fail("read_npy", path, "the header's " + k + " has no value");
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  if (p >= h.size()) npy_fail("read_npy", path, "the header's " + k + " has no value");
+  size_t e = p;
+  if (h[p] == '\'') {
+    e = h.find('\'', p + 1);
+    if (e == std::string::npos) npy_fail("read_npy", path, "unterminated string in the header");
+    return h.substr(p + 1, e - p - 1);
+  }
+  if (h[p] == '(') {
+    e = h.find(')', p);
+    if (e == std::string::npos) npy_fail("read_npy", path, "unterminated shape in the header");
+    return h.substr(p, e - p + 1);
+  }
+  while (e < h.size() && h[e] != ',' && h[e] != '}') ++e;
+  return h.substr(p, e - p);
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) npy_fail("read_npy", path, "cannot open: " + errno_text(errno));
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) npy_fail("read_npy", path, "cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) npy_fail("read_npy", path, "not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  unsigned char pre[12] = {};
+  if (size < 10 || read_full(f.fd, pre, 10, path) != 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    npy_fail("read_npy", path, "not a .npy file (no \\x93NUMPY magic)");
+  const int major = pre[6];
+  uint64_t hlen = 0, pos = 10;
+  if (major == 1) {
+    hlen = pre[8] | (pre[9] << 8);
+  } else if (major == 2 || major == 3) {
+    if (size < 12 || read_full(f.fd, pre + 10, 2, path) != 2) npy_fail("read_npy", path, "truncated header");
+    hlen = static_cast<uint64_t>(pre[8]) | (static_cast<uint64_t>(pre[9]) << 8) | (static_cast<uint64_t>(pre[10]) << 16) |
+           (static_cast<uint64_t>(pre[11]) << 24);
+    pos = 12;
+  } else {
+    npy_fail("read_npy", path, "format version " + std::to_string(major) + " is not 1, 2 or 3");
+  }
+  if (hlen > 1 << 20 || pos + hlen > size) npy_fail("read_npy", path, "truncated or oversized header");
+  std::string h(static_cast<size_t>(hlen), '\0');
+  if (read_full(f.fd, h.data(), h.size(), path) != h.size()) npy_fail("read_npy", path, "truncated header");
+  const std::string descr = header_value(h, "descr", path);
+  const std::string fortran = header_value(h, "fortran_order", path);
+  const std::string shape_text = header_value(h, "shape", path);
+  if (fortran.find("True") != std::string::npos)
+    npy_fail("read_npy", path, "the array is in Fortran order; save it with numpy.ascontiguousarray");
+  struct Kind {
+    const char* code;
+    DType dtype;
+  };
+  static const Kind kinds[] = {{"f4", DType::Float32}, {"f8", DType::Float64}, {"i4", DType::Int32},
+                               {"i8", DType::Int64},   {"i1", DType::Int8},    {"u1", DType::UInt8},
+                               {"b1", DType::UInt8}};
+  if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
+    npy_fail("read_npy", path, "element type '" + descr + "' is not little-endian " +
+                                   "float32/float64/int32/int64/int8/uint8/bool");
+  const Kind* kind = nullptr;
+  for (const Kind& k : kinds)
+    if (descr.substr(1) == k.code) kind = &k;
+  if (!kind)
+    npy_fail("read_npy", path, "element type '" + descr + "' is not float32, float64, int32, int64, int8, uint8 or bool");
+  Shape shape;
+  {
+    std::string t = shape_text.substr(1, shape_text.size() - 2);  // without the parentheses
+    size_t i = 0;
+    while (i < t.size()) {
+      while (i < t.size() && (t[i] == ' ' || t[i] == ',')) ++i;
+      if (i >= t.size()) break;
+      size_t used = 0;
+      long long d = 0;
+      try {
+        d = std::stoll(t.substr(i), &used);
+      } catch (...) {
+        npy_fail("read_npy", path, "bad shape " + shape_text);
+      }
+      if (d < 0 || used == 0) npy_fail("read_npy", path, "bad shape " + shape_text);
+      shape.push_back(d);
+      i += used;
+    }
+  }
+  if (shape.size() > 8) npy_fail("read_npy", path, "rank " + std::to_string(shape.size()) + " is over 8");
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 16 / static_cast<uint64_t>(d))
+      npy_fail("read_npy", path, "shape " + shape_text + " is too large");
+    else
+      n *= static_cast<uint64_t>(d);
+  const uint64_t bytes = n * dtype_size(kind->dtype);
+  if (size - pos - hlen < bytes)
+    npy_fail("read_npy", path, "truncated file: " + shape_text + " " + descr + " needs " + std::to_string(bytes) +
+                                   " bytes of data, the file has " + std::to_string(size - pos - hlen));
+  Tensor t(shape, kind->dtype);
+  if (bytes && read_full(f.fd, t.raw(), static_cast<size_t>(bytes), path) != bytes)
+    npy_fail("read_npy", path, "truncated file");
+  if (descr.substr(1) == "b1") {  // bool: any nonzero byte is true
+    uint8_t* p = t.data<uint8_t>();
+    for (uint64_t i = 0; i < n; ++i) p[i] = p[i] != 0;
+  }
+  return t;
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+  const char* code = nullptr;
+  switch (t.dtype()) {
+    case DType::Float32: code = "<f4"; break;
+    case DType::Float64: code = "<f8"; break;
+    case DType::Int32: code = "<i4"; break;
+    case DType::Int64: code = "<i8"; break;
+    case DType::Int8: code = "|i1"; break;
+    case DType::UInt8: code = "|u1"; break;
+  }
+  std::string shape = "(";  // Python's tuple: (), (3,), (2, 3)
+  for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape()[i]);
+  shape += t.shape().size() == 1 ? ",)" : ")";
+  std::string h = std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Header padded with spaces so the data starts at a multiple of 64, then '\n'.
+  const size_t total = (10 + h.size() + 1 + 63) / 64 * 64;
+  h.append(total - 10 - h.size() - 1, ' ');
+  h += '\n';
+  std::string pre("\x93NUMPY\x01\x00", 8);
+  pre += static_cast<char>(h.size() & 0xff);
+  pre += static_cast<char>((h.size() >> 8) & 0xff);
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) npy_fail("write_npy", path, "cannot create " + tmp + ": " + errno_text(errno));
+  bool ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
+            (t.nbytes() == 0 || std::fwrite(t.raw(), 1, t.nbytes(), f) == t.nbytes());
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    npy_fail("write_npy", path, "cannot write: " + errno_text(e));
+  }
+}
+
 std::string default_mnist_dir() {
   const char* env = std::getenv("JOBFLOW_DATA");
   if (env && *env) return env;

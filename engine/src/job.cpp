@@ -26,6 +26,7 @@ struct JobBuilder::State {
   std::shared_ptr<Graph> graph = std::make_shared<Graph>();
   std::vector<Blob> inputs;
   std::vector<std::string> input_names;
+  std::vector<std::vector<std::string>> input_dim_names;
   std::map<std::string, Blob> variables;  // name -> blob in this graph
   Blob loss;
   std::shared_ptr<optimizer::Optimizer> opt;
@@ -39,17 +40,23 @@ thread_local JobBuilder::State* t_state = nullptr;
 std::atomic<int> g_job_counter{0};
 
 void flatten_specs(const PlaceholderSpec& p, const std::string& name, DType def, std::vector<TensorSpec>& specs,
-                   std::vector<std::string>& names) {
+                   std::vector<std::string>& names, std::vector<std::vector<std::string>>& dim_names) {
   if (p.kind == Structure::Kind::Tuple) {
     for (size_t i = 0; i < p.children.size(); ++i)
       flatten_specs(p.children[i], p.children[i].name.empty() ? name + "[" + std::to_string(i) + "]" : p.children[i].name,
-                    def, specs, names);
+                    def, specs, names, dim_names);
     return;
   }
   for (int64_t d : p.shape)
-    if (d <= 0)
+    if (d <= 0 && d != kDynamic)
       throw Error("[global_function] placeholder '" + name + "' has shape " + shape_str(p.shape) +
-                  "; every dimension must be > 0");
+                  "; every dimension must be > 0, or -1 for a size known at each call");
+  if (!p.dim_names.empty() && p.dim_names.size() != p.shape.size())
+    throw Error("[global_function] placeholder '" + name + "' names " + std::to_string(p.dim_names.size()) +
+                " dims of its shape " + shape_str(p.shape));
+  std::vector<std::string> dn = p.dim_names;
+  if (p.leaf == Structure::Leaf::ListListNumpy && !dn.empty()) dn.insert(dn.begin(), "");
+  dim_names.push_back(dn);
   if (p.leaf == Structure::Leaf::ListListNumpy) {
     if (p.items <= 0)
       throw Error("[global_function] ListListNumpy placeholder '" + name + "' needs items > 0");
@@ -104,6 +111,28 @@ void install_summary(CompiledJob& job, const std::string& dir, int loss_index, o
   });
 }
 
+// FunctionConfig::accuracy: the declared returns must be integer labels
+// (B,) and float logits (B, C) of one batch; records them in `sig`.
+void check_accuracy(const std::string& job, std::pair<int, int> declared, Signature& sig) {
+  const auto [labels, logits] = declared;
+  if (labels < 0 && logits < 0) return;
+  const std::string what = "[global_function] job '" + job + "': accuracy(" + std::to_string(labels) + ", " +
+                           std::to_string(logits) + ")";
+  const int n = static_cast<int>(sig.outputs.size());
+  if (labels < 0 || logits < 0 || labels >= n || logits >= n || labels == logits)
+    throw Error(what + " needs two different returns of the " + std::to_string(n) + " the job has");
+  const TensorSpec& l = sig.outputs[labels];
+  const TensorSpec& z = sig.outputs[logits];
+  if (is_floating(l.dtype) || l.shape.size() != 1)
+    throw Error(what + ": return " + std::to_string(labels) + " is " + spec_str(l) + ", not (B,) integer labels");
+  if (!is_floating(z.dtype) || z.shape.size() != 2)
+    throw Error(what + ": return " + std::to_string(logits) + " is " + spec_str(z) + ", not (B, C) float logits");
+  if (l.shape[0] != z.shape[0])
+    throw Error(what + ": labels " + spec_str(l) + " and logits " + spec_str(z) + " differ in the batch");
+  sig.accuracy_labels = labels;
+  sig.accuracy_logits = logits;
+}
+
 void name_specs(std::vector<PlaceholderSpec>& specs, DType def) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].name.empty()) specs[i].name = "arg" + std::to_string(i);
@@ -127,7 +156,13 @@ JobBuilder::JobBuilder(JobType type, const FunctionConfig& config, const std::ve
   name_specs(st_->specs, config.default_data_type());
   if (st_->config.name().empty()) st_->config.name("job" + std::to_string(g_job_counter++));
   std::vector<TensorSpec> flat;
-  for (auto& p : st_->specs) flatten_specs(p, p.name, config.default_data_type(), flat, st_->input_names);
+  for (auto& p : st_->specs)
+    flatten_specs(p, p.name, config.default_data_type(), flat, st_->input_names, st_->input_dim_names);
+  if (type == JobType::Train)
+    for (size_t i = 0; i < flat.size(); ++i)
+      if (!is_static(flat[i].shape))
+        throw Error("[global_function] train job '" + st_->config.name() + "': placeholder '" + st_->input_names[i] +
+                    "' has shape " + shape_str(flat[i].shape) + "; train jobs need fixed shapes (-1 is for predict jobs)");
   for (size_t i = 0; i < flat.size(); ++i) {
     Graph& g = *st_->graph;
     auto op = std::make_shared<internal::PlaceholderOp>(static_cast<int>(i), flat[i], st_->input_names[i]);
@@ -155,7 +190,8 @@ void JobBuilder::leave() {
   t_state = t_builder ? t_builder->st_.get() : nullptr;
 }
 
-std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Structure s, bool callback) {
+std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Structure s, bool callback,
+                                                std::vector<std::string> output_names) {
   State& S = *st_;
   const std::string& job = S.config.name();
   std::vector<int> updates;
@@ -218,6 +254,11 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   sig.job_name = job;
   sig.type = S.type;
   sig.input_names = S.input_names;
+  for (auto& n : S.input_dim_names)
+    if (!n.empty()) {
+      sig.input_dim_names = S.input_dim_names;
+      break;
+    }
   for (auto& b : S.inputs) sig.inputs.push_back(b.spec());
   int next = 0;
   sig.input_structure.kind = Structure::Kind::Tuple;
@@ -228,7 +269,18 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
     sig.outputs.push_back(b.spec());
   }
   sig.output_structure = std::move(s);
+  if (!output_names.empty() && output_names.size() != outputs.size())
+    throw Error("[global_function] job '" + job + "': " + std::to_string(output_names.size()) + " output names for " +
+                std::to_string(outputs.size()) + " outputs");
+  sig.output_names = std::move(output_names);
   sig.callback = callback;
+  if (S.loss.defined())
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i].id() == S.loss.id()) {
+        sig.loss_output = static_cast<int>(i);
+        break;
+      }
+  check_accuracy(job, S.config.accuracy(), sig);
 
   // summary_dir: checked before compiling, so a refused job leaves no file.
   int summary_loss = -1;
@@ -236,8 +288,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
     if (S.type != JobType::Train)
       throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): job '" + job +
                   "' is a predict job; summary_dir logs a train job's loss and learning rate");
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (outputs[i].id() == S.loss.id()) summary_loss = static_cast<int>(i);
+    summary_loss = sig.loss_output;
     if (summary_loss < 0)
       throw Error("[global_function] summary_dir(\"" + S.config.summary_dir() + "\"): train job '" + job +
                   "' does not return its loss (the blob given to minimize()); return it to log it");
@@ -263,9 +314,19 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   for (auto& b : S.inputs) in_ids.push_back(b.id());
   for (auto& b : outputs) out_ids.push_back(b.id());
   // The compiler rewrites its graph (fusion): give it a copy, so the job's
-  // definition keeps the body as written (export, inspection).
-  auto plan = Plan::compile(std::make_shared<Graph>(*S.graph), in_ids, out_ids, updates, po);
-  auto compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight(), S.config.num_threads());
+  // definition keeps the body as written (export, inspection). A job with
+  // shapes known only at call time compiles its plans per call shape.
+  std::shared_ptr<CompiledJob> compiled;
+  if (Program::needs_specialization(*S.graph, in_ids)) {
+    PlanCacheLimits limits;
+    limits.max_plans = S.config.plan_cache_size();
+    limits.max_bytes = S.config.plan_cache_bytes();
+    auto program = Program::dynamic(std::make_shared<Graph>(*S.graph), in_ids, out_ids, updates, po, limits);
+    compiled = std::make_shared<CompiledJob>(program, sig, S.config.max_in_flight(), S.config.num_threads());
+  } else {
+    auto plan = Plan::compile(std::make_shared<Graph>(*S.graph), in_ids, out_ids, updates, po);
+    compiled = std::make_shared<CompiledJob>(plan, sig, S.config.max_in_flight(), S.config.num_threads());
+  }
   JobDefinition def;
   def.graph = S.graph;
   def.forward_nodes = forward_nodes;
@@ -396,6 +457,8 @@ Blob get_variable(const std::string& name, const Shape& shape, DType dtype, cons
   auto* st = detail::t_state;
   if (!st) throw Error("[get_variable] called outside a job function body");
   if (name.empty()) throw Error("[get_variable] a variable needs a name");
+  if (!is_static(shape))
+    throw Error("[get_variable] variable '" + name + "' has shape " + shape_str(shape) + "; a variable's shape is fixed");
   auto it = st->variables.find(name);
   if (it != st->variables.end()) {
     if (it->second.shape() != shape || it->second.dtype() != dtype)

@@ -54,8 +54,10 @@ inline bool broadcast_shape(const Shape& a, const Shape& b, Shape* out) {
   for (size_t k = 0; k < r; ++k) {  // k counts from the last dim
     const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
     const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    ok &= da == db || da == 1 || db == 1;
-    (*out)[r - 1 - k] = da == 1 ? db : da;
+    // A dynamic dim (kDynamic) broadcasts with anything: the result is the
+    // other dim unless that is 1 or dynamic too (then it is known at the call).
+    ok &= da == db || da == 1 || db == 1 || da < 0 || db < 0;
+    (*out)[r - 1 - k] = da == 1 ? db : db == 1 ? da : da < 0 ? db : da;
   }
   return ok;
 }
@@ -67,7 +69,7 @@ inline Shape broadcast_shape(const char* op, const Shape& a, const Shape& b) {
   for (size_t k = 0; k < r; ++k) {
     const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
     const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    if (da != db && da != 1 && db != 1)
+    if (da != db && da != 1 && db != 1 && da >= 0 && db >= 0)
       op_error(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " cannot broadcast (dim " +
                        std::to_string(static_cast<int64_t>(r - 1 - k)) + ": " + std::to_string(da) + " vs " +
                        std::to_string(db) + ")");

@@ -20,6 +20,16 @@ Blob equal_mask(Blob a, Blob b);
 // and the ONNX importer.
 Blob batch_norm_layer(Blob x, Blob moving_mean, Blob moving_variance, Blob gamma, Blob beta, int axis, double epsilon,
                       double momentum, const std::string& name);
+// Reshape requests on inputs with dynamic dims: a dim of the request equal
+// to same_dim(j) takes the input's dim j (ONNX Reshape's 0 at position j is
+// same_dim(j)), one -1 is inferred from the element count.
+inline constexpr int64_t same_dim(int64_t j) { return -2 - j; }
+// The output shape of reshaping `xs` by `request` (kDynamic where not known
+// yet); Error("[op] ...") when it cannot fit.
+Shape resolve_reshape(const char* op, const Shape& xs, const Shape& request);
+// reshape() taking same_dim() too: a concrete reshape when x is static, else a
+// reshape node that resolves its request per call shape.
+Blob reshape_request(Blob x, const Shape& request, const std::string& name = "");
 // Builders of the graph-level helpers used by autodiff.
 Blob add_n(const std::vector<Blob>& xs);
 

@@ -109,7 +109,7 @@ class SgdUpdate final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("sgd_update", in, momentum_ != 0 ? 3 : 2);
     for (auto& s : in)
-      if (s != in[0]) op_error("sgd_update", "variable, gradient and state differ: " + spec_str(in[0]) + " vs " + spec_str(s));
+      if (!specs_agree(s, in[0])) op_error("sgd_update", "variable, gradient and state differ: " + spec_str(in[0]) + " vs " + spec_str(s));
     return {};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>&, ExecContext& ctx) const override {
@@ -151,7 +151,7 @@ class AdamUpdate final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("adam_update", in, 4);
     for (auto& s : in)
-      if (s != in[0]) op_error("adam_update", "variable, gradient and state differ: " + spec_str(in[0]) + " vs " + spec_str(s));
+      if (!specs_agree(s, in[0])) op_error("adam_update", "variable, gradient and state differ: " + spec_str(in[0]) + " vs " + spec_str(s));
     return {};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>&, ExecContext& ctx) const override {

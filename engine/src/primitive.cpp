@@ -86,12 +86,18 @@ constexpr OpRow kOps[] = {
     {OpKind::BroadcastTo, "broadcast_to"},
     {OpKind::ZerosLike, "zeros_like"},
     {OpKind::OnesLike, "ones_like"},
+    {OpKind::Expand, "expand"},
     {OpKind::Reshape, "reshape"},
     {OpKind::Transpose, "transpose"},
     {OpKind::Concat, "concat"},
     {OpKind::Slice, "slice"},
     {OpKind::SliceGrad, "slice_grad"},
     {OpKind::Identity, "identity"},
+    {OpKind::ShapeOf, "shape"},
+    {OpKind::SizeOf, "size"},
+    {OpKind::ReshapeTo, "reshape_to"},
+    {OpKind::ConstantOfShape, "constant_of_shape"},
+    {OpKind::Range, "range"},
     {OpKind::Gather, "gather"},
     {OpKind::GatherGrad, "gather_grad"},
     {OpKind::StridedSlice, "strided_slice"},
@@ -99,6 +105,7 @@ constexpr OpRow kOps[] = {
     {OpKind::Split, "split"},
     {OpKind::Pad, "pad"},
     {OpKind::PadGrad, "pad_grad"},
+    {OpKind::NonZero, "nonzero"},
     {OpKind::Softmax, "softmax"},
     {OpKind::LogSoftmax, "log_softmax"},
     {OpKind::SoftmaxGrad, "softmax_grad"},
@@ -138,7 +145,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 106, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 113, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];
@@ -231,6 +238,24 @@ Tensor Primitive::attr_tensor(const std::string& key) const {
 std::vector<Blob> Primitive::vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                                  const std::vector<int>&) const {
   op_error(name(), "has no gradient");
+}
+
+std::vector<TensorSpec> Primitive::infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>&) const {
+  return infer(in);
+}
+
+bool shapes_agree(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!dims_agree(a[i], b[i])) return false;
+  return true;
+}
+bool specs_agree(const TensorSpec& a, const TensorSpec& b) { return a.dtype == b.dtype && shapes_agree(a.shape, b.shape); }
+Shape merge_shapes(const Shape& a, const Shape& b) {
+  Shape r = a;
+  for (size_t i = 0; i < r.size() && i < b.size(); ++i)
+    if (r[i] < 0) r[i] = b[i];
+  return r;
 }
 
 void op_error(const char* op, const std::string& what) { throw Error(std::string("[") + op + "] " + what); }

@@ -48,10 +48,24 @@ std::string Structure::str() const {
   return "?";
 }
 
+std::string Signature::input_str(size_t i) const {
+  const TensorSpec& s = inputs.at(i);
+  if (is_static(s.shape)) return spec_str(s);
+  std::string r = "(";
+  for (size_t d = 0; d < s.shape.size(); ++d) {
+    r += d ? ", " : "";
+    if (s.shape[d] >= 0) r += std::to_string(s.shape[d]);
+    else if (i < input_dim_names.size() && d < input_dim_names[i].size() && !input_dim_names[i][d].empty())
+      r += input_dim_names[i][d];
+    else r += "?";
+  }
+  return r + (s.shape.size() == 1 ? ",) " : ") ") + dtype_name(s.dtype);
+}
+
 std::string Signature::str() const {
   std::ostringstream o;
   o << job_name << "(";
-  for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << input_names[i] << ": " << spec_str(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << input_names[i] << ": " << input_str(i);
   o << ") -> " << (callback ? "Callback[" : "") << output_structure.str() << (callback ? "]" : "") << " ["
     << job_type_name(type) << "]";
   return o.str();
@@ -65,7 +79,7 @@ struct CompiledJobImpl {
   using Finished = CompiledJob::Finished;
   using StepObserver = CompiledJob::StepObserver;
 
-  CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads);
+  CompiledJobImpl(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads);
   ~CompiledJobImpl();  // delivers every pending result first
 
   void check_inputs(const std::vector<Tensor>& inputs) const;
@@ -76,6 +90,7 @@ struct CompiledJobImpl {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
+  bool sync_for(std::chrono::microseconds timeout);
   size_t in_flight() const;
   size_t blocked_callers() const;
   int64_t steps_run() const;
@@ -89,13 +104,13 @@ struct CompiledJobImpl {
   void callback_loop();
   void rethrow_pending();
 
-  std::shared_ptr<Plan> plan_;
+  std::shared_ptr<Program> plan_;  // the static plan, or the plans per call shape (compiler.h)
   Signature sig_;
   JobDefinition def_;
   size_t max_in_flight_;
   int threads_ = 0;
   bool auto_threads_ = false;  // count not fixed: per call from the work and the free cores (cpu/threads.h)
-  void set_call_threads() const;  // on the thread about to run a call
+  void set_call_threads(const Plan& plan) const;  // on the thread about to run `plan`
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
@@ -130,7 +145,7 @@ struct CallState {
   std::condition_variable cv;  // sync waiters
 };
 
-detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight,
+detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Program> plan, Signature sig, size_t max_in_flight,
                                          int num_threads)
     : plan_(std::move(plan)), sig_(std::move(sig)), max_in_flight_(std::max<size_t>(1, max_in_flight)) {
   if (num_threads <= 0)
@@ -169,8 +184,8 @@ detail::CompiledJobImpl::~CompiledJobImpl() {
   callbacker_.join();
 }
 
-void detail::CompiledJobImpl::set_call_threads() const {
-  const int t = auto_threads_ ? cpu::auto_threads(plan_->flops_per_call(), threads_) : threads_;
+void detail::CompiledJobImpl::set_call_threads(const Plan& plan) const {
+  const int t = auto_threads_ ? cpu::auto_threads(plan.flops_per_call(), threads_) : threads_;
   if (t > 0 && omp_get_max_threads() != t) omp_set_num_threads(t);
 }
 
@@ -191,9 +206,17 @@ void detail::CompiledJobImpl::check_inputs(const std::vector<Tensor>& in) const 
     if (!in[i].defined())
       throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "' is an empty tensor; expected " +
                   spec_str(want));
-    if (in[i].shape() != want.shape || in[i].dtype() != want.dtype)
-      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': expected " + spec_str(want) +
-                  ", got " + spec_str({in[i].shape(), in[i].dtype()}));
+    // A dynamic dim (kDynamic) takes any size; the others must match.
+    if (!shapes_agree(in[i].shape(), want.shape) || in[i].dtype() != want.dtype) {
+      std::string why;
+      if (in[i].dtype() == want.dtype && in[i].ndim() == static_cast<int>(want.shape.size()))
+        for (size_t d = 0; d < want.shape.size() && why.empty(); ++d)
+          if (!dims_agree(in[i].shape()[d], want.shape[d]))
+            why = " (dim " + std::to_string(d) + " is " + std::to_string(in[i].shape()[d]) + ", expected " +
+                  std::to_string(want.shape[d]) + ")";
+      throw Error("[" + sig_.job_name + "] argument '" + sig_.input_names[i] + "': expected " + sig_.input_str(i) +
+                  ", got " + spec_str({in[i].shape(), in[i].dtype()}) + why);
+    }
   }
 }
 
@@ -287,6 +310,16 @@ void detail::CompiledJobImpl::sync() {
   rethrow_pending();
 }
 
+bool detail::CompiledJobImpl::sync_for(std::chrono::microseconds timeout) {
+  if (std::this_thread::get_id() == callbacker_.get_id() || std::this_thread::get_id() == worker_.get_id())
+    throw Error("[" + sig_.job_name + "] sync() (or CheckPoint.save/load) called from the job's own callback "
+                "would wait for itself; call it after the calls, outside the callback");
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_idle_.wait_for(lk, timeout, [&] { return in_flight_ == 0; })) return false;
+  rethrow_pending();
+  return true;
+}
+
 int64_t detail::CompiledJobImpl::steps_run() const {
   std::lock_guard<std::mutex> exec(exec_mu_);  // not in the middle of a step
   return plan_->steps_run();
@@ -332,12 +365,14 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
     cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_ && submits_open_ == 0; });
     ++in_flight_;  // sync() and CheckPoint.save wait for it like any call
   }
-  set_call_threads();
   std::vector<Tensor> result;
   std::exception_ptr err;
   try {
     std::lock_guard<std::mutex> exec(exec_mu_);
-    result = plan_->run(inputs);  // the step counts even if the observer then fails
+    // The thread count per plan: a job with dynamic shapes does more or less
+    // work per call with its shapes. The step counts even if the observer
+    // then fails.
+    result = plan_->run(inputs, [this](const Plan& p) { set_call_threads(p); });
     if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
@@ -371,9 +406,8 @@ void detail::CompiledJobImpl::worker_loop() {
     std::vector<Tensor> result;
     std::exception_ptr err;
     try {
-      set_call_threads();
       std::lock_guard<std::mutex> exec(exec_mu_);
-      result = plan_->run(c->inputs);
+      result = plan_->run(c->inputs, [this](const Plan& p) { set_call_threads(p); });
       if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();
@@ -462,13 +496,28 @@ void detail::CompiledJobImpl::callback_loop() {
 // ------------------------------------------------------------- interface
 
 CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads)
-    : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(plan), std::move(sig), max_in_flight, num_threads)) {}
+    : impl_(std::make_unique<detail::CompiledJobImpl>(Program::of_plan(std::move(plan)), std::move(sig), max_in_flight,
+                                                      num_threads)) {}
+CompiledJob::CompiledJob(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads)
+    : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(program), std::move(sig), max_in_flight,
+                                                      num_threads)) {}
 CompiledJob::~CompiledJob() = default;
 const Signature& CompiledJob::signature() const { return impl_->sig_; }
 const JobDefinition& CompiledJob::definition() const { return impl_->def_; }
 void CompiledJob::set_definition(JobDefinition d) { impl_->def_ = std::move(d); }
-const Plan& CompiledJob::plan() const { return *impl_->plan_; }
-std::string CompiledJob::describe() const { return impl_->plan_->describe(); }
+const Plan& CompiledJob::plan() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);  // the latest plan of a dynamic job changes per call
+  return impl_->plan_->plan();
+}
+PlanCacheStats CompiledJob::plan_cache_stats() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);
+  return impl_->plan_->cache_stats();
+}
+std::string CompiledJob::describe() const {
+  std::lock_guard<std::mutex> exec(impl_->exec_mu_);
+  return impl_->plan_->describe();
+}
+const PlanOptions& job_plan_options(const CompiledJob& job) { return job.impl_->plan_->options(); }
 void CompiledJob::set_step_observer(StepObserver o) { impl_->observer_ = std::move(o); }
 void CompiledJob::check_inputs(const std::vector<Tensor>& inputs) const { impl_->check_inputs(inputs); }
 CompiledJob::Result CompiledJob::run(std::vector<Tensor> inputs) { return impl_->run(std::move(inputs)); }
@@ -482,6 +531,7 @@ void CompiledJob::attach(const std::shared_ptr<CallState>& c, Done done) {
 }
 void CompiledJob::abandon(const std::shared_ptr<CallState>& c) { detail::CompiledJobImpl::abandon(c); }
 void CompiledJob::sync() { impl_->sync(); }
+bool CompiledJob::sync_for(std::chrono::microseconds timeout) { return impl_->sync_for(timeout); }
 size_t CompiledJob::max_in_flight() const { return impl_->max_in_flight_; }
 int CompiledJob::num_threads() const { return impl_->threads_; }
 size_t CompiledJob::in_flight() const { return impl_->in_flight(); }

@@ -215,7 +215,7 @@ void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
   if (const auto& g = job.definition().graph)
     for (const Node& n : g->nodes)
       if (auto* v = dynamic_cast<const internal::VariableOp*>(n.op.get())) used.insert(v->entry()->name);
-  if (!job.plan().options().step_variable.empty()) used.insert(job.plan().options().step_variable);
+  if (!job_plan_options(job).step_variable.empty()) used.insert(job_plan_options(job).step_variable);
   if (used.empty())
     throw Error("[CheckPoint.save] job '" + job.signature().job_name + "' has no variables to save");
   std::map<std::string, Tensor> all = VariableStore::get().snapshot(), mine;

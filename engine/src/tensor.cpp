@@ -41,8 +41,15 @@ DType dtype_from_name(const std::string& s) {
 
 bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
+bool is_static(const Shape& s) {
+  for (int64_t d : s)
+    if (d < 0) return false;
+  return true;
+}
+
 int64_t numel(const Shape& s) {
   int64_t n = 1;
+  if (!is_static(s)) return kDynamic;
   for (int64_t d : s)
     if (__builtin_mul_overflow(n, d, &n))  // shapes can come from untrusted files
       throw Error("[shape] element count of " + shape_str(s) + " overflows 64 bits");

@@ -2,7 +2,7 @@
 //
 //   jobflow inspect FILE
 //   jobflow export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]
-//   jobflow run FILE [--data IDX_DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]
+//   jobflow run FILE [--data IDX_DIR | --input FILE.{idx,npy} ...] [--out DIR] [--batches N] [--checkpoint DIR]
 //               [--precision fp32|bf16]
 //   jobflow onnx-test DIR... [-v] [--min-pass N]
 //   jobflow --help | --version
@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,15 +56,18 @@ const char* kUsage =
     "                             variables come from that OneFlow checkpoint; --external: the\n"
     "                             variables are written as a checkpoint in DIR/SUBDIR that the\n"
     "                             files point into (ONNX external data)\n"
-    "  run FILE [--data DIR | --input FILE.idx ...] [--batches N] [--checkpoint DIR]\n"
+    "  run FILE [--data DIR | --input FILE ...] [--out DIR] [--batches N] [--checkpoint DIR]\n"
     "      [--precision fp32|bf16]\n"
     "                             runs a predict job over the Fashion-MNIST test set (--data, default\n"
-    "                             $JOBFLOW_DATA or /usr/share/datasets/fashion-mnist) or over IDX\n"
-    "                             files (--input, one per placeholder, split into batches along\n"
-    "                             dim 0); prints the accuracy when the job returns (labels, logits)\n"
-    "                             or logits of the test set. --precision bf16: convolutions in\n"
-    "                             bfloat16 (AMX or AVX512_BF16; float32 with a notice elsewhere);\n"
-    "                             default: the file's jobflow.precision, else fp32\n"
+    "                             $JOBFLOW_DATA or /usr/share/datasets/fashion-mnist) or over NumPy\n"
+    "                             .npy or IDX files (--input, one per placeholder in order: split\n"
+    "                             into calls along dim 0 when the placeholder's batch is fixed and\n"
+    "                             smaller, passed whole when it is dynamic); prints the accuracy\n"
+    "                             when the job returns (labels, logits) or logits of the test set.\n"
+    "                             --out DIR: writes every output as DIR/<output name>.npy, the\n"
+    "                             calls' results concatenated along dim 0. --precision bf16:\n"
+    "                             convolutions in bfloat16 (AMX or AVX512_BF16; float32 with a\n"
+    "                             notice elsewhere); default: the file's jobflow.precision, else fp32\n"
     "  onnx-test DIR... [-v] [--min-pass N]\n"
     "                             runs ONNX backend test cases (folders with model.onnx and\n"
     "                             test_data_set_*); fails when a case fails, when fewer than N\n"
@@ -169,39 +174,6 @@ class Progress {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// Batches of one placeholder from a whole IDX tensor: rows along dim 0,
-// converted to the placeholder's dtype (uint8 images to float as x / 255).
-std::vector<flow::Tensor> batches_of(const flow::Tensor& all, const flow::TensorSpec& spec, const std::string& what) {
-  if (spec.shape.empty()) throw flow::Error("run: placeholder " + what + " is a scalar; --input needs a batch dimension");
-  const int64_t B = spec.shape[0];
-  const int64_t row = flow::numel(flow::Shape(spec.shape.begin() + 1, spec.shape.end()));
-  if (all.ndim() == 0 || all.numel() % std::max<int64_t>(row, 1) != 0 || all.numel() / std::max<int64_t>(row, 1) != all.dim(0))
-    throw flow::Error("run: " + what + ": IDX tensor " + flow::shape_str(all.shape()) + " does not split into rows of " +
-                      std::to_string(row) + " elements for placeholder " + flow::spec_str(spec));
-  flow::Tensor src = all;
-  if (src.dtype() != spec.dtype) {
-    if (src.dtype() == flow::DType::UInt8 && flow::is_floating(spec.dtype)) {
-      flow::Tensor f(src.shape(), flow::DType::Float32);
-      const uint8_t* p = src.data<uint8_t>();
-      float* q = f.data<float>();
-      for (int64_t i = 0; i < src.numel(); ++i) q[i] = p[i] / 255.0f;
-      src = f.dtype() == spec.dtype ? f : f.astype(spec.dtype);
-    } else {
-      src = src.astype(spec.dtype);
-    }
-  }
-  const int64_t n = all.dim(0) / B;
-  if (n == 0) throw flow::Error("run: " + what + ": " + std::to_string(all.dim(0)) + " rows, fewer than one batch of " + std::to_string(B));
-  std::vector<flow::Tensor> out;
-  const size_t bytes = static_cast<size_t>(B * row) * flow::dtype_size(spec.dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    flow::Tensor t(spec.shape, spec.dtype);
-    std::memcpy(t.raw(), static_cast<const char*>(src.raw()) + i * bytes, bytes);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 int64_t argmax_row(const flow::Tensor& logits, int64_t i) {
   const int64_t C = logits.dim(1);
   int64_t best = 0;
@@ -217,8 +189,86 @@ bool is_labels(const flow::TensorSpec& s, int64_t B) {
   return s.shape.size() == 1 && s.shape[0] == B && !flow::is_floating(s.dtype);
 }
 
+// A file name for an output: letters, digits, '.', '-' and '_' kept, any
+// other character '_'.
+std::string file_name_of(const std::string& name) {
+  std::string r = name.empty() ? "output" : name;
+  for (char& c : r)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  if (r == "." || r == "..") r = "_";
+  return r;
+}
+
+// Tensors concatenated along dim 0 (scalars stacked into a vector).
+flow::Tensor concat_dim0(const std::vector<flow::Tensor>& parts) {
+  if (parts.size() == 1) return parts[0];
+  const flow::Tensor& p0 = parts[0];
+  flow::Shape s = p0.shape();
+  const bool scalars = s.empty();
+  if (scalars) s = {0};
+  s[0] = 0;
+  for (const auto& p : parts) {
+    flow::Shape rest(p.shape().begin() + (scalars ? 0 : 1), p.shape().end());
+    if (p.dtype() != p0.dtype() || rest != flow::Shape(p0.shape().begin() + (scalars ? 0 : 1), p0.shape().end()))
+      throw flow::Error("run: the calls' results " + flow::spec_str({p0.shape(), p0.dtype()}) + " and " +
+                        flow::spec_str({p.shape(), p.dtype()}) + " do not concatenate along dim 0");
+    s[0] += scalars ? 1 : p.dim(0);
+  }
+  flow::Tensor out(s, p0.dtype());
+  size_t off = 0;
+  for (const auto& p : parts) {
+    std::memcpy(static_cast<char*>(out.raw()) + off, p.raw(), p.nbytes());
+    off += p.nbytes();
+  }
+  return out;
+}
+
+// One placeholder's calls from a whole tensor (.npy or IDX): converted to
+// the placeholder's dtype (IDX uint8 images to float as x / 255), then split
+// along dim 0 when the placeholder's batch is fixed and smaller than the
+// rows given, else passed whole.
+std::vector<flow::Tensor> calls_of(flow::Tensor all, const flow::TensorSpec& spec, const std::string& what, bool idx,
+                                   bool exact) {
+  if (all.dtype() != spec.dtype) {
+    if (idx && all.dtype() == flow::DType::UInt8 && flow::is_floating(spec.dtype)) {
+      flow::Tensor f(all.shape(), flow::DType::Float32);
+      const uint8_t* p = all.data<uint8_t>();
+      float* q = f.data<float>();
+      for (int64_t i = 0; i < all.numel(); ++i) q[i] = p[i] / 255.0f;
+      all = f.dtype() == spec.dtype ? f : f.astype(spec.dtype);
+    } else {
+      all = all.astype(spec.dtype);
+    }
+  }
+  if (spec.shape.empty() || spec.shape[0] < 0 || all.ndim() == 0 || !flow::is_static(spec.shape)) return {all};
+  const int64_t B = spec.shape[0];
+  const int64_t row = flow::numel(flow::Shape(spec.shape.begin() + 1, spec.shape.end()));
+  if (all.numel() == flow::numel(spec.shape)) return {all.reshape(spec.shape)};
+  if (all.numel() % std::max<int64_t>(row, 1) != 0 || all.numel() / std::max<int64_t>(row, 1) != all.dim(0))
+    throw flow::Error("run: " + what + ": " + flow::shape_str(all.shape()) + " does not split into rows of " +
+                      std::to_string(row) + " elements for placeholder " + flow::spec_str(spec));
+  const int64_t rows = all.dim(0);
+  if (exact && rows % B != 0)
+    throw flow::Error("run: " + what + ": " + std::to_string(rows) + " rows do not split into calls of " +
+                      std::to_string(B) + " (placeholder " + flow::spec_str(spec) + ")");
+  const int64_t n = rows / B;
+  if (n == 0) throw flow::Error("run: " + what + ": " + std::to_string(rows) + " rows, fewer than one batch of " + std::to_string(B));
+  std::vector<flow::Tensor> out;
+  const size_t bytes = static_cast<size_t>(B * row) * flow::dtype_size(spec.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    flow::Tensor t(spec.shape, spec.dtype);
+    std::memcpy(t.raw(), static_cast<const char*>(all.raw()) + i * bytes, bytes);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
 int cmd_run(const std::vector<std::string>& args) {
-  std::string file, data, checkpoint, precision;
+  std::string file, data, checkpoint, out_dir, precision;
   std::vector<std::string> inputs;
   int64_t max_batches = -1;
   bool use_data = false;
@@ -232,6 +282,8 @@ int cmd_run(const std::vector<std::string>& args) {
     else if (a.rfind("--data=", 0) == 0) data = a.substr(7), use_data = true;
     else if (a == "--input") inputs.push_back(value());
     else if (a.rfind("--input=", 0) == 0) inputs.push_back(a.substr(8));
+    else if (a == "--out" || a == "-o") out_dir = value();
+    else if (a.rfind("--out=", 0) == 0) out_dir = a.substr(6);
     else if (a == "--batches") max_batches = std::atoll(value().c_str());
     else if (a.rfind("--batches=", 0) == 0) max_batches = std::atoll(a.substr(10).c_str());
     else if (a == "--checkpoint") checkpoint = value();
@@ -252,19 +304,25 @@ int cmd_run(const std::vector<std::string>& args) {
   const flow::Signature& sig = job->signature();
   if (sig.type != flow::JobType::Predict)
     throw flow::Error("run: " + file + " is a train job; jobflow run runs predict jobs");
-  if (sig.inputs.empty()) throw flow::Error("run: " + file + " takes no inputs");
-  const int64_t B = sig.inputs[0].shape.empty() ? 1 : sig.inputs[0].shape[0];
+  if (sig.inputs.empty() && inputs.empty() && use_data) throw flow::Error("run: " + file + " takes no inputs");
+  // The batch of a call, as far as it is known before the call.
+  const int64_t B = sig.inputs.empty() || sig.inputs[0].shape.empty() ? 1 : sig.inputs[0].shape[0];
 
-  // Feeds: one list of batches per placeholder; test labels when known.
+  // Feeds: one list of calls per placeholder; test labels when known.
   std::vector<std::vector<flow::Tensor>> feeds(sig.inputs.size());
   std::vector<flow::Tensor> truth;
-  if (!inputs.empty()) {
+  if (!inputs.empty() || sig.inputs.empty()) {
     if (inputs.size() != sig.inputs.size())
       throw flow::Error("run: " + file + " takes " + std::to_string(sig.inputs.size()) + " inputs (" +
                         sig.str() + "), " + std::to_string(inputs.size()) + " --input files given");
-    for (size_t k = 0; k < inputs.size(); ++k)
-      feeds[k] = batches_of(flow::data::read_idx(inputs[k]), sig.inputs[k], inputs[k]);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const bool npy = ends_with(inputs[k], ".npy");
+      feeds[k] = calls_of(npy ? flow::data::read_npy(inputs[k]) : flow::data::read_idx(inputs[k]), sig.inputs[k],
+                          inputs[k], !npy, npy || !out_dir.empty());
+    }
   } else {
+    if (B < 0)
+      throw flow::Error("run: " + file + " has a dynamic batch (" + sig.str() + "); give its inputs with --input");
     // Fashion-MNIST test set: images for a float placeholder, labels for an
     // integer one.
     auto mnist = flow::data::load_mnist(B, B, data);
@@ -284,8 +342,17 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     truth = mnist.test.labels;
   }
-  int64_t n = static_cast<int64_t>(feeds[0].size());
-  for (auto& f : feeds) n = std::min<int64_t>(n, static_cast<int64_t>(f.size()));
+  // Calls: inputs split into batches give one call per batch (the same
+  // count for all of them); inputs passed whole go with every call.
+  int64_t n = 1;
+  for (size_t k = 0; k < feeds.size(); ++k) {
+    const int64_t m = static_cast<int64_t>(feeds[k].size());
+    if (m == 1) continue;
+    if (n > 1 && m != n)
+      throw flow::Error("run: --input '" + inputs.at(k) + "' splits into " + std::to_string(m) + " calls, another input into " +
+                        std::to_string(n));
+    n = m;
+  }
   if (max_batches >= 0) n = std::min(n, max_batches);
 
   // What to score: (labels, logits) returns, or logits against the test labels.
@@ -294,16 +361,22 @@ int cmd_run(const std::vector<std::string>& args) {
     if (labels_out < 0 && is_labels(sig.outputs[k], B)) labels_out = static_cast<int>(k);
     else if (logits_out < 0 && is_logits(sig.outputs[k], B)) logits_out = static_cast<int>(k);
   }
-  const bool score = logits_out >= 0 && (labels_out >= 0 || !truth.empty());
+  const bool score = out_dir.empty() && B > 0 && logits_out >= 0 && (labels_out >= 0 || !truth.empty());
 
   std::printf("%s\n", sig.str().c_str());
-  Progress bar(n, B);
+  // Samples per call: the batch, or for a dynamic one the rows given.
+  int64_t per_call = B > 0 ? B : 1;
+  if (B < 0 && !feeds.empty() && !feeds[0].empty() && feeds[0][0].ndim() > 0) per_call = feeds[0][0].dim(0);
+  Progress bar(n, per_call);
   int64_t correct = 0, total = 0;
   std::vector<flow::Tensor> last;
+  std::vector<std::vector<flow::Tensor>> results(sig.outputs.size());
   for (int64_t i = 0; i < n; ++i) {
     std::vector<flow::Tensor> in;
-    for (auto& f : feeds) in.push_back(f[i]);
+    for (auto& f : feeds) in.push_back(f.size() == 1 ? f[0] : f[i]);
     last = job->run(std::move(in));
+    if (!out_dir.empty())
+      for (size_t k = 0; k < last.size(); ++k) results[k].push_back(last[k]);
     if (score) {
       const flow::Tensor& logits = last[logits_out];
       const flow::Tensor& labels = labels_out >= 0 ? last[labels_out] : truth[i];
@@ -313,7 +386,21 @@ int cmd_run(const std::vector<std::string>& args) {
     bar.update(i + 1);
   }
   if (n == 0) std::fprintf(stderr, "no batches to run\n");
-  if (score && total > 0) {
+  if (!out_dir.empty()) {
+    fs::create_directories(out_dir);
+    std::set<std::string> used;
+    for (size_t k = 0; k < results.size(); ++k) {
+      if (results[k].empty()) continue;
+      const std::string base =
+          file_name_of(k < sig.output_names.size() ? sig.output_names[k] : "output" + std::to_string(k));
+      std::string name = base;
+      for (int dup = 1; !used.insert(name).second; ++dup) name = base + "_" + std::to_string(dup);
+      const flow::Tensor t = concat_dim0(results[k]);
+      const std::string path = (fs::path(out_dir) / (name + ".npy")).string();
+      flow::data::write_npy(path, t);
+      std::printf("%s: %s\n", path.c_str(), flow::spec_str({t.shape(), t.dtype()}).c_str());
+    }
+  } else if (score && total > 0) {
     std::printf("accuracy: %.2f%% (%lld/%lld)\n", correct * 100.0 / total, static_cast<long long>(correct),
                 static_cast<long long>(total));
   } else if (!last.empty()) {

@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "gstjobbatch.h"
+#include "gstjobunbatch.h"
 #include "static_element_env.h"
 #include "tensor_caps.h"
 
 namespace {
 
-JOBFLOW_STATIC_ELEMENT_TEST_ENV(jobflow_register_jobbatch);
+gboolean register_elements(GstPlugin* plugin) {
+  return jobflow_register_jobbatch(plugin) && jobflow_register_jobunbatch(plugin);
+}
+JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_elements);
 
 constexpr GstClockTime kFrame = GST_SECOND / 30;
 // Two tensors per frame: a (1, 2) float32 and a scalar int32 label.

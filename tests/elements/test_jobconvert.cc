@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gstjobconvert.h"
+#include "jobflow_frame_meta.h"
 #include "static_element_env.h"
 
 namespace {
@@ -284,4 +285,53 @@ TEST(JobConvert, InvalidSettingFailsStateChange) {
   gst_bus_set_flushing(bus, TRUE);
   gst_object_unref(bus);
   gst_object_unref(e);
+}
+
+TEST(JobConvert, LetterboxScalesPadsAndAttachesTheFrame) {
+  // a 4x2 frame into an 8x8 input: scale 2, 2 rows of padding above and below
+  const char* caps = "video/x-raw,format=GRAY8,width=4,height=2,framerate=30/1";
+  Harness t("jobconvert width=8 height=8 resize=letterbox pad-value=100 dtype=uint8");
+  gst_harness_set_src_caps_str(t.h, caps);
+  GstBuffer* frame = video_frame(caps, [](int, int, int) { return 200; });
+  gst_buffer_ref(frame);
+  ASSERT_EQ(gst_harness_push(t.h, frame), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(t.field("dimensions"), "8:8:1:1");
+  const std::vector<guint8> v = values<guint8>(out);
+  ASSERT_EQ(v.size(), 64u);
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x)
+      EXPECT_EQ(v[y * 8 + x], y < 2 || y >= 6 ? 100 : 200) << x << "," << y;
+  const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(out);
+  ASSERT_NE(fm, nullptr);
+  EXPECT_EQ(fm->frame, frame);  // the frame itself, not a copy
+  EXPECT_EQ(fm->frame_width, 4);
+  EXPECT_EQ(fm->model_width, 8);
+  EXPECT_DOUBLE_EQ(fm->scale_x, 2.0);
+  EXPECT_DOUBLE_EQ(fm->scale_y, 2.0);
+  EXPECT_DOUBLE_EQ(fm->pad_x, 0.0);
+  EXPECT_DOUBLE_EQ(fm->pad_y, 2.0);
+  double x = 8, y = 6;
+  jobflow_frame_meta_to_frame(fm, &x, &y);
+  EXPECT_DOUBLE_EQ(x, 4);
+  EXPECT_DOUBLE_EQ(y, 2);
+  gchar* fc = gst_caps_to_string(fm->caps);
+  EXPECT_STREQ(fc, "video/x-raw, format=(string)GRAY8, width=(int)4, height=(int)2, framerate=(fraction)30/1");
+  g_free(fc);
+  gst_buffer_unref(out);
+  gst_buffer_unref(frame);
+}
+
+TEST(JobConvert, StretchScalesEachAxis) {
+  const char* caps = "video/x-raw,format=RGB,width=4,height=4,framerate=30/1";
+  Harness t("jobconvert width=2 height=1 attach-frame=false");
+  gst_harness_set_src_caps_str(t.h, caps);
+  ASSERT_EQ(gst_harness_push(t.h, video_frame(caps, [](int, int, int c) { return c == 0 ? 255 : 0; })), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(t.field("dimensions"), "2:1:3:1");
+  EXPECT_EQ(values<float>(out), (std::vector<float>{1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(jobflow_buffer_get_frame_meta(out), nullptr);
+  gst_buffer_unref(out);
 }

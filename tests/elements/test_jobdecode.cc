@@ -5,17 +5,30 @@
 #include <glib/gstdio.h>
 #include <gst/gst.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include <gst/video/video.h>
+#include <onnx/onnx_pb.h>
+
 #include "gstjobdecode.h"
+#include "jobflow_analytics.h"
+#include "jobflow_frame_meta.h"
 #include "static_element_env.h"
 
 namespace {
 
 JOBFLOW_STATIC_ELEMENT_TEST_ENV(jobflow_register_jobdecode);
+
+// A tensor's bytes.
+template <class T>
+std::string bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+std::string f32(const std::vector<float>& v) { return bytes(v); }
 
 class JobDecode : public ::testing::Test {
  protected:
@@ -28,9 +41,11 @@ class JobDecode : public ::testing::Test {
   }
   void TearDown() override {
     if (h_) gst_harness_teardown(h_);
+    for (const std::string& f : files_) g_remove(f.c_str());
     g_remove(labels_.c_str());
     g_rmdir(dir_);
     g_free(dir_);
+    if (last_) gst_message_unref(last_);
     gst_bus_set_flushing(bus_, TRUE);
     gst_object_unref(bus_);
   }
@@ -60,10 +75,68 @@ class JobDecode : public ::testing::Test {
     gst_buffer_unref(out);
     return text;
   }
+  // A file in the test's folder (removed in TearDown).
+  std::string file(const std::string& name, const std::string& contents) {
+    const std::string path = std::string(dir_) + "/" + name;
+    EXPECT_TRUE(g_file_set_contents(path.c_str(), contents.data(), static_cast<gssize>(contents.size()), nullptr));
+    files_.push_back(path);
+    return path;
+  }
+  // Pushes one buffer with a memory per tensor (bytes(...) of each), with a
+  // JobflowFrameMeta when `frame` is set; returns the output buffer (or null).
+  GstBuffer* push_tensors(const std::vector<std::string>& tensors, GstBuffer* frame = nullptr,
+                          GstCaps* frame_caps = nullptr, int mw = 0, int mh = 0, double s = 1, double px = 0,
+                          double py = 0) {
+    GstBuffer* b = gst_buffer_new();
+    for (const auto& t : tensors) {
+      gpointer data = g_memdup2(t.data(), t.size());
+      gst_buffer_append_memory(
+          b, gst_memory_new_wrapped(static_cast<GstMemoryFlags>(0), data, t.size(), 0, t.size(), data, g_free));
+    }
+    GST_BUFFER_PTS(b) = GST_SECOND;
+    GST_BUFFER_DURATION(b) = GST_SECOND / 30;
+    if (frame) jobflow_buffer_add_frame_meta(b, frame, frame_caps, mw, mh, s, s, px, py);
+    EXPECT_EQ(gst_harness_push(h_, b), GST_FLOW_OK);
+    return gst_harness_try_pull(h_);
+  }
+  std::string out_caps() {
+    GstCaps* c = gst_pad_get_current_caps(h_->sinkpad);
+    if (!c) return "";
+    gchar* t = gst_caps_to_string(c);
+    std::string r(t);
+    g_free(t);
+    gst_caps_unref(c);
+    return r;
+  }
+  // The next element message of that name on the bus ("" when none).
+  const GstStructure* next_message(const char* name) {
+    while (GstMessage* m = gst_bus_pop_filtered(bus_, GST_MESSAGE_ELEMENT)) {
+      if (gst_structure_has_name(gst_message_get_structure(m), name)) {
+        if (last_) gst_message_unref(last_);
+        last_ = m;
+        return gst_message_get_structure(m);
+      }
+      gst_message_unref(m);
+    }
+    return nullptr;
+  }
+  // The first error on the bus (domain, code, message).
+  std::string error_message(GQuark domain, gint code) {
+    GstMessage* m = gst_bus_pop_filtered(bus_, GST_MESSAGE_ERROR);
+    if (!m) return "<no error>";
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    std::string text = g_error_matches(err, domain, code) ? err->message : std::string("<other error> ") + err->message;
+    g_error_free(err);
+    gst_message_unref(m);
+    return text;
+  }
   gchar* dir_ = nullptr;
   std::string labels_;
+  std::vector<std::string> files_;
   GstBus* bus_ = nullptr;
   GstHarness* h_ = nullptr;
+  GstMessage* last_ = nullptr;
 };
 
 const char* kOneRow = "other/tensors,format=static,num_tensors=1,dimensions=(string)3:1,types=float32,framerate=30/1";
@@ -173,4 +246,272 @@ TEST_F(JobDecode, BufferOfTheWrongSizeIsAStreamError) {
   EXPECT_TRUE(g_error_matches(err, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
   g_error_free(err);
   gst_message_unref(m);
+}
+
+// ---------------------------------------------------------------- frame modes
+
+namespace {
+
+std::string json_of(GstBuffer* b) {
+  gchar* t = jobflow_analytics_relation_meta_to_json(jobflow_buffer_get_analytics_relation_meta(b));
+  std::string s(t);
+  g_free(t);
+  return s;
+}
+
+const char* kFrameCaps = "video/x-raw, format=(string)RGB, width=(int)320, height=(int)240, framerate=(fraction)30/1";
+
+}  // namespace
+
+TEST_F(JobDecode, Yolov8BoxesGoOnTheFrameInFramePixels) {
+  const std::string labels = file("two.txt", "ball\nbox\n");
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+                             g_object_set(e, "labels", labels.c_str(), "score-threshold", 0.5, nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)4:6:1,types=float32,framerate=30/1");
+  // (1, 4 + 2, 4): candidates in columns; the model input is the 320x240
+  // frame letterboxed into 160x160 (scale 0.5, 20 rows of padding on top)
+  const std::vector<float> head = {
+      50, 10, 80, 51,    // cx
+      50, 10, 20, 50,    // cy
+      20, 4, 10, 20,     // w
+      10, 4, 30, 10,     // h
+      0.1f, 0.2f, 0.7f, 0.1f,  // ball
+      0.9f, 0.3f, 0.1f, 0.8f,  // box: the fourth overlaps the first (IoU 0.9): suppressed
+  };
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 320 * 240 * 3, nullptr);
+  GstCaps* caps = gst_caps_from_string(kFrameCaps);
+  GstBuffer* out = push_tensors({f32(head)}, frame, caps, 160, 160, 0.5, 0, 20);
+  ASSERT_NE(out, nullptr);
+  // the frame itself (its memory, no copy) with the frame's caps
+  EXPECT_EQ(gst_buffer_peek_memory(out, 0), gst_buffer_peek_memory(frame, 0));
+  EXPECT_EQ(out_caps(), kFrameCaps);
+  EXPECT_EQ(GST_BUFFER_PTS(out), GST_SECOND);
+  // box (40, 45)-(60, 55) -> frame (80, 50)-(120, 70); the ball's
+  // (75, 5)-(85, 35) -> (150, -30)-(170, 30), clamped to the frame
+  EXPECT_EQ(json_of(out), "{\"regions\":["
+                          "{\"id\":0,\"label\":\"box\",\"confidence\":0.9,\"x\":80,\"y\":50,\"w\":40,\"h\":20},"
+                          "{\"id\":1,\"label\":\"ball\",\"confidence\":0.7,\"x\":150,\"y\":0,\"w\":20,\"h\":30}]}");
+  const GstStructure* m = next_message(JOBFLOW_REGIONS_MESSAGE_NAME);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(std::string(gst_structure_get_string(m, "json")), json_of(out));
+  gst_buffer_unref(out);
+  // the next frame: same caps, no new negotiation
+  out = push_tensors({f32(head)}, frame, caps, 160, 160, 0.5, 0, 20);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out_caps(), kFrameCaps);
+  gst_buffer_unref(out);
+  gst_buffer_unref(frame);
+  gst_caps_unref(caps);
+}
+
+TEST_F(JobDecode, BoxesWithoutAFrameStayOnTheTensor) {
+  // one label: 5 + 1 values per candidate tell the head's orientation
+  // (without labels, the longer of the two dims is the candidates)
+  const std::string labels = file("one.txt", "ball\n");
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+                             gst_util_set_object_arg(G_OBJECT(e), "scheme", "yolov5");
+                             g_object_set(e, "labels", labels.c_str(), nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)6:2:1,types=float32");
+  // (1, 2, 5 + 1): rows cx, cy, w, h, objectness, class 0
+  GstBuffer* out = push_tensors({f32({10, 20, 4, 8, 0.8f, 0.75f, 30, 30, 2, 2, 0.2f, 0.5f})});
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out_caps(), "other/tensors, format=(string)static, num_tensors=(int)1, dimensions=(string)6:2:1, "
+                        "types=(string)float32");
+  EXPECT_EQ(gst_buffer_n_memory(out), 1u);
+  EXPECT_EQ(json_of(out), "{\"regions\":[{\"id\":0,\"label\":\"ball\",\"confidence\":0.6,\"x\":8,\"y\":16,\"w\":4,"
+                          "\"h\":8}]}");
+  gst_buffer_unref(out);
+}
+
+TEST_F(JobDecode, SsdWithAnchors) {
+  const std::string anchors = file("anchors.txt", "0.5 0.5 0.2 0.2\n0.1 0.1 0.1 0.1\n");
+  start([&](GstElement* e) {
+          gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+          gst_util_set_object_arg(G_OBJECT(e), "scheme", "ssd");
+          g_object_set(e, "anchors", anchors.c_str(), "score-threshold", 0.5, nullptr);
+        },
+        "other/tensors,format=static,num_tensors=2,dimensions=(string)4:2:1.3:2:1,types=float32.float32");
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 320 * 240 * 3, nullptr);
+  GstCaps* caps = gst_caps_from_string(kFrameCaps);
+  // a 100x100 model input stretched from the frame would have two scales;
+  // here the frame is 320x240 scaled by 0.5 into a 160x120 input
+  GstBuffer* out = push_tensors({f32({1, -1, 0, 5 * std::log(2.f), 0, 0, 0, 0}), f32({0, 2, 0, 5, 0, 0})}, frame, caps, 160,
+                                120, 0.5, 0, 0);
+  ASSERT_NE(out, nullptr);
+  // anchor 0: (0.52, 0.48, 0.2, 0.4) of 160x120 = (67.2, 33.6)-(99.2, 81.6) -> frame x2
+  EXPECT_EQ(json_of(out), "{\"regions\":[{\"id\":0,\"label\":\"1\",\"confidence\":0.787,\"x\":134,\"y\":67,\"w\":64,"
+                          "\"h\":96}]}");
+  gst_buffer_unref(out);
+  gst_buffer_unref(frame);
+  gst_caps_unref(caps);
+}
+
+TEST_F(JobDecode, SsdWithoutAnchorsNamesTheProperty) {
+  GstElement* e = gst_element_factory_make("jobdecode", nullptr);
+  gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+  gst_util_set_object_arg(G_OBJECT(e), "scheme", "ssd");
+  gst_element_set_bus(e, bus_);
+  EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  EXPECT_EQ(error_message(GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS),
+            "Property 'anchors' is not set: scheme=ssd needs the anchors file");
+  gst_element_set_state(e, GST_STATE_NULL);
+  gst_object_unref(e);
+}
+
+TEST_F(JobDecode, DetectionsSchemeWithIntegerLabels) {
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+                             gst_util_set_object_arg(G_OBJECT(e), "scheme", "detections");
+                             g_object_set(e, "labels", labels_.c_str(), "score-threshold", 0.5, nullptr); },
+        "other/tensors,format=static,num_tensors=3,dimensions=(string)4:2.2.2,types=float32.int64.float32");
+  // boxes, labels, scores as torchvision's detection models give them
+  GstBuffer* out = push_tensors({f32({10, 20, 30, 40, 12, 22, 30, 40}), bytes(std::vector<gint64>{2, 1}),
+                                 f32({0.9f, 0.3f})});
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(json_of(out), "{\"regions\":[{\"id\":0,\"label\":\"Pullover\",\"confidence\":0.9,\"x\":10,\"y\":20,"
+                          "\"w\":20,\"h\":20}]}");
+  gst_buffer_unref(out);
+}
+
+TEST_F(JobDecode, WrongHeadShapeIsAStreamErrorNamingTheScheme) {
+  const std::string labels = file("three.txt", "a\nb\nc\n");
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+                             g_object_set(e, "labels", labels.c_str(), nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)4:6:1,types=float32");
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, 24 * 4, nullptr);
+  gst_buffer_memset(b, 0, 0, 24 * 4);
+  EXPECT_EQ(gst_harness_push(h_, b), GST_FLOW_ERROR);
+  EXPECT_EQ(error_message(GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT),
+            "jobdecode mode=boxes: scheme=yolov8 with 3 labels expects 7 values per candidate, got (1, 6, 4)");
+}
+
+TEST_F(JobDecode, TextRegionsAreRotatedBoxesOnTheFrame) {
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "text-regions"); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)60:30:1:1,types=float32");
+  std::vector<float> map(30 * 60, 0.f);
+  for (int y = 4; y < 10; ++y)
+    for (int x = 5; x < 25; ++x) map[y * 60 + x] = 0.9f;
+  // the 120x60 frame was scaled by 0.5 into the 60x30 input
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 120 * 60 * 3, nullptr);
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=RGB,width=120,height=60,framerate=30/1");
+  GstBuffer* out = push_tensors({f32(map)}, frame, caps, 60, 30, 0.5, 0, 0);
+  ASSERT_NE(out, nullptr);
+  // map box: centre (14.5, 6.5), 19 x 5 grown by 2.96875 per side -> frame
+  // centre (29, 13), 49.875 x 21.875
+  EXPECT_EQ(json_of(out), "{\"regions\":[{\"id\":0,\"label\":\"text\",\"confidence\":0.9,\"x\":4,\"y\":2,"
+                          "\"w\":50,\"h\":22}]}");
+  gst_buffer_unref(out);
+  gst_buffer_unref(frame);
+  gst_caps_unref(caps);
+}
+
+TEST_F(JobDecode, SegmentationMaskAndMaskVideo) {
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "segmentation");
+                             g_object_set(e, "mask-video", TRUE, nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)2:2:3:1,types=float32");
+  // (1, 3, 2, 2) scores: classes 0 1 / 2 0
+  const std::vector<float> scores = {0.9f, 0.1f, 0.2f, 0.5f, 0.05f, 0.8f, 0.2f, 0.3f, 0.05f, 0.1f, 0.6f, 0.2f};
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 4 * 4 * 3, nullptr);
+  GstCaps* caps = gst_caps_from_string("video/x-raw,format=RGB,width=4,height=4,framerate=25/1");
+  GstBuffer* out = push_tensors({f32(scores)}, frame, caps, 2, 2, 0.5, 0, 0);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out_caps(), "video/x-raw, format=(string)GRAY8, width=(int)4, height=(int)4, framerate=(fraction)25/1");
+  EXPECT_EQ(json_of(out), "{\"regions\":[],\"masks\":[{\"id\":0,\"type\":\"semantic\",\"x\":0,\"y\":0,\"w\":4,"
+                          "\"h\":4,\"width\":2,\"height\":2,\"region-ids\":[0,1,2]}]}");
+  // each map pixel covers 2 x 2 frame pixels (GRAY8 rows padded to 4 bytes)
+  GstMapInfo map;
+  ASSERT_TRUE(gst_buffer_map(out, &map, GST_MAP_READ));
+  const guint8 want[16] = {0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 0, 0, 2, 2, 0, 0};
+  EXPECT_EQ(std::vector<guint8>(map.data, map.data + 16), std::vector<guint8>(want, want + 16));
+  gst_buffer_unmap(out, &map);
+  gst_buffer_unref(out);
+  gst_buffer_unref(frame);
+  gst_caps_unref(caps);
+}
+
+TEST_F(JobDecode, CtcWithADictionaryFile) {
+  const std::string dict = file("dict.txt", "a\nb\nc\n");
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "ctc");
+                             g_object_set(e, "dictionary", dict.c_str(), "softmax", FALSE, nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)4:6:2,types=float32");
+  // two rows of 6 steps over blank, a, b, c: "aab" and "cb"
+  const int best[2][6] = {{1, 1, 0, 1, 2, 2}, {3, 0, 0, 2, 0, 0}};
+  std::vector<float> probs(2 * 6 * 4, 0.1f);
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < 6; ++t) probs[(r * 6 + t) * 4 + best[r][t]] = 0.7f;
+  GstBuffer* b = gst_buffer_new_memdup(probs.data(), probs.size() * 4);
+  ASSERT_EQ(gst_harness_push(h_, b), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h_);
+  std::string text(gst_buffer_get_size(out), '\0');
+  gst_buffer_extract(out, 0, text.data(), text.size());
+  gst_buffer_unref(out);
+  EXPECT_EQ(text, "aab\ncb");
+  EXPECT_EQ(out_caps(), "text/x-raw, format=(string)utf8");
+  const GstStructure* m = next_message(JOBFLOW_TEXT_MESSAGE_NAME);
+  ASSERT_NE(m, nullptr);
+  EXPECT_STREQ(gst_structure_get_string(m, "text"), "aab");
+  double conf = 0;
+  EXPECT_TRUE(gst_structure_get_double(m, "confidence", &conf));
+  EXPECT_NEAR(conf, 0.7, 1e-6);
+}
+
+TEST_F(JobDecode, CtcDictionaryFromTheModelsMetadata) {
+  // a recogniser's .onnx with its characters under "character"; the model
+  // has one class more than blank + characters: PP-OCR's " "
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* kv = model.add_metadata_props();
+  kv->set_key("character");
+  kv->set_value("J\nO\nB");
+  std::string bytes_;
+  ASSERT_TRUE(model.SerializeToString(&bytes_));
+  const std::string path = file("rec.onnx", bytes_);
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "ctc");
+                             g_object_set(e, "dictionary", path.c_str(), nullptr); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)5:4:1,types=float32");
+  // steps: J, blank, space, O, B (logits)
+  const int best[4] = {1, 4, 2, 3};
+  std::vector<float> logits(4 * 5, 0.f);
+  for (int t = 0; t < 4; ++t) logits[t * 5 + best[t]] = 5.f;
+  EXPECT_EQ(push_and_pull(logits, 0), "J OB");
+}
+
+TEST_F(JobDecode, CtcDictionaryErrors) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* kv = model.add_metadata_props();
+  kv->set_key("vocab");
+  kv->set_value("x");
+  std::string bytes_;
+  ASSERT_TRUE(model.SerializeToString(&bytes_));
+  const std::string path = file("other.onnx", bytes_);
+  for (const std::string& dict : {std::string(), path}) {
+    GstElement* e = gst_element_factory_make("jobdecode", nullptr);
+    gst_util_set_object_arg(G_OBJECT(e), "mode", "ctc");
+    if (!dict.empty()) g_object_set(e, "dictionary", dict.c_str(), nullptr);
+    gst_element_set_bus(e, bus_);
+    EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    if (dict.empty())
+      EXPECT_EQ(error_message(GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS),
+                "Property 'dictionary' is not set: mode=ctc needs the characters");
+    else
+      EXPECT_EQ(error_message(GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND),
+                "Dictionary (property 'dictionary'): the ONNX model \"" + path +
+                    "\" has no metadata key \"character\" (it has: vocab)");
+    gst_element_set_state(e, GST_STATE_NULL);
+    gst_object_unref(e);
+  }
+}
+
+TEST_F(JobDecode, FrameModesTakeAnyTensorsLabelsModeOnlyScores) {
+  GstElement* e = gst_element_factory_make("jobdecode", nullptr);
+  gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+  GstPad* sink = gst_element_get_static_pad(e, "sink");
+  GstCaps* c = gst_caps_from_string("other/tensors,format=static,num_tensors=3,dimensions=(string)4:2.2.2,"
+                                    "types=float32.int64.float32");
+  EXPECT_TRUE(gst_pad_query_accept_caps(sink, c));
+  gst_util_set_object_arg(G_OBJECT(e), "mode", "labels");
+  EXPECT_FALSE(gst_pad_query_accept_caps(sink, c));
+  gst_caps_unref(c);
+  gst_object_unref(sink);
+  gst_object_unref(e);
 }

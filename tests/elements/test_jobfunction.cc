@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gstjobbatch.h"
+#include "gstjobunbatch.h"
 #include "gstjobfunction.h"
 #include "gstjobsink.h"
 #include "jobflow_meta.h"
@@ -46,6 +47,7 @@ using jobflow::test::caps_field;
 gboolean register_elements(GstPlugin* plugin) {
   gboolean ok = jobflow_register_jobfunction(plugin);
   ok &= jobflow_register_jobbatch(plugin);
+  ok &= jobflow_register_jobunbatch(plugin);
   ok &= jobflow_register_jobsink(plugin);
   ok &= gst_element_register(plugin, "appsrc", GST_RANK_NONE, GST_TYPE_APP_SRC);
   return ok;
@@ -89,13 +91,18 @@ std::string fresh_path(const std::string& name) {
  *   scaled  (x: (4,) float32) -> x * fn_scale, fn_scale a (4,) variable = 1
  *   train   (x: (2, 3), targets: (2, 2)) -> loss (2,): a dense layer fn_lin
  *           (kernel 0.5, bias 0), loss_i = sum_j (y_ij - t_ij)^2, SGD lr 0.1
- *   eval    (scores: (4, 3) float32, labels: (4,) int32) -> (labels, scores)
+ *   eval    (scores: (4, 3) float32, labels: (4,) int32) -> (labels, scores),
+ *           declared its accuracy (accuracy(0, 1))
+ *   argmax  (scores: (4, 3) float32) -> (argmax(scores), scores): an int
+ *           (B,) and a float (B, C) return, no accuracy declared
+ *   train_y (x, targets) -> (y, loss): train with the loss second, its
+ *           dense layer fn_lin2 as train's
  *   apply   (x: (2, 3)) -> (2, 2): train's dense layer fn_lin in a predict
  *           job (its file declares fn_lin frozen: no jobflow.trainable)
  * and two checkpoints of `scaled`: fn_scale = 3 (ck_scale3) and a (5,)
  * fn_scale that does not fit (ck_scale_bad). */
 struct Jobs {
-  std::string affine, fold, scaled, train, eval, apply, ck_scale3, ck_scale_bad;
+  std::string affine, fold, scaled, train, eval, argmax, train_y, apply, ck_scale3, ck_scale_bad;
 };
 
 const Jobs& jobs() {
@@ -109,6 +116,8 @@ const Jobs& jobs() {
     r.scaled = path("scaled.onnx");
     r.train = path("train.onnx");
     r.eval = path("eval.onnx");
+    r.argmax = path("argmax.onnx");
+    r.train_y = path("train_y.onnx");
     r.apply = path("apply.onnx");
     r.ck_scale3 = path("ck_scale3");
     r.ck_scale_bad = path("ck_scale_bad");
@@ -151,12 +160,34 @@ const Jobs& jobs() {
     }
     {
       auto job = flow::global_function(
-          flow::Predict, flow::function_config().name("fn_eval"),
+          flow::Predict, flow::function_config().name("fn_eval").accuracy(0, 1),
           {flow::Numpy::Placeholder({4, 3}, flow::Float, "scores"), flow::Numpy::Placeholder({4}, flow::Int32, "labels")},
           [](Blob scores, Blob labels) -> std::tuple<flow::Numpy, flow::Numpy> {
             return {flow::identity(labels), scores * 1.0};
           });
       flow::onnx::save(*job.compiled(), r.eval);
+    }
+    {
+      auto job = flow::global_function(
+          flow::Predict, flow::function_config().name("fn_argmax"), {flow::Numpy::Placeholder({4, 3}, flow::Float, "scores")},
+          [](Blob scores) -> std::tuple<flow::Numpy, flow::Numpy> { return {flow::argmax(scores, 1), scores * 1.0}; });
+      flow::onnx::save(*job.compiled(), r.argmax);
+    }
+    {
+      auto job = flow::global_function(
+          flow::Train, flow::function_config().name("fn_train_y"),
+          {flow::Numpy::Placeholder({2, 3}, flow::Float, "x"), flow::Numpy::Placeholder({2, 2}, flow::Float, "targets")},
+          [](Blob x, Blob t) -> std::tuple<flow::Numpy, flow::Numpy> {
+            auto y = flow::layers::dense(x, 2, {.kernel_initializer = flow::constant_initializer(0.5),
+                                               .bias_initializer = flow::zeros_initializer(),
+                                               .name = "fn_lin2",
+                                               .trainable = true});
+            auto loss = flow::reduce_sum(flow::square(y - t), {1});
+            flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0.0).minimize(loss);
+            return {y, loss};
+          });
+      flow::CheckPoint().init();
+      flow::onnx::save(*job.compiled(), r.train_y);
     }
     {
       auto job = flow::global_function(flow::Predict, flow::function_config().name("fn_apply"),
@@ -374,15 +405,18 @@ TEST_F(JobFunction, SinkCapsQueryAnswersThePlaceholders) {
 
   ASSERT_EQ(gst_element_set_state(e, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
   c = gst_pad_query_caps(sink, nullptr);
+  // Static caps of the placeholders, or NNStreamer's flexible tensors.
   GstCaps* want = gst_caps_from_string(
-      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:4,4\",types=(string)\"float32,int32\"");
+      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"3:4,4\",types=(string)\"float32,int32\"; "
+      "other/tensors,format=flexible");
   EXPECT_TRUE(gst_caps_is_equal(c, want)) << gst_caps_to_string(c);
   gst_caps_unref(want);
   gst_caps_unref(c);
   // The src pad answers the returns (labels (4,) int32, scores (4, 3)).
   c = gst_pad_query_caps(src, nullptr);
   want = gst_caps_from_string(
-      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"4,3:4\",types=(string)\"int32,float32\"");
+      "other/tensors,format=static,num_tensors=2,dimensions=(string)\"4,3:4\",types=(string)\"int32,float32\"; "
+      "other/tensors,format=flexible");
   EXPECT_TRUE(gst_caps_is_equal(c, want)) << gst_caps_to_string(c);
   gst_caps_unref(want);
   gst_caps_unref(c);
@@ -1230,6 +1264,69 @@ TEST_F(JobFunction, EvalJobReportsAccuracy) {
   gst_harness_teardown(h);
 }
 
+TEST_F(JobFunction, NoAccuracyWhenTheJobDeclaresNone) {
+  // fn_argmax returns (argmax(scores), scores): an int (B,) and a float
+  // (B, C) return that would score 100% at every call. It declares no
+  // accuracy, so the element reports none.
+  Bus bus;
+  Recorder rec;
+  GstElement* e = make_function({{"job", jobs().argmax}});
+  connect_recorder(e, &rec);
+  GstHarness* h =
+      harness(e, bus, "other/tensors,format=static,num_tensors=1,dimensions=(string)3:4,types=(string)float32");
+  const std::vector<float> scores = {0, 1, 0, 5, 2, 1, 0, 0, 9, 1, 2, 3};
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(gst_harness_push(h, buffer_of({Tensor::from<float>({4, 3}, scores)})), GST_FLOW_OK);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  ASSERT_TRUE(pull_until_eos(h));
+  ASSERT_EQ(gst_harness_buffers_in_queue(h), 2u);
+  GstBuffer* out = gst_harness_pull(h);
+  EXPECT_EQ(tensor<gint32>(out, 0), (std::vector<gint32>{1, 0, 2, 2}));  // the job ran
+  gst_buffer_unref(out);
+  std::vector<const GstStructure*> msgs = bus.element(JOBFLOW_STEP_MESSAGE_NAME);
+  ASSERT_EQ(msgs.size(), 2u);
+  for (const GstStructure* m : msgs) {
+    EXPECT_FALSE(gst_structure_has_field(m, "accuracy"));
+    EXPECT_FALSE(gst_structure_has_field(m, "total-accuracy"));
+  }
+  std::vector<const GstStructure*> sum = bus.element(JOBFLOW_SUMMARY_MESSAGE_NAME);
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_FALSE(gst_structure_has_field(sum[0], "accuracy"));
+  EXPECT_FALSE(gst_structure_has_field(sum[0], "counted"));
+  {
+    std::lock_guard<std::mutex> lk(rec.mu);
+    ASSERT_EQ(rec.steps.size(), 2u);
+    for (const auto& st : rec.steps) EXPECT_TRUE(std::isnan(std::get<2>(st)));
+  }
+  gst_harness_teardown(h);
+}
+
+TEST_F(JobFunction, TheLossIsTheReturnTheJobDeclares) {
+  // fn_train_y returns (y, loss): the loss is its second return, not the
+  // first float one (y, whose mean is 1.75 at step 1).
+  Bus bus;
+  Recorder rec;
+  GstElement* e = make_function({{"job", jobs().train_y}});
+  connect_recorder(e, &rec);
+  GstHarness* h = harness(e, bus, kTrainCaps);
+  ASSERT_EQ(gst_harness_push(h, buffer_of(train_inputs(0))), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  ASSERT_EQ(gst_buffer_n_memory(out), 2u);
+  EXPECT_EQ(tensor<float>(out, 0), (std::vector<float>{3, 3, 0.5f, 0.5f}));  // y = 0.5 * sum(x_i)
+  EXPECT_EQ(tensor<float>(out, 1), (std::vector<float>{18, 0.5f}));         // loss_i = sum_j y_ij^2
+  gst_buffer_unref(out);
+  std::vector<const GstStructure*> msgs = bus.element(JOBFLOW_STEP_MESSAGE_NAME);
+  ASSERT_EQ(msgs.size(), 1u);
+  EXPECT_NEAR(dbl(msgs[0], "loss"), 9.25, 1e-6);
+  {
+    std::lock_guard<std::mutex> lk(rec.mu);
+    ASSERT_EQ(rec.steps.size(), 1u);
+    EXPECT_NEAR(std::get<1>(rec.steps[0]), 9.25, 1e-6);
+  }
+  EXPECT_EQ(errors_text(bus), "");
+  gst_harness_teardown(h);
+}
+
 TEST_F(JobFunction, MessageIntervalThinsStepMessages) {
   Bus bus;
   GstHarness* h = harness(make_function({{"job", jobs().affine}, {"message-interval", "3"}}), bus, kAffineCaps);
@@ -1401,6 +1498,39 @@ TEST_F(JobFunction, StartErrorsNameTheProperty) {
   }
 }
 
+TEST_F(JobFunction, LoadErrorsNameTheSettingTheEngineBlames) {
+  // The engine's error says which LoadOptions field is at fault; the
+  // element does not search the message. The job files here sit in a
+  // folder whose name holds both "loss" and "optimizer", so every message
+  // (it names the file) mentions both words.
+  const fs::path dir = tmp_root() / "loss_and_optimizer";
+  fs::create_directories(dir);
+  const std::string scaled = (dir / "scaled.onnx").string();
+  fs::copy_file(jobs().scaled, scaled, fs::copy_options::overwrite_existing);
+  {
+    std::string t = start_error(make_function({{"job", scaled}, {"loss", "mse"}, {"optimizer", "rmsprop:lr=0.1"}}),
+                                GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS);
+    EXPECT_HAS(t, "optimizer=\"rmsprop:lr=0.1\"");
+    EXPECT_HAS(t, "unknown optimizer 'rmsprop'");
+  }
+  {
+    // scaled returns (4,): no (batch, classes) output for the cross-entropy.
+    std::string t = start_error(
+        make_function({{"job", scaled}, {"loss", "sparse_softmax_cross_entropy"}, {"optimizer", "sgd:lr=0.1"}}),
+        GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS);
+    EXPECT_HAS(t, "loss=\"sparse_softmax_cross_entropy\"");
+    EXPECT_HAS(t, "(batch, classes)");
+  }
+  {
+    // The file's own fault stays the job's.
+    const std::string junk = (dir / "junk.onnx").string();
+    std::ofstream(junk) << "this is not a protobuf";
+    std::string t = start_error(make_function({{"job", junk}, {"loss", "mse"}, {"optimizer", "sgd:lr=0.1"}}),
+                                GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS);
+    EXPECT_HAS(t, "job=\"" + junk + "\"");
+  }
+}
+
 TEST_F(JobFunction, ASummaryDirThatCannotBeMadeFailsTheStartNamingIt) {
   // The event file is made when the element starts (READY -> PAUSED); a
   // file where the folder should be stops it there.
@@ -1511,6 +1641,29 @@ TEST_F(JobFunction, SignatureAndStepsProperties) {
   g_object_get(h->element, "steps", &steps, nullptr);
   EXPECT_EQ(steps, 3u);
   gst_harness_teardown(h);
+}
+
+TEST_F(JobFunction, LossIsAnEnumCheckedWhenSet) {
+  GstElement* e = make_function({{"loss", "mse"}});
+  GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "loss");
+  ASSERT_TRUE(ps && G_IS_PARAM_SPEC_ENUM(ps));
+  GEnumClass* k = G_PARAM_SPEC_ENUM(ps)->enum_class;
+  std::vector<std::string> nicks;
+  for (guint i = 0; i < k->n_values; ++i) nicks.push_back(k->values[i].value_nick);
+  EXPECT_EQ(nicks, (std::vector<std::string>{"none", "sparse_softmax_cross_entropy", "mse"}));
+  EXPECT_EQ(G_PARAM_SPEC_ENUM(ps)->default_value, 0);
+  auto nick = [&] {
+    gint v = -1;
+    g_object_get(e, "loss", &v, nullptr);
+    const GEnumValue* ev = g_enum_get_value(k, v);
+    return std::string(ev ? ev->value_nick : "?");
+  };
+  EXPECT_EQ(nick(), "mse");
+  gst_util_set_object_arg(G_OBJECT(e), "loss", "cross_entropy");  // not a choice: refused, unchanged
+  EXPECT_EQ(nick(), "mse");
+  gst_util_set_object_arg(G_OBJECT(e), "loss", "sparse_softmax_cross_entropy");
+  EXPECT_EQ(nick(), "sparse_softmax_cross_entropy");
+  gst_object_unref(e);
 }
 
 TEST_F(JobFunction, Defaults) {

@@ -2,9 +2,11 @@
 // Jobflow, with `pkg-config --cflags --libs jobflow-gst gstreamer-app-1.0`
 // (tests/install/install.sh): appsrc pushes two tensors made with the
 // installed tensor_caps.h into the installed plugin's jobsink; the result is
-// pulled with jobsink.h's API and its values checked. Prints "ok".
+// pulled with jobsink.h's API and its values checked; a region added with
+// the installed jobflow_analytics.h is read back as JSON. Prints "ok".
 #include <gst/app/gstappsrc.h>
 #include <gst/gst.h>
+#include <jobflow/gst/jobflow_analytics.h>
 #include <jobflow/gst/tensor_caps.h>
 #include <jobsink.h>  // the same header, as the source tree spells it
 
@@ -62,6 +64,17 @@ int main(int argc, char** argv) {
   out.clear();
   if (job_sink_pull_result(sink) != nullptr) return fail("a second result after EOS");
   if (!job_sink_is_eos(sink)) return fail("jobsink is not at EOS");
+
+  GstBuffer* frame = gst_buffer_new();
+  JobflowAnalyticsRelationMeta* meta = jobflow_buffer_add_analytics_relation_meta(frame);
+  jobflow_analytics_relation_meta_add_od_mtd(meta, g_quark_from_string("car"), 1, 2, 3, 4, 0.5f, nullptr);
+  gchar* json = jobflow_analytics_relation_meta_to_json(meta);
+  const std::string want = "{\"regions\":[{\"id\":0,\"label\":\"car\",\"confidence\":0.5,\"x\":1,\"y\":2,\"w\":3,\"h\":4}]}";
+  const bool same = want == json;
+  const std::string got = json;
+  g_free(json);
+  gst_buffer_unref(frame);
+  if (!same) return fail("regions JSON " + got + ", expected " + want);
 
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(src);

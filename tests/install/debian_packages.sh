@@ -2,7 +2,7 @@
 # The Debian packages (debian/): copies the source tree (the files git
 # knows, tracked or not ignored; without git, everything but build folders)
 # and runs `dpkg-buildpackage -us -uc -b` on it without the tests, then
-# checks that the four packages exist and hold what they should
+# checks that the five packages exist and hold what they should
 # (dpkg-deb -c). Skips (77) when dpkg-buildpackage or debhelper is missing.
 # A full build on 2 cores: a few minutes.
 # Usage: debian_packages.sh SOURCE_ROOT BUILD_ROOT
@@ -47,11 +47,13 @@ plugins=$(pkg-config --variable=pluginsdir gstreamer-1.0)
 declare -A expect=(
   [libjobflow0]="/usr/lib/$multiarch/libjobflow.so.0 /usr/lib/$multiarch/libjobflow-gst.so.0"
   [libjobflow-dev]="/usr/include/jobflow/jobflow.h /usr/include/jobflow/gst/jobsink.h
-                    /usr/include/jobflow/gst/tensor_caps.h /usr/lib/$multiarch/libjobflow.so
+                    /usr/include/jobflow/gst/tensor_caps.h /usr/include/jobflow/gst/jobflow_analytics.h
+                    /usr/lib/$multiarch/libjobflow.so
                     /usr/lib/$multiarch/libjobflow-gst.so /usr/lib/$multiarch/pkgconfig/jobflow.pc
                     /usr/lib/$multiarch/pkgconfig/jobflow-gst.pc /usr/share/doc/jobflow/installing.md"
   [gstreamer1.0-jobflow]="$plugins/libgstjobflow.so"
   [jobflow-tools]="/usr/bin/jobflow /usr/share/jobflow/jobs/lenet_predict.onnx /usr/libexec/jobflow/async_batch_job"
+  [python3-jobflow]="/usr/lib/python3/dist-packages/jobflow/__init__.py /usr/lib/python3/dist-packages/jobflow/typing.py"
 )
 for pkg in "${!expect[@]}"; do
   deb=$work/${pkg}_${version}_$arch.deb

@@ -36,7 +36,8 @@ expect=("$lib/libjobflow.so" "$lib/libjobflow.so.0" "$lib/pkgconfig/jobflow.pc"
 [[ $tool == yes ]] && expect+=("$bin/jobflow" "$share/jobflow/jobs/mlp_predict.onnx")
 [[ $plugin == yes ]] && expect+=("$lib/libjobflow-gst.so" "$lib/libjobflow-gst.so.0" "$lib/pkgconfig/jobflow-gst.pc"
                                  "$inc/jobflow/gst/jobsink.h" "$inc/jobflow/gst/tensor_caps.h"
-                                 "$inc/jobflow/gst/jobflow_meta.h" "$plugins/libgstjobflow.so")
+                                 "$inc/jobflow/gst/jobflow_meta.h" "$inc/jobflow/gst/jobflow_analytics.h"
+                                 "$inc/jobflow/gst/jobflow_frame_meta.h" "$plugins/libgstjobflow.so")
 for f in "${expect[@]}"; do
   [[ -e $f ]] || fail "not installed: ${f#"$dest"}"
 done
@@ -112,7 +113,7 @@ if [[ $plugin == yes ]]; then
   out=$(gst-inspect-1.0 jobflow 2>&1) || fail "gst-inspect-1.0 jobflow failed: $out"
   grep -Eq "^  Filename +$plugins/libgstjobflow.so$" <<<"$out" ||
     fail "gst-inspect-1.0 did not load the installed plugin: $(grep Filename <<<"$out")"
-  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch)
+  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch jobtrack joboverlay)
   for e in "${elements[@]}"; do
     grep -Eq "^  $e: " <<<"$out" || fail "gst-inspect-1.0 jobflow does not list $e:"$'\n'"$out"
   done

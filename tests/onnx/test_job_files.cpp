@@ -3,7 +3,6 @@
 // job round trips that give bit-identical results.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include "jobflow/primitive.h"
 #include "onnx/onnx_util.h"
 #include "ops_internal.h"
+#include "temp_dir.h"
 
 
 namespace {
@@ -33,14 +33,7 @@ namespace models = jobflow::models;
 using flow::Structure;
 using flow::Tensor;
 
-fs::path tmp_dir(const std::string& name) {
-  const char* env = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path base = env && *env ? fs::path(env) : fs::temp_directory_path() / "jobflow_test_job_files";
-  fs::path d = base / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmp_dir(const std::string& name) { return flow::testing::test_tmp_dir("job_files_" + name); }
 
 ::onnx::ModelProto read_model(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -680,4 +673,118 @@ TEST_F(JobFiles, InspectReportsTheFilesJobType) {
   EXPECT_GT(ti.flops, 0);
   EXPECT_EQ(ti.parameters, 784 * 512 + 512 + 512 * 10 + 10);
   fs::remove_all(d);
+}
+
+// ------------------------------------------------- what a job declares
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const flow::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_F(JobFiles, TheDeclaredLossAndAccuracyTravelWithTheFile) {
+  fs::path d = tmp_dir("declared");
+  auto e = models::eval_job(models::Net::MLP, "mlp_eval_declared");
+  auto t = models::train_job(models::Net::MLP, "mlp_train_declared");
+  // A train job whose loss is not its first float return.
+  auto second = flow::global_function(
+      flow::Train, flow::function_config().name("loss_second"), {flow::Numpy::Placeholder({2, 3}, flow::Float, "x")},
+      [](flow::Blob x) -> std::tuple<flow::Numpy, flow::Numpy> {
+        auto y = flow::layers::dense(x, 2, {.name = "loss_second_dense", .trainable = true});
+        auto loss = flow::reduce_sum(flow::square(y), {1});
+        flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0.0).minimize(loss);
+        return {y, loss};
+      });
+  flow::CheckPoint().init();
+  auto check = [](const flow::Signature& s, int loss, int labels, int logits) {
+    EXPECT_EQ(s.loss_output, loss) << s.str();
+    EXPECT_EQ(s.accuracy_labels, labels) << s.str();
+    EXPECT_EQ(s.accuracy_logits, logits) << s.str();
+  };
+  check(e->signature(), -1, 0, 1);  // the seeds' eval_job declares (labels, logits)
+  check(t->signature(), 0, -1, -1);
+  check(second.compiled()->signature(), 1, -1, -1);
+  flow::onnx::save(*e, (d / "e.onnx").string());
+  flow::onnx::save(*t, (d / "t.onnx").string());
+  flow::onnx::save(*second.compiled(), (d / "s.onnx").string());
+  EXPECT_EQ(metadata(read_model(d / "e.onnx"))[u::kAccuracy], "0,1");
+  EXPECT_EQ(metadata(read_model(d / "t.onnx")).count(u::kAccuracy), 0u);
+  check(flow::onnx::load((d / "e.onnx").string())->signature(), -1, 0, 1);
+  check(flow::onnx::load((d / "t.onnx").string())->signature(), 0, -1, -1);
+  check(flow::onnx::load((d / "s.onnx").string())->signature(), 1, -1, -1);
+  // A model trained with a loss given at load returns that loss.
+  flow::onnx::LoadOptions o;
+  o.type = flow::Train;
+  o.loss = "sparse_softmax_cross_entropy";
+  o.optimizer = "sgd:lr=0.1";
+  auto p = models::predict_job(models::Net::MLP, "mlp_predict_declared");
+  flow::onnx::save(*p, (d / "p.onnx").string());
+  check(flow::onnx::load((d / "p.onnx").string(), o)->signature(), 0, -1, -1);
+}
+
+TEST_F(JobFiles, AccuracyDeclarationsAreChecked) {
+  auto define = [](int labels, int logits) {
+    return error_of([&] {
+      flow::global_function(
+          flow::Predict, flow::function_config().name("acc_check").accuracy(labels, logits),
+          {flow::Numpy::Placeholder({4, 3}, flow::Float, "scores"), flow::Numpy::Placeholder({4}, flow::Int32, "labels")},
+          [](flow::Blob scores, flow::Blob labels) -> std::tuple<flow::Numpy, flow::Numpy, flow::Numpy> {
+            return {flow::identity(labels), scores * 1.0, flow::reshape(scores, {3, 4})};
+          });
+    });
+  };
+  EXPECT_EQ(define(0, 1), "");
+  EXPECT_NE(define(1, 0).find("accuracy(1, 0): return 1 is (4, 3) float32, not (B,) integer labels"), std::string::npos)
+      << define(1, 0);
+  EXPECT_NE(define(0, 0).find("two different returns"), std::string::npos) << define(0, 0);
+  EXPECT_NE(define(0, 3).find("two different returns of the 3"), std::string::npos) << define(0, 3);
+  EXPECT_NE(define(0, 2).find("differ in the batch"), std::string::npos) << define(0, 2);
+}
+
+TEST_F(JobFiles, LoadOptionErrorsNameTheField) {
+  fs::path d = tmp_dir("option_errors");
+  auto p = models::predict_job(models::Net::MLP, "mlp_predict_options");
+  flow::CheckPoint().init();
+  const std::string file = (d / "p.onnx").string();
+  flow::onnx::save(*p, file);
+  // The field at fault, from the error's type.
+  auto field = [&](const std::string& loss, const std::string& optimizer) -> std::string {
+    flow::onnx::LoadOptions o;
+    o.type = flow::Train;
+    o.loss = loss;
+    o.optimizer = optimizer;
+    try {
+      flow::onnx::load(file, o);
+    } catch (const flow::onnx::OptionError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("[onnx.load] " + file + ": ", 0), 0u) << e.what();
+      return e.option();
+    } catch (const flow::Error& e) {
+      return std::string("(not an option: ") + e.what() + ")";
+    }
+    return "(loaded)";
+  };
+  EXPECT_EQ(field("mse", "rmsprop:lr=0.1"), "optimizer");
+  EXPECT_EQ(field("mse", "sgd:lr=x"), "optimizer");
+  EXPECT_EQ(field("hinge", "sgd:lr=0.1"), "loss");
+  EXPECT_EQ(field("", "sgd:lr=0.1"), "loss");
+  EXPECT_EQ(field("mse", ""), "optimizer");
+  EXPECT_EQ(field("mse", "sgd:lr=0.1"), "(loaded)");
+  // An output the loss cannot take: (B,) scores for a cross-entropy.
+  auto scores = flow::global_function(flow::Predict, flow::function_config().name("flat_scores"),
+                                      {flow::Numpy::Placeholder({4}, flow::Float, "x")},
+                                      [](flow::Blob x) -> flow::Numpy { return x * 2.0; });
+  flow::onnx::save(*scores.compiled(), file);
+  EXPECT_EQ(field("sparse_softmax_cross_entropy", "sgd:lr=0.1"), "loss");
+  // The file's own faults are plain errors.
+  std::ofstream(file, std::ios::trunc) << "not a model";
+  EXPECT_EQ(field("mse", "sgd:lr=0.1").rfind("(not an option: ", 0), 0u);
 }

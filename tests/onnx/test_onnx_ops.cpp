@@ -7,7 +7,6 @@
 //     exactly for any dtype: NaN appears only where it was.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +26,7 @@
 #include "onnx/onnx_util.h"
 #include "onnx/registry.h"
 #include "ops_internal.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -41,14 +41,7 @@ using Blobs = std::vector<Blob>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-fs::path tmp_dir(const std::string& name) {
-  const char* env = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path base = env && *env ? fs::path(env) : fs::temp_directory_path() / "jobflow_test_onnx_ops";
-  fs::path d = base / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmp_dir(const std::string& name) { return flow::testing::test_tmp_dir("onnx_ops_" + name); }
 
 // Values in [-3, 3) with Inf, -Inf, NaN, -0 and 0 mixed in.
 template <class T = float>

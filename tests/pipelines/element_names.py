@@ -18,7 +18,8 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 Gst.init(None)
-factories = ["jobfunction", "jobsink", "jobdatasrc", "jobconvert", "jobdecode", "jobbatch", "jobunbatch"]
+factories = ["jobfunction", "jobsink", "jobdatasrc", "jobconvert", "jobdecode", "jobbatch", "jobunbatch", "jobtrack",
+             "joboverlay"]
 plugin = Gst.Registry.get().find_plugin("jobflow")
 if plugin is None:
     sys.exit("FAIL: no jobflow plugin in " + os.environ["GST_PLUGIN_PATH"])

@@ -47,6 +47,9 @@ expect_error "bench_pipeline, bad option" 2 "$build/tests/bench/bench_pipeline" 
 expect_error "pull_results, missing checkpoint" 1 "$build/pipelines/apps/pull_results" --checkpoint "$work/none" \
   --jobs "$build/pipelines/jobs"
 expect_error "new_result, missing job file" 1 "$build/pipelines/apps/new_result" --jobs "$work/nojobs"
+expect_error "read_regions, missing job file" 1 "$build/pipelines/apps/read_regions" --jobs "$work/nojobs"
+expect_error "read_regions, bad option" 2 "$build/pipelines/apps/read_regions" --frames 0
+expect_error "ball_detector, bad size" 1 "$build/pipelines/jobs/ball_detector" "$work/b.onnx" 7
 expect_error "synchronize_batch_job, missing checkpoint" 1 "$build/pipelines/seeds/synchronize_batch_job" \
   --model-dir "$work/none"
 

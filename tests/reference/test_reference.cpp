@@ -24,12 +24,12 @@
 
 #include <jobflow/jobflow.h>
 
+#include "raw_tensor.h"
 #include "seed_models.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,17 +41,16 @@ namespace flow = jobflow;
 using flow::Blob;
 using flow::Tensor;
 namespace fs = std::filesystem;
+using flow::testing::all_close;
+using flow::testing::Tolerance;
 
 namespace {
 
 // --------------------------------------------------------------- tolerances
 
-struct Tol {
-  double rtol, atol;
-};
-constexpr Tol kForward32{1e-4, 1e-5};
-constexpr Tol kGrad32{1e-3, 1e-5};
-constexpr Tol kExact64{1e-9, 1e-12};
+constexpr Tolerance kForward32{1e-4, 1e-5};
+constexpr Tolerance kGrad32{1e-3, 1e-5};
+constexpr Tolerance kExact64{1e-9, 1e-12};
 
 // ------------------------------------------------------------ the data folder
 
@@ -73,24 +72,23 @@ class Reference {
  public:
   // The folder's data, or nullptr with `why` set.
   static const Reference* get(std::string& why) {
-    static std::string reason;
-    static std::unique_ptr<Reference> ref = [] {
-      const char* dir = std::getenv("JOBFLOW_REFERENCE_DIR");
-      const std::string how =
-          " Generate it with: /usr/bin/python3 tests/reference/make_reference.py DIR (needs Debian's python3-torch), "
-          "then run with JOBFLOW_REFERENCE_DIR=DIR (meson does both when torch is found at configure time).";
-      if (!dir || !*dir) {
-        reason = "JOBFLOW_REFERENCE_DIR is not set." + how;
-        return std::unique_ptr<Reference>();
-      }
-      if (!fs::exists(fs::path(dir) / "index.txt")) {
-        reason = std::string("no reference data at JOBFLOW_REFERENCE_DIR=") + dir + " (index.txt missing)." + how;
-        return std::unique_ptr<Reference>();
-      }
-      return std::unique_ptr<Reference>(new Reference(dir));
-    }();
-    why = reason;
-    return ref.get();
+    return flow::testing::load_data_dir<Reference>(
+        "JOBFLOW_REFERENCE_DIR",
+        " Generate it with: /usr/bin/python3 tests/reference/make_reference.py DIR (needs Debian's python3-torch), "
+        "then run with JOBFLOW_REFERENCE_DIR=DIR (meson does both when torch is found at configure time).",
+        why);
+  }
+
+  explicit Reference(std::string dir) : dir_(std::move(dir)) {
+    flow::testing::for_each_index_line(fs::path(dir_) / "index.txt", [this](std::istringstream& s, const std::string&) {
+      std::string name, dtype, shape;
+      Entry e;
+      s >> name >> dtype >> shape >> e.kind;
+      for (std::string a; s >> a;) e.args.push_back(a);
+      e.dtype = flow::dtype_from_name(dtype);
+      e.shape = flow::testing::parse_shape(shape);
+      entries_[name] = e;
+    });
   }
 
   bool has(const std::string& name) const { return entries_.count(name) != 0; }
@@ -104,12 +102,7 @@ class Reference {
     const Entry& e = it->second;
     Tensor t(e.shape, e.dtype);
     if (e.kind == "raw") {
-      const fs::path p = fs::path(dir_) / (name + ".bin");
-      std::ifstream f(p, std::ios::binary);
-      if (!f) throw std::runtime_error("cannot open " + p.string());
-      f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-      if (f.gcount() != static_cast<std::streamsize>(t.nbytes()) || f.peek() != EOF)
-        throw std::runtime_error(p.string() + " does not hold exactly " + std::to_string(t.nbytes()) + " bytes");
+      t = flow::testing::read_raw(fs::path(dir_) / (name + ".bin"), e.dtype, e.shape);
     } else if (e.kind == "gen") {
       generate(name, e, t);
     } else if (e.kind == "lowrank") {
@@ -140,25 +133,6 @@ class Reference {
   }
 
  private:
-  explicit Reference(std::string dir) : dir_(std::move(dir)) {
-    std::ifstream f(fs::path(dir_) / "index.txt");
-    std::string line;
-    while (std::getline(f, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream s(line);
-      std::string name, dtype, shape;
-      Entry e;
-      s >> name >> dtype >> shape >> e.kind;
-      for (std::string a; s >> a;) e.args.push_back(a);
-      e.dtype = flow::dtype_from_name(dtype);
-      if (shape != "-") {
-        std::stringstream ss(shape);
-        for (std::string d; std::getline(ss, d, ',');) e.shape.push_back(std::stoll(d));
-      }
-      entries_[name] = e;
-    }
-  }
-
   void generate(const std::string& name, const Entry& e, Tensor& t) const {
     const uint64_t seed = std::stoull(e.args.at(0));
     const double scale = std::strtod(e.args.at(1).c_str(), nullptr);
@@ -185,58 +159,6 @@ class Reference {
   mutable std::map<std::string, Tensor> cache_;
 };
 
-// --------------------------------------------------------------- comparison
-
-std::string index_str(const flow::Shape& s, int64_t flat) {
-  std::vector<int64_t> idx(s.size());
-  for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % s[d];
-    flat /= s[d];
-  }
-  std::string r = "[";
-  for (size_t i = 0; i < idx.size(); ++i) r += (i ? ", " : "") + std::to_string(idx[i]);
-  return r + "]";
-}
-
-std::string num(double v) {
-  std::ostringstream o;
-  o.precision(9);
-  o << v;
-  return o.str();
-}
-
-// got (the engine) against want (float64 PyTorch); `torch32` (optional) is
-// float32 PyTorch, shown for the worst element.
-::testing::AssertionResult close(const std::string& what, const Tensor& got, const Tensor& want, Tol tol,
-                                 const Tensor& torch32 = Tensor()) {
-  if (!got.defined()) return ::testing::AssertionFailure() << what << ": the engine returned no tensor";
-  if (got.shape() != want.shape())
-    return ::testing::AssertionFailure() << what << ": shape " << flow::shape_str(got.shape()) << ", PyTorch has "
-                                         << flow::shape_str(want.shape());
-  int64_t bad = 0, worst = -1;
-  double worst_excess = 0, max_abs = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.at(i), w = want.at(i);
-    const double d = std::abs(g - w);
-    const double excess = d / (tol.atol + tol.rtol * std::abs(w));
-    max_abs = std::max(max_abs, d);
-    if (!(excess <= 1.0)) {  // NaN counts as bad
-      ++bad;
-      if (worst < 0 || !(excess <= worst_excess)) worst = i, worst_excess = excess;
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  auto f = ::testing::AssertionFailure();
-  f << what << " " << flow::shape_str(want.shape()) << " " << flow::dtype_name(got.dtype()) << ": " << bad << " of "
-    << want.numel() << " elements outside |got - want| <= " << num(tol.atol) << " + " << num(tol.rtol)
-    << " * |want|; worst at " << index_str(want.shape(), worst) << ": got " << num(got.at(worst)) << ", want "
-    << num(want.at(worst)) << " (|diff| " << num(std::abs(got.at(worst) - want.at(worst))) << ", "
-    << num(worst_excess) << "x the tolerance)";
-  if (torch32.defined() && torch32.numel() == want.numel()) f << ", float32 PyTorch there: " << num(torch32.at(worst));
-  f << "; max |diff| over the tensor " << num(max_abs);
-  return f;
-}
-
 class ReferenceTest : public ::testing::Test {
  public:
   void SetUp() override {
@@ -254,9 +176,9 @@ class ReferenceTest : public ::testing::Test {
   void expect_close(const std::string& prefix, const std::string& key, const Tensor& got, bool f64 = false,
                     const std::string& label = "") const {
     const bool grad = key.rfind("grad.", 0) == 0;
-    const Tol tol = f64 ? kExact64 : grad ? kGrad32 : kForward32;
-    auto r = close((label.empty() ? prefix : label) + " " + key + (f64 ? " (float64)" : ""), got,
-                   ref()[prefix + ".f64." + key], tol, opt(prefix + ".f32." + key));
+    const Tolerance tol = f64 ? kExact64 : grad ? kGrad32 : kForward32;
+    auto r = all_close((label.empty() ? prefix : label) + " " + key + (f64 ? " (float64)" : ""), got,
+                       ref()[prefix + ".f64." + key], tol, opt(prefix + ".f32." + key), "float32 PyTorch");
     if (!r) ADD_FAILURE() << r.message();
   }
 
@@ -274,7 +196,7 @@ TEST_F(ReferenceTest, TorchFloat32IsWithinTheTolerances) {
     n64.replace(pos, 5, ".f64.");
     ASSERT_TRUE(ref().has(n64)) << n;
     const bool grad = n.find(".grad.") != std::string::npos;
-    auto ok = close("float32 PyTorch " + n, ref()[n], ref()[n64], grad ? kGrad32 : kForward32);
+    auto ok = all_close("float32 PyTorch " + n, ref()[n], ref()[n64], grad ? kGrad32 : kForward32);
     if (!ok) ADD_FAILURE() << ok.message();
     ++checked;
   }
@@ -357,8 +279,8 @@ TEST_F(NetworkTest, LeNetTrainStepMatchesGradients) {
     Tensor step(shape, flow::Float64);
     for (int64_t i = 0; i < step.numel(); ++i)
       step.data<double>()[i] = (before.at(i) - after.at(i)) / kLr;
-    auto ok = close("lenet SGD step (w_before - w_after) / lr of " + name, step, ref()["lenet.f64.grad." + name],
-                    kGrad32, opt("lenet.f32.grad." + name));
+    auto ok = all_close("lenet SGD step (w_before - w_after) / lr of " + name, step,
+                        ref()["lenet.f64.grad." + name], kGrad32, opt("lenet.f32.grad." + name), "float32 PyTorch");
     if (!ok) ADD_FAILURE() << ok.message();
   }
 }

@@ -15,9 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -27,24 +25,24 @@
 #include "jobflow/jobflow.h"
 #include "jobflow/onnx.h"
 #include "jobflow/session.h"
+#include "raw_tensor.h"
 
 namespace {
 
 namespace flow = jobflow;
 namespace fs = std::filesystem;
 using flow::Tensor;
+using flow::testing::all_close;
+using flow::testing::Tolerance;
 
-struct Tol {
-  double rtol, atol;
-};
 // Forward outputs: what the task asks (PyTorch float32 vs the engine's
 // float32, both from the same weights and input).
-constexpr Tol kForward{1e-5, 1e-6};
+constexpr Tolerance kForward{1e-5, 1e-6, Tolerance::Max};
 // The per-example loss of the train step.
-constexpr Tol kLoss{1e-5, 1e-6};
+constexpr Tolerance kLoss{1e-5, 1e-6, Tolerance::Max};
 // Weights after one SGD step, w - 0.1 * g: g's float32 rounding is scaled by
 // the learning rate (measured: the worst element uses ~6% of this bound).
-constexpr Tol kStep{1e-5, 1e-6};
+constexpr Tolerance kStep{1e-5, 1e-6, Tolerance::Max};
 
 struct Case {
   std::string name, file, net;
@@ -54,29 +52,15 @@ struct Case {
 class Data {
  public:
   static const Data* get(std::string& why) {
-    static std::string reason;
-    static std::unique_ptr<Data> data = [] {
-      const char* dir = std::getenv("JOBFLOW_TORCH_ONNX_DIR");
-      const std::string how =
-          " Generate it with: /usr/bin/python3 tests/torch_onnx/make_torch_onnx.py DIR (needs Debian's "
-          "python3-torch), then set JOBFLOW_TORCH_ONNX_DIR=DIR; meson does this at build time when "
-          "/usr/bin/python3 can import torch.";
-      if (!dir || !*dir) {
-        reason = "JOBFLOW_TORCH_ONNX_DIR is not set: no PyTorch-exported models." + how;
-        return std::unique_ptr<Data>();
-      }
-      if (!fs::exists(fs::path(dir) / "index.txt")) {
-        reason = std::string("JOBFLOW_TORCH_ONNX_DIR=") + dir + " has no index.txt." + how;
-        return std::unique_ptr<Data>();
-      }
-      auto d = std::make_unique<Data>();
-      d->dir_ = dir;
-      d->read_index();
-      return d;
-    }();
-    why = reason;
-    return data.get();
+    return flow::testing::load_data_dir<Data>(
+        "JOBFLOW_TORCH_ONNX_DIR",
+        " Generate it with: /usr/bin/python3 tests/torch_onnx/make_torch_onnx.py DIR (needs Debian's "
+        "python3-torch), then set JOBFLOW_TORCH_ONNX_DIR=DIR; meson does this at build time when "
+        "/usr/bin/python3 can import torch.",
+        why);
   }
+
+  explicit Data(const std::string& dir) : dir_(dir) { read_index(); }
 
   const std::vector<Case>& cases() const { return cases_; }
   std::string path(const std::string& file) const { return (dir_ / file).string(); }
@@ -85,13 +69,7 @@ class Data {
   Tensor tensor(const std::string& name) const {
     auto it = specs_.find(name);
     if (it == specs_.end()) throw std::runtime_error("index.txt has no tensor '" + name + "'");
-    Tensor t(it->second.second, it->second.first);
-    const fs::path p = dir_ / (name + ".bin");
-    std::ifstream in(p, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + p.string());
-    in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-    if (!in || in.peek() != EOF) throw std::runtime_error(p.string() + " does not hold " + std::to_string(t.nbytes()) + " bytes");
-    return t;
+    return flow::testing::read_raw(dir_ / (name + ".bin"), it->second.first, it->second.second);
   }
 
   // Parameter names stored for `net` ("conv1.weight"), from "<net>.step.<param>".
@@ -105,11 +83,7 @@ class Data {
 
  private:
   void read_index() {
-    std::ifstream in(dir_ / "index.txt");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream ls(line);
+    flow::testing::for_each_index_line(dir_ / "index.txt", [this](std::istringstream& ls, const std::string& line) {
       std::string kind;
       ls >> kind;
       if (kind == "onnx") {
@@ -119,72 +93,17 @@ class Data {
       } else if (kind == "tensor") {
         std::string name, dtype, shape;
         ls >> name >> dtype >> shape;
-        flow::Shape s;
-        if (shape != "-") {
-          std::istringstream ss(shape);
-          std::string d;
-          while (std::getline(ss, d, ',')) s.push_back(std::stoll(d));
-        }
-        specs_[name] = {flow::dtype_from_name(dtype), s};
+        specs_[name] = {flow::dtype_from_name(dtype), flow::testing::parse_shape(shape)};
       } else {
         throw std::runtime_error("index.txt: unknown line: " + line);
       }
-    }
+    });
   }
 
   fs::path dir_;
   std::vector<Case> cases_;
   std::map<std::string, std::pair<flow::DType, flow::Shape>> specs_;
 };
-
-std::string index_str(const flow::Shape& s, int64_t flat) {
-  std::vector<int64_t> idx(s.size());
-  for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % s[d];
-    flat /= s[d];
-  }
-  std::string r = "[";
-  for (size_t i = 0; i < idx.size(); ++i) r += (i ? ", " : "") + std::to_string(idx[i]);
-  return r + "]";
-}
-
-// Element-wise |got - want| <= max(rtol * |want|, atol); on failure names the
-// worst element (by how far past its bound it is) and how many failed.
-// `f64` (optional): the float64 truth, shown next to the worst element.
-::testing::AssertionResult close(const std::string& what, const Tensor& got, const Tensor& want, Tol tol,
-                                 const Tensor& f64 = Tensor()) {
-  if (got.shape() != want.shape())
-    return ::testing::AssertionFailure() << what << ": shape " << flow::shape_str(got.shape()) << ", want "
-                                         << flow::shape_str(want.shape());
-  int64_t worst = -1, failed = 0;
-  double worst_ratio = 0, max_abs = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.at(i), w = want.at(i);
-    const double bound = std::max(tol.rtol * std::fabs(w), tol.atol);
-    const double err = std::fabs(g - w);
-    max_abs = std::max(max_abs, std::isnan(err) ? INFINITY : err);
-    const double ratio = std::isfinite(err) ? err / bound : INFINITY;
-    if (!(err <= bound)) ++failed;
-    if (worst < 0 || ratio > worst_ratio || std::isnan(g)) {
-      worst_ratio = ratio;
-      worst = i;
-    }
-  }
-  if (failed == 0) {
-    std::ostringstream m;
-    m.precision(3);
-    m << what << ": max |diff| " << max_abs << ", worst at " << worst_ratio << "x its bound";
-    return ::testing::AssertionSuccess() << m.str();
-  }
-  std::ostringstream r;
-  r.precision(9);
-  r << what << ": " << failed << " of " << want.numel() << " elements differ by more than max(" << tol.rtol
-    << " * |want|, " << tol.atol << "); worst " << index_str(want.shape(), worst) << ": got " << got.at(worst)
-    << ", want " << want.at(worst) << " (|diff| " << std::fabs(got.at(worst) - want.at(worst)) << ", "
-    << worst_ratio << "x its bound)";
-  if (f64.defined()) r << "; float64 truth " << f64.at(worst);
-  return ::testing::AssertionFailure() << r.str();
-}
 
 class TorchOnnx : public ::testing::Test {
  protected:
@@ -227,8 +146,8 @@ TEST_F(TorchOnnx, PredictMatchesPyTorch) {
     const Tensor x = data_->tensor(c.net + ".input");
     auto out = job->run({x});
     ASSERT_EQ(out.size(), 1u);
-    const auto r = close(c.name + " logits", out[0], data_->tensor(c.net + ".output"), kForward,
-                         data_->tensor(c.net + ".output_f64"));
+    const auto r = all_close(c.name + " logits", out[0], data_->tensor(c.net + ".output"), kForward,
+                             data_->tensor(c.net + ".output_f64"), "float64 PyTorch");
     EXPECT_TRUE(r);
     if (r) std::printf("  %s: %s\n", c.name.c_str(), r.message());
     // Repeatable: a second call gives the same bits.
@@ -267,14 +186,15 @@ TEST_F(TorchOnnx, TrainStepMatchesPyTorch) {
     ASSERT_EQ(out.size(), 1u);
     const Tensor& loss = out[0];
     for (int64_t i = 0; i < loss.numel(); ++i) EXPECT_TRUE(std::isfinite(loss.at(i))) << "loss[" << i << "]";
-    const auto rl = close(c.name + " loss", loss, data_->tensor(c.net + ".step.loss"), kLoss);
+    const auto rl = all_close(c.name + " loss", loss, data_->tensor(c.net + ".step.loss"), kLoss);
     EXPECT_TRUE(rl);
     if (rl) std::printf("  %s\n", rl.message());
 
     for (auto& p : params) {
       const Tensor after = flow::session::variable(p);
       EXPECT_FALSE(after.equal(before[p])) << "one step did not change '" << p << "'";
-      const auto rp = close(c.name + " " + p + " after one step", after, data_->tensor(c.net + ".step." + p), kStep);
+      const auto rp =
+          all_close(c.name + " " + p + " after one step", after, data_->tensor(c.net + ".step." + p), kStep);
       EXPECT_TRUE(rp);
       if (rp) std::printf("  %s\n", rp.message());
     }

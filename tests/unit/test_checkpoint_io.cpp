@@ -4,6 +4,8 @@
 #include "jobflow/checkpoint_io.h"
 
 #include "checkpoint_io_testing.h"
+#include "errors.h"
+#include "temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -22,26 +24,10 @@ using jobflow::DType;
 using jobflow::Error;
 using jobflow::Shape;
 using jobflow::Tensor;
+using jobflow::testing::expect_error;
+using jobflow::testing::TempDir;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = (fs::temp_directory_path() / ("jobflow_test_ckpt_" + std::to_string(::getpid()) + "_" +
-                                          std::to_string(counter_++)))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -50,18 +36,6 @@ std::string slurp(const std::string& path) {
 void spit(const std::string& path, const std::string& s) {
   std::ofstream f(path, std::ios::binary);
   f << s;
-}
-
-template <class F>
-void expect_error(F&& f, const std::string& prefix, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "no error; expected one starting with " << prefix;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(prefix, 0), 0u) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
 }
 
 // Siblings of `dir` in its parent other than dir itself (tmp/old leftovers).

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
@@ -16,32 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
+#include "temp_dir.h"
+
 namespace fs = std::filesystem;
 using jobflow::DType;
 using jobflow::Error;
 using jobflow::Tensor;
 using jobflow::data::read_idx;
+using jobflow::testing::expect_error;
+using jobflow::testing::TempDir;
 
 namespace {
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = (fs::temp_directory_path() / ("jobflow_test_data_" + std::to_string(::getpid()) + "_" +
-                                          std::to_string(counter_++)))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
 
 void put_be32(std::vector<unsigned char>& b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<unsigned char>(v >> s));
@@ -78,20 +63,6 @@ void write_gz(const std::string& path, const std::vector<unsigned char>& b) {
 std::vector<unsigned char> read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-// Runs f, expects an Error whose message starts with `prefix` and contains
-// every string in `parts`.
-template <class F>
-void expect_error(F&& f, const std::string& prefix, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "no error; expected one starting with " << prefix;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(prefix, 0), 0u) << msg;
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <jobflow/jobflow.h>
 
 #include "checkpoint_io_testing.h"
+#include "errors.h"
+#include "temp_dir.h"
 
 #include <atomic>
 #include <cmath>
@@ -23,31 +25,16 @@ namespace flow = jobflow;
 using flow::Blob;
 using flow::Tensor;
 namespace fs = std::filesystem;
+using flow::testing::error_of;
 
 namespace {
 
-std::string tmpdir(const std::string& name) {
-  const char* base = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path p = fs::path(base ? base : fs::temp_directory_path().string()) / ("job_rules_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p.parent_path());
-  return p.string();
-}
+std::string tmpdir(const std::string& name) { return flow::testing::test_tmp_path("job_rules_" + name).string(); }
 
 Tensor iota(flow::Shape s, float scale = 1.0f) {
   Tensor t(s, flow::Float);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>(i % 17) - 3.0f;
   return t;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 class JobRules : public ::testing::Test {

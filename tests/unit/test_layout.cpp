@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -224,6 +225,49 @@ TEST_F(Layout, PreparedWeightsFollowTheirVariables) {
 }  // namespace
 
 namespace {
+
+// A job whose batch is known at call time compiles a plan per call shape
+// (the plan cache): each of them gets the pass (batch norm folded, post-ops,
+// the blocked chain, one reorder before the plain kernels), computes what the
+// graph as written computes, and has its own work per call, from which the
+// runtime picks the call's thread count.
+TEST_F(Layout, PlansCompiledPerCallShapeGetThePass) {
+  auto body = [](Blob b) {
+    Blob y = conv(b, "dyn_w0", 16, 3);
+    y = flow::nn::batch_normalization(y, var("dyn_mean", {16}), var("dyn_var", {16}, 0.5f, 1.5f), var("dyn_off", {16}),
+                                      var("dyn_scale", {16}, 0.5f, 2.f), 1e-3, 1);
+    Blob p = flow::nn::max_pool2d(flow::nn::relu(y), 2, 2);
+    Blob m = flow::nn::relu(flow::add(conv(p, "dyn_w1", 16, 3), p));
+    Blob f = flow::reshape(flow::reduce_mean(m, {2, 3}, true), {-1, 16});
+    return flow::matmul(f, var("dyn_fc", {16, 5}));
+  };
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "dyn" : "dyn_ref").enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder({-1, 8, 12, 12}, flow::Float, "x")},
+                                 [&](Blob b) -> flow::Numpy { return body(b); });
+  };
+  auto f = define(true), r = define(false);
+  std::map<int64_t, double> flops;
+  for (int64_t n : {1, 3, 2, 3}) {
+    const Tensor x = random({n, 8, 12, 12}, 20 + static_cast<uint64_t>(n));
+    const Tensor got = f(x), want = r(x);
+    ASSERT_EQ(got.shape(), (Shape{n, 5}));
+    const flow::Plan& plan = f.compiled()->plan();
+    const auto ops = plan.op_sequence();
+    const std::string text = plan.describe();
+    EXPECT_LE(rel_diff(got, want), 1e-5) << text;
+    EXPECT_EQ(count(ops, "batch_normalization"), 0) << text;
+    EXPECT_TRUE(any_has(ops, "conv2d", "fused=bn+relu")) << text;
+    EXPECT_TRUE(any_has(ops, "conv2d", "fused=sum+relu")) << text;
+    EXPECT_TRUE(keeps_format(ops, "reduce_mean")) << text;
+    EXPECT_EQ(count(ops, "reorder"), 1) << text;
+    flops[n] = plan.flops_per_call();
+  }
+  EXPECT_EQ(f.compiled()->plan_cache_stats().plans, 3u);
+  EXPECT_GT(flops[1], 0.0);
+  EXPECT_NEAR(flops[3] / flops[1], 3.0, 1e-9);
+  EXPECT_NEAR(flops[2] / flops[1], 2.0, 1e-9);
+}
 
 // LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN
 // picks channels-last for the shapes above; aBcd16b with padded channels

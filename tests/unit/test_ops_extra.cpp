@@ -11,117 +11,21 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "gradcheck.h"
 #include "jobflow/primitive.h"
+#include "op_test.h"
 
 namespace flow = jobflow;
-using flow::Blob;
-using flow::Shape;
-using flow::Tensor;
-using flow::testing::gradcheck;
-using flow::testing::GradCheckOptions;
-using Blobs = std::vector<Blob>;
+using namespace flow::testing;
 
 namespace {
 
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 
-// Runs body(x...) as a predict job on the given tensors; all its outputs.
-std::vector<Tensor> run_all(const std::vector<Tensor>& args, const std::function<Blobs(const Blobs&)>& body) {
-  std::vector<flow::PlaceholderSpec> items;
-  for (const Tensor& t : args) items.push_back(flow::Numpy::Placeholder(t.shape(), t.dtype()));
-  auto job = flow::global_function(flow::Predict, {flow::TuplePlaceholder(items)},
-                                   [&](std::vector<Blob> in) -> Blobs { return body(in); });
-  return job.compiled()->run(args);
-}
-Tensor run_n(const std::vector<Tensor>& args, const std::function<Blob(const Blobs&)>& body) {
-  return run_all(args, [&](const Blobs& x) { return Blobs{body(x)}; }).at(0);
-}
-Tensor run1(const Tensor& a, const std::function<Blob(Blob)>& f) {
-  return run_n({a}, [&](const Blobs& x) { return f(x[0]); });
-}
-Tensor run2(const Tensor& a, const Tensor& b, const std::function<Blob(Blob, Blob)>& f) {
-  return run_n({a, b}, [&](const Blobs& x) { return f(x[0], x[1]); });
-}
-
-// The message of the exception thrown while defining or running `body`.
-std::string error_of(const std::vector<Tensor>& args, const std::function<Blob(const Blobs&)>& body) {
-  try {
-    run_n(args, body);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-Tensor f64(Shape s, std::vector<double> v) { return Tensor::from<double>(std::move(s), v); }
-Tensor f32(Shape s, std::vector<float> v) { return Tensor::from<float>(std::move(s), v); }
-Tensor i32(Shape s, std::vector<int32_t> v) { return Tensor::from<int32_t>(std::move(s), v); }
-Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from<int64_t>(std::move(s), v); }
-
-Tensor iota(Shape s, double scale = 1.0, double offset = 0.0) {
-  Tensor t(s, flow::Double);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = offset + scale * static_cast<double>(i);
-  return t;
-}
-
-Tensor random(Shape s, flow::DType dt, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(std::move(s), dt);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dt == flow::Double) t.data<double>()[i] = u(rng);
-    else t.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  return t;
-}
-
-void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(t.shape(), shape) << flow::shape_str(t.shape());
-  ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < t.numel(); ++i) EXPECT_NEAR(t.at(i), want[i], tol) << "element " << i;
-}
-
-// The value `f` gives each element of x (elementwise reference).
-std::vector<double> map_values(const Tensor& x, const std::function<double(double)>& f) {
-  std::vector<double> r;
-  for (int64_t i = 0; i < x.numel(); ++i) r.push_back(f(x.at(i)));
-  return r;
-}
-
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
-
-GradCheckOptions away_from_zero(double m = 0.1) {
-  GradCheckOptions o;
-  o.min_abs = m;
-  return o;
-}
-GradCheckOptions positive() {
-  GradCheckOptions o;
-  o.positive = true;
-  return o;
-}
-GradCheckOptions float32() {
-  GradCheckOptions o;
-  o.dtype = flow::Float;
-  return o;
-}
-
-// d/d(x0, x1) of x0 * dL/dx0 with L = sum(act(x0) * x1): exercises the vjp of
-// the activation's gradient op.
-std::function<Blob(const Blobs&)> second_order(std::function<Blob(Blob)> act) {
-  return [act](const Blobs& x) { return flow::gradients(flow::reduce_sum(act(x[0]) * x[1]), {x[0]})[0] * x[0]; };
-}
-
-class OpsExtra : public ::testing::Test {
- protected:
-  void SetUp() override { flow::session::reset(); }
-};
+class OpsExtra : public OpTest {};
 
 }  // namespace
 

@@ -6,20 +6,12 @@
 #include "compiler.h"
 #include <jobflow/jobflow.h>
 
-#include "gradcheck.h"
+#include "op_test.h"
 
 namespace flow = jobflow;
-using flow::Blob;
-using flow::Tensor;
-using Blobs = std::vector<Blob>;
-using jobflow::testing::gradcheck;
+using namespace flow::testing;
 
-namespace {
-class Linalg : public ::testing::Test {
- protected:
-  void SetUp() override { flow::session::reset(); }
-};
-}  // namespace
+class Linalg : public OpTest {};  // a fresh session per test
 
 TEST_F(Linalg, MatmulValuesAllTransposes) {
   // a = [[1,2,3],[4,5,6]] (2x3), b = [[1,0],[0,1],[1,1]] (3x2)

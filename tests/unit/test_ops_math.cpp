@@ -9,69 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "gradcheck.h"
+#include "op_test.h"
 #include "ops_internal.h"
 
 namespace flow = jobflow;
-using flow::Blob;
-using flow::Shape;
-using flow::Tensor;
-using flow::testing::gradcheck;
-using flow::testing::GradCheckOptions;
-using Blobs = std::vector<Blob>;
+using namespace flow::testing;
 
-namespace {
-
-// Runs body(x...) as a predict job on the given tensors.
-Tensor run_n(const std::vector<Tensor>& args, const std::function<Blob(const Blobs&)>& body) {
-  std::vector<flow::PlaceholderSpec> items;
-  for (const Tensor& t : args) items.push_back(flow::Numpy::Placeholder(t.shape(), t.dtype()));
-  auto job = flow::global_function(flow::Predict, {flow::TuplePlaceholder(items)},
-                                   [&](std::vector<Blob> in) -> Blob { return body(in); });
-  return job.compiled()->run(args).at(0);
-}
-Tensor run1(const Tensor& a, const std::function<Blob(Blob)>& f) {
-  return run_n({a}, [&](const Blobs& x) { return f(x[0]); });
-}
-Tensor run2(const Tensor& a, const Tensor& b, const std::function<Blob(Blob, Blob)>& f) {
-  return run_n({a, b}, [&](const Blobs& x) { return f(x[0], x[1]); });
-}
-
-// The message of the exception thrown while defining a job with `body`.
-std::string define_error(const std::vector<Tensor>& args, const std::function<Blob(const Blobs&)>& body) {
-  try {
-    run_n(args, body);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-Tensor f64(Shape s, std::vector<double> v) { return Tensor::from<double>(std::move(s), v); }
-Tensor f32(Shape s, std::vector<float> v) { return Tensor::from<float>(std::move(s), v); }
-Tensor i32(Shape s, std::vector<int32_t> v) { return Tensor::from<int32_t>(std::move(s), v); }
-
-// 0, 1, 2, ... (times scale, plus offset) in float64.
-Tensor iota(Shape s, double scale = 1.0, double offset = 0.0) {
-  Tensor t(s, flow::Double);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = offset + scale * static_cast<double>(i);
-  return t;
-}
-
-void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& want, double tol = 1e-12) {
-  ASSERT_EQ(t.shape(), shape) << flow::shape_str(t.shape());
-  ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < t.numel(); ++i) EXPECT_NEAR(t.at(i), want[i], tol) << "element " << i;
-}
-
-#define EXPECT_CONTAINS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
-
-class OpsMath : public ::testing::Test {
- protected:
-  void SetUp() override { flow::session::reset(); }
-};
-
-}  // namespace
+class OpsMath : public OpTest {};  // a fresh session per test
 
 // ---------------------------------------------------------------------------
 // Binary arithmetic
@@ -413,65 +357,52 @@ TEST_F(OpsMath, IdentityAndConstant) {
 
 TEST_F(OpsMath, ErrorMessages) {
   Tensor a = iota({2, 3});
-  EXPECT_CONTAINS(define_error({a, iota({4})}, [](const Blobs& x) { return flow::add(x[0], x[1]); }),
+  EXPECT_CONTAINS(error_of({a, iota({4})}, [](const Blobs& x) { return flow::add(x[0], x[1]); }),
                   "[add] shapes (2, 3) and (4,) cannot broadcast");
-  EXPECT_CONTAINS(define_error({a, iota({2, 2})}, [](const Blobs& x) { return x[0] * x[1]; }),
+  EXPECT_CONTAINS(error_of({a, iota({2, 2})}, [](const Blobs& x) { return x[0] * x[1]; }),
                   "[mul] shapes (2, 3) and (2, 2) cannot broadcast");
-  std::string e = define_error({a, f32({3}, {1, 2, 3})}, [](const Blobs& x) { return x[0] - x[1]; });
+  std::string e = error_of({a, f32({3}, {1, 2, 3})}, [](const Blobs& x) { return x[0] - x[1]; });
   EXPECT_CONTAINS(e, "[sub] dtypes differ");
   EXPECT_CONTAINS(e, "(2, 3) float64");
   EXPECT_CONTAINS(e, "(3,) float32");
-  e = define_error({i32({2}, {1, 2})}, [](const Blobs& x) { return flow::exp(x[0]); });
+  e = error_of({i32({2}, {1, 2})}, [](const Blobs& x) { return flow::exp(x[0]); });
   EXPECT_CONTAINS(e, "[exp]");
   EXPECT_CONTAINS(e, "(2,) int32");
-  e = define_error({a}, [](const Blobs& x) { return flow::reshape(x[0], {4, -1}); });
+  e = error_of({a}, [](const Blobs& x) { return flow::reshape(x[0], {4, -1}); });
   EXPECT_CONTAINS(e, "[reshape]");
   EXPECT_CONTAINS(e, "(2, 3)");
   EXPECT_CONTAINS(e, "(4, -1)");
-  e = define_error({a}, [](const Blobs& x) { return flow::reshape(x[0], {5}); });
+  e = error_of({a}, [](const Blobs& x) { return flow::reshape(x[0], {5}); });
   EXPECT_CONTAINS(e, "[reshape] cannot reshape (2, 3) (6 elements) to (5,)");
-  e = define_error({a}, [](const Blobs& x) { return flow::transpose(x[0], {0, 0}); });
+  e = error_of({a}, [](const Blobs& x) { return flow::transpose(x[0], {0, 0}); });
   EXPECT_CONTAINS(e, "[transpose] perm (0, 0) is not a permutation");
   EXPECT_CONTAINS(e, "(2, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::transpose(x[0], {1, 0, 2}); }), "[transpose]");
-  e = define_error({a, iota({3, 3})}, [](const Blobs& x) { return flow::concat(x, 1); });
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::transpose(x[0], {1, 0, 2}); }), "[transpose]");
+  e = error_of({a, iota({3, 3})}, [](const Blobs& x) { return flow::concat(x, 1); });
   EXPECT_CONTAINS(e, "[concat]");
   EXPECT_CONTAINS(e, "(3, 3)");
   EXPECT_CONTAINS(e, "(2, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::concat({x[0]}, 2); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::concat({x[0]}, 2); }),
                   "[concat] axis 2 is out of range for input (2, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::reduce_sum(x[0], {2}); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::reduce_sum(x[0], {2}); }),
                   "[reduce_sum] axis 2 is out of range for input (2, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::reduce_max(x[0], {1, -1}); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::reduce_max(x[0], {1, -1}); }),
                   "[reduce_max] axis -1 repeats");
-  EXPECT_CONTAINS(define_error({i32({2}, {1, 2})}, [](const Blobs& x) { return flow::reduce_mean(x[0]); }),
+  EXPECT_CONTAINS(error_of({i32({2}, {1, 2})}, [](const Blobs& x) { return flow::reduce_mean(x[0]); }),
                   "[reduce_mean]");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::argmax(x[0], 2); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::argmax(x[0], 2); }),
                   "[argmax] axis 2 is out of range for input (2, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::broadcast_to(x[0], {3, 3}); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::broadcast_to(x[0], {3, 3}); }),
                   "[broadcast_to] cannot broadcast (2, 3) to (3, 3)");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::sum_to(x[0], {4}); }),
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::sum_to(x[0], {4}); }),
                   "[sum_to] cannot sum (2, 3) to (4,)");
-  EXPECT_CONTAINS(define_error({a, iota({3, 2})}, [](const Blobs& x) { return flow::internal::add_n(x); }),
+  EXPECT_CONTAINS(error_of({a, iota({3, 2})}, [](const Blobs& x) { return flow::internal::add_n(x); }),
                   "[add_n] input 1 is (3, 2) float64 but input 0 is (2, 3) float64");
-  EXPECT_CONTAINS(define_error({a}, [](const Blobs& x) { return flow::flatten(x[0], 1, 0); }), "[flatten]");
+  EXPECT_CONTAINS(error_of({a}, [](const Blobs& x) { return flow::flatten(x[0], 1, 0); }), "[flatten]");
 }
 
 // ---------------------------------------------------------------------------
 // Gradients (float64, central differences)
-
-namespace {
-GradCheckOptions positive() {
-  GradCheckOptions o;
-  o.positive = true;
-  return o;
-}
-GradCheckOptions away_from_zero() {
-  GradCheckOptions o;
-  o.min_abs = 0.1;
-  return o;
-}
-}  // namespace
 
 TEST_F(OpsMath, GradBinarySameShape) {
   EXPECT_TRUE(gradcheck([](const Blobs& x) { return x[0] + x[1]; }, {{2, 3}, {2, 3}}));
@@ -520,12 +451,9 @@ TEST_F(OpsMath, GradUnary) {
 TEST_F(OpsMath, GradSecondOrderActivations) {
   // d/dx of (dL/dx) exercises the vjps of sigmoid_grad, tanh_grad and
   // relu_grad.
-  auto second = [](std::function<Blob(Blob)> act) {
-    return [act](const Blobs& x) { return flow::gradients(flow::reduce_sum(act(x[0]) * x[1]), {x[0]})[0] * x[0]; };
-  };
-  EXPECT_TRUE(gradcheck(second([](Blob v) { return flow::math::sigmoid(v); }), {{2, 3}, {2, 3}}));
-  EXPECT_TRUE(gradcheck(second([](Blob v) { return flow::math::tanh(v); }), {{2, 3}, {2, 3}}));
-  EXPECT_TRUE(gradcheck(second([](Blob v) { return flow::nn::relu(v); }), {{2, 3}, {2, 3}}, away_from_zero()));
+  EXPECT_TRUE(gradcheck(second_order([](Blob v) { return flow::math::sigmoid(v); }), {{2, 3}, {2, 3}}));
+  EXPECT_TRUE(gradcheck(second_order([](Blob v) { return flow::math::tanh(v); }), {{2, 3}, {2, 3}}));
+  EXPECT_TRUE(gradcheck(second_order([](Blob v) { return flow::nn::relu(v); }), {{2, 3}, {2, 3}}, away_from_zero()));
 }
 
 TEST_F(OpsMath, GradReductions) {

@@ -18,27 +18,12 @@
 #include <tuple>
 #include <vector>
 
-#include "gradcheck.h"
+#include "op_test.h"
 
 namespace flow = jobflow;
-using flow::Blob;
-using flow::Shape;
-using flow::Tensor;
-using flow::testing::GradCheckOptions;
-using flow::testing::gradcheck;
+using namespace flow::testing;
 
 namespace {
-
-Tensor random(Shape s, flow::DType dt = flow::Float, uint64_t seed = 7, double lo = -1.0, double hi = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(std::move(s), dt);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dt == flow::Double) t.data<double>()[i] = u(rng);
-    else t.data<float>()[i] = static_cast<float>(u(rng));
-  }
-  return t;
-}
 
 // Distinct values (a shuffled ramp, 0.05 apart) so max pooling has no
 // near-ties that a finite difference could flip.
@@ -49,34 +34,6 @@ Tensor distinct(Shape s, uint64_t seed = 3) {
   std::shuffle(p.begin(), p.end(), std::mt19937_64(seed));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.05f * static_cast<float>(p[i] - t.numel() / 2);
   return t;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// Runs body(x) in a fresh predict job.
-Tensor run1(const Tensor& x, const std::function<Blob(Blob)>& body, flow::FunctionConfig cfg = {}) {
-  auto job = flow::global_function(flow::Predict, cfg, {flow::Numpy::Placeholder(x.shape(), x.dtype())},
-                                   [&](Blob b) -> Blob { return body(b); });
-  return job(x);
-}
-
-void expect_near_all(const Tensor& got, const std::vector<double>& want, double tol, const std::string& what = "") {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
-  double worst = 0;
-  int64_t wi = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double d = std::fabs(got.at(i) - want[i]);
-    if (d > worst) worst = d, wi = i;
-  }
-  EXPECT_LE(worst, tol) << what << ": element " << wi << " is " << got.at(wi) << ", want " << want[wi];
 }
 
 // The minimize() a train job needs, with a learning rate of 0 so the
@@ -172,10 +129,7 @@ std::vector<double> naive_softmax(const Tensor& x, int axis, bool log) {
   return y;
 }
 
-class NnOps : public ::testing::Test {
- protected:
-  void SetUp() override { flow::session::reset(); }
-};
+class NnOps : public OpTest {};
 
 }  // namespace
 

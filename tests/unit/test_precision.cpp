@@ -90,6 +90,33 @@ TEST_F(Precision, Convolution) {
   check("p_conv", random({2, 16, 12, 12}, 1), [](Blob b) { return conv(b, "p_conv_w", 32, 3); });
 }
 
+// Every plan of a job with dims known at call time computes in bf16.
+TEST_F(Precision, PlansCompiledPerCallShape) {
+  auto define = [&](bool bf16) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(bf16 ? "p_dyn_bf16" : "p_dyn").enable_auto_mixed_precision(bf16),
+        {flow::Numpy::Placeholder({-1, 8, 12, -1}, flow::Float, "x")}, [&](Blob b) -> flow::Numpy {
+          Blob a = flow::nn::relu(conv(b, "p_dyn_w0", 16, 3));
+          return conv(flow::nn::max_pool2d(a, 2, 2), "p_dyn_w1", 8, 3);
+        });
+  };
+  auto f32 = define(false), b16 = define(true);
+  for (const Shape& s : {Shape{1, 8, 12, 12}, Shape{3, 8, 12, 16}}) {
+    const Tensor x = random(s, 40 + static_cast<uint64_t>(s[0]));
+    const Tensor want = f32(x), got = b16(x);
+    const std::string plan = b16.compiled()->plan().describe();
+    ASSERT_EQ(got.shape(), (Shape{s[0], 8, 6, s[3] / 2}));
+    if (!have_bf16()) {
+      EXPECT_TRUE(got.equal(want)) << plan;
+      continue;
+    }
+    EXPECT_NE(plan.find("precision=bf16"), std::string::npos) << plan;
+    EXPECT_LE(rel_diff(got, want), kOpTolerance) << plan;
+    EXPECT_GT(rel_diff(got, want), 0.0) << "bf16 gave float32's bits\n" << plan;
+  }
+  EXPECT_EQ(b16.compiled()->plan_cache_stats().plans, 2u);
+}
+
 TEST_F(Precision, ConvolutionWithBiasAndRelu) {
   check("p_convb", random({2, 8, 12, 12}, 2), [](Blob b) {
     return flow::nn::relu(flow::nn::bias_add(conv(b, "p_convb_w", 16, 3), var("p_convb_b", {16}), 1));

@@ -261,3 +261,49 @@ TEST(Signature, AsyncOfASyncJob) {
   ASSERT_TRUE(got.defined());
   EXPECT_FLOAT_EQ(got.data<float>()[3], 2 * (1.0f + 1.5f));
 }
+
+// OneFlow's older result styles (seed 001): .get() and .async_get(cb) on
+// what an asynchronous call returns.
+TEST(Signature, LegacyGet) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<std::tuple<flow::Numpy, flow::Numpy>> {
+                                     return std::tuple<flow::Numpy, flow::Numpy>{x, x * 2.0};
+                                   });
+  auto [a, b] = foo(data10()).get();
+  expect_same(a, data10());
+  EXPECT_FLOAT_EQ(b.data<float>()[1], 3.0f);
+  // A synchronous job, through job.async(...).get().
+  auto bar = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})}, [](Blob x) -> flow::Numpy { return x; });
+  expect_same(bar.async(data10()).get(), data10());
+  auto cb = bar.async(data10());
+  cb.get();
+  EXPECT_THROW(cb.get(), flow::Error);  // one result per call
+}
+
+TEST(Signature, LegacyAsyncGet) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({10})},
+                                   [](Blob x) -> flow::Callback<std::map<std::string, flow::Numpy>> {
+                                     return std::map<std::string, flow::Numpy>{{"x", x}};
+                                   });
+  std::vector<float> firsts;
+  for (int i = 0; i < 5; ++i) {
+    Tensor t = data10();
+    t.data<float>()[0] = static_cast<float>(i);
+    foo(t).async_get([&](std::map<std::string, Tensor> r) { firsts.push_back(r.at("x").data<float>()[0]); });
+  }
+  foo.sync();
+  EXPECT_EQ(firsts, (std::vector<float>{0, 1, 2, 3, 4}));  // in call order
+}
+
+TEST(Signature, LegacyGetRethrowsTheCallsError) {
+  auto foo = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({2})},
+                                   [](Blob x) -> flow::Callback<flow::Numpy> {
+                                     return flow::gather(x, flow::constant(flow::Tensor::from<int32_t>({1}, {7})));
+                                   });
+  try {
+    foo(flow::Tensor::from<float>({2}, {1, 2})).get();
+    FAIL() << "an out-of-range gather should fail at run time";
+  } catch (const flow::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
+  }
+}

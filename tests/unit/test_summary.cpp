@@ -15,21 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
+#include "temp_dir.h"
+
 namespace flow = jobflow;
 namespace fs = std::filesystem;
 using flow::Blob;
 using flow::Tensor;
+using flow::testing::error_of;
 
 namespace {
 
-std::string tmpdir(const std::string& name) {
-  const char* base = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path p = fs::path(base ? base : fs::temp_directory_path().string()) /
-               ("summary_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p.parent_path());
-  return p.string();
-}
+std::string tmpdir(const std::string& name) { return flow::testing::test_tmp_path("summary_" + name).string(); }
 
 std::string bytes_of(std::initializer_list<int> b) {
   std::string s;
@@ -81,16 +78,6 @@ bool can_write(std::string* why) {
     *why = e.what();
     return false;
   }
-}
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -32,6 +32,19 @@ namespace jobflow::data {
 // "[read_idx] x.idx: truncated file: expected 7850 bytes, got 7000".
 Tensor read_idx(const std::string& path);
 
+// NumPy's .npy files (format versions 1.0, 2.0 and 3.0): one array, C
+// order, little-endian. Element types and the dtype they load as:
+//   <f4 float32, <f8 float64, <i4 int32, <i8 int64, |i1 int8, |u1 uint8,
+//   |b1 (bool) uint8 0/1
+// (a '=' or '|' byte order marker is read as little-endian). A 0-d array
+// loads as a scalar tensor (shape ()). Errors: "[read_npy] <path>: <what>"
+// (a Fortran-order array, another element type, a truncated file). The
+// header and the size are validated before the tensor is allocated.
+Tensor read_npy(const std::string& path);
+// Writes `t` as a version 1.0 .npy file (C order, little-endian), atomically
+// (a temporary file renamed into place). "[write_npy] <path>: ..." on errors.
+void write_npy(const std::string& path, const Tensor& t);
+
 // A split of a dataset into batches, in file order.
 struct Dataset {
   std::vector<Tensor> images;  // each (B, 1, H, W) float32 in [0, 1]

@@ -23,6 +23,8 @@
 //                                      a Callbacker; give it the callback:
 //                                      train_job(images, labels)(print_loss);
 // Any job can also be called asynchronously with job.async(args...)(cb).
+// OneFlow's older styles work on what an asynchronous call returns:
+// job.async(args...).get() blocks for the result, .async_get(cb) = (cb).
 // Callbacks run on the job's callback thread, in call order.
 #pragma once
 
@@ -82,6 +84,22 @@ class FunctionConfig {
   // must return its loss; a build without protobuf refuses (summary.h).
   FunctionConfig& summary_dir(std::string dir) { summary_dir_ = std::move(dir); return *this; }
   const std::string& summary_dir() const { return summary_dir_; }
+  // Jobs with dynamic dims (-1 in a placeholder's shape) compile a plan per
+  // combination of call shapes and keep at most this many (least recently
+  // used evicted), and at most `bytes` of plan memory (arenas) in all.
+  FunctionConfig& plan_cache_size(size_t n) { plan_cache_size_ = n; return *this; }
+  size_t plan_cache_size() const { return plan_cache_size_; }
+  FunctionConfig& plan_cache_bytes(size_t bytes) { plan_cache_bytes_ = bytes; return *this; }
+  size_t plan_cache_bytes() const { return plan_cache_bytes_; }
+  // Declares that the job's returns `labels` (integers, (B,)) and `logits`
+  // (floats, (B, C)), flat indices, score an accuracy: the share of rows
+  // whose argmax is the label (the seeds' eval_job returns (labels,
+  // logits): accuracy(0, 1)). The signature carries it (accuracy_labels,
+  // accuracy_logits), job files keep it (jobflow.accuracy), and the
+  // jobfunction element reports it; jobs that do not declare it report
+  // none. Checked when the job is defined (an error names the returns).
+  FunctionConfig& accuracy(int labels, int logits) { accuracy_ = {labels, logits}; return *this; }
+  std::pair<int, int> accuracy() const { return accuracy_; }
 
  private:
   DType dtype_ = DType::Float32;
@@ -93,6 +111,9 @@ class FunctionConfig {
   bool bf16_ = false;
   std::string name_;
   std::string summary_dir_;
+  size_t plan_cache_size_ = 16;
+  size_t plan_cache_bytes_ = size_t{1} << 31;
+  std::pair<int, int> accuracy_{-1, -1};
 };
 inline FunctionConfig function_config() { return FunctionConfig(); }
 
@@ -105,11 +126,16 @@ struct PlaceholderSpec {
   std::string name;            // empty: "arg<i>"
   std::vector<PlaceholderSpec> children;  // Tuple
   int64_t items = 1;           // ListListNumpy: tensors per device list
+  // Names of dynamic dims (one per dim, empty = unnamed), as signature().str()
+  // prints them; empty = none named.
+  std::vector<std::string> dim_names;
 };
 struct Numpy {
-  // A numpy.ndarray argument of exactly this shape and dtype.
+  // A numpy.ndarray argument of this shape and dtype. A dim of -1
+  // (kDynamic) takes any size at each call: the job compiles a plan per
+  // call shape (a last partial batch, batch 1 and batch 64 from one job).
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "") {
-    return {Structure::Kind::Leaf, Structure::Leaf::Numpy, std::move(shape), dtype, std::move(name), {}};
+    return {Structure::Kind::Leaf, Structure::Leaf::Numpy, std::move(shape), dtype, std::move(name), {}, 1, {}};
   }
   Numpy(Blob b) : blob(b) {}
   Blob blob;
@@ -117,7 +143,7 @@ struct Numpy {
 struct ListNumpy {
   // A list with one array per device (one device here: a list of one).
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "") {
-    return {Structure::Kind::Leaf, Structure::Leaf::ListNumpy, std::move(shape), dtype, std::move(name), {}};
+    return {Structure::Kind::Leaf, Structure::Leaf::ListNumpy, std::move(shape), dtype, std::move(name), {}, 1, {}};
   }
   ListNumpy(Blob b) : blob(b) {}
   Blob blob;
@@ -129,7 +155,7 @@ struct ListListNumpy {
   // ListListNumpy return splits its blob along dim 0 into such a list.
   static PlaceholderSpec Placeholder(Shape shape, std::optional<DType> dtype = std::nullopt, std::string name = "",
                                      int64_t items = 1) {
-    return {Structure::Kind::Leaf, Structure::Leaf::ListListNumpy, std::move(shape), dtype, std::move(name), {}, items};
+    return {Structure::Kind::Leaf, Structure::Leaf::ListListNumpy, std::move(shape), dtype, std::move(name), {}, items, {}};
   }
   ListListNumpy(Blob b) : blob(b) {}
   Blob blob;
@@ -169,7 +195,9 @@ class JobBuilder {
   // Runs under the builder's graph scope.
   void enter();
   void leave();
-  std::shared_ptr<CompiledJob> finish(std::vector<Blob> outputs, Structure s, bool callback);
+  // `output_names`: the returns' names, when they have some (Signature).
+  std::shared_ptr<CompiledJob> finish(std::vector<Blob> outputs, Structure s, bool callback,
+                                      std::vector<std::string> output_names = {});
 
  struct State;
 
@@ -356,6 +384,23 @@ class Callbacker {
     CompiledJob::attach(call_, [cb = std::move(cb), conv](std::vector<Tensor> r) { cb(conv(r)); });
     call_.reset();
   }
+  // OneFlow's older result styles (flow.function, seed 001):
+  //   H r = job(args).get();          // blocks; returns the result
+  //   job(args).async_get(callback);  // the same as job(args)(callback)
+  // get() waits like job.sync() (for this call and every call before it)
+  // and throws the call's error, or an earlier asynchronous one.
+  H get() {
+    if (!call_) throw Error("[Callbacker] a callback was already given for this call");
+    auto box = std::make_shared<std::optional<H>>();
+    auto conv = convert_;
+    CompiledJob::attach(call_, [box, conv](std::vector<Tensor> r) { box->emplace(conv(r)); });
+    call_.reset();
+    job_->sync();
+    if (!*box)
+      throw Error("[" + job_->signature().job_name + "] get(): the call failed and its error was reported elsewhere");
+    return std::move(**box);
+  }
+  void async_get(std::function<void(H)> cb) { (*this)(std::move(cb)); }
 
  private:
   std::shared_ptr<CompiledJob> job_;

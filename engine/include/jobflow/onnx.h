@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jobflow/runtime.h"
@@ -72,10 +73,23 @@ struct LoadOptions {
   int64_t max_nodes = 1 << 20;
 };
 
+// A load error caused by a LoadOptions field rather than by the file:
+// `option()` names the field ("loss", "optimizer", "loss_output"), so a
+// caller can tell its user which setting to change without reading the
+// message (the GStreamer element names its property).
+struct OptionError : Error {
+  OptionError(std::string option, const std::string& what) : Error(what), option_(std::move(option)) {}
+  const std::string& option() const { return option_; }
+
+ private:
+  std::string option_;
+};
+
 // Loads a job file or an ordinary ONNX model into a compiled job whose
 // variables live in the session (shared by name with other jobs). Errors
-// (Error) name the file and what is wrong; unsupported ops are listed all at
-// once with the node names where they occur.
+// (Error) name the file and what is wrong; an OptionError names the
+// LoadOptions field at fault; unsupported ops are listed all at once with
+// the node names where they occur.
 std::shared_ptr<CompiledJob> load(const std::string& path, const LoadOptions& options = {});
 // Same, from bytes in memory (`what` names the source in errors).
 std::shared_ptr<CompiledJob> load_bytes(const std::string& bytes, const LoadOptions& options = {},
@@ -86,7 +100,7 @@ struct Inspection {
   Signature signature;
   std::vector<std::pair<std::string, int64_t>> op_counts;  // ONNX op type -> count
   int64_t parameters = 0;                                  // elements of the float initializers (weights)
-  int64_t flops = 0;                                       // forward, multiply-adds counted as 2
+  int64_t flops = 0;  // forward, multiply-adds counted as 2; -1 when shapes known only at call time decide it
   int64_t opset = 0;
   std::vector<std::pair<std::string, std::string>> metadata;  // jobflow.* keys
   std::string str() const;

@@ -86,6 +86,26 @@ Blob ones_like(Blob x);
 // A constant tensor baked into the plan.
 Blob constant(const Tensor& value, const std::string& name = "");
 
+// ---- Shapes as tensors (ONNX Shape, Size, Reshape, Expand, ConstantOfShape,
+// Range). With dynamic dims (kDynamic) these are known per call: the
+// compiler folds them into constants when it specializes a job for the
+// call's shapes (docs/architecture.md). ----
+// x's shape as int64 (rank,), dims [start, end) (negative count from the end).
+Blob shape_of(Blob x, int64_t start = 0, int64_t end = INT64_MAX, const std::string& name = "");
+// x's element count, an int64 scalar.
+Blob size_of(Blob x, const std::string& name = "");
+// x reshaped to the int64 (rank,) tensor `shape`: 0 copies x's dim there
+// (unless allowzero), one -1 is inferred from the element count.
+Blob reshape_to(Blob x, Blob shape, bool allowzero = false, const std::string& name = "");
+// x broadcast (numpy, both ways) with the int64 (rank,) tensor `shape`.
+Blob expand(Blob x, Blob shape, const std::string& name = "");
+// A tensor of the int64 (rank,) shape `shape` filled with the one element of
+// `value` (its dtype).
+Blob constant_of_shape(Blob shape, const Tensor& value, const std::string& name = "");
+// start, start + delta, ... below limit (above, for delta < 0): scalars of
+// one dtype.
+Blob range(Blob start, Blob limit, Blob delta, const std::string& name = "");
+
 // ---- Reductions (axes empty = all; negative axes count from the end) ----
 Blob reduce_sum(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
 Blob reduce_mean(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
@@ -247,6 +267,10 @@ Blob pad(Blob x, const std::vector<int64_t>& pads, const std::string& mode = "co
 // axes at the given positions of the output. Both are reshapes (no copy).
 Blob squeeze(Blob x, const std::vector<int64_t>& axes = {}, const std::string& name = "");
 Blob unsqueeze(Blob x, const std::vector<int64_t>& axes, const std::string& name = "");
+// ONNX NonZero: the indices of x's nonzero elements, int64 (rank, count), in
+// row-major order. Its output's size depends on the data: a job calling it
+// is run in segments (docs/architecture.md).
+Blob nonzero(Blob x, const std::string& name = "");
 
 namespace nn {
 // x >= 0 ? x : alpha x

@@ -52,11 +52,14 @@ enum class OpKind : uint16_t {
   // ops/linalg.cpp
   MatMul, BiasAdd, BiasGrad,
   // ops/reduce.cpp
-  ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike,
+  ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike, Expand,
   // ops/shape.cpp
   Reshape, Transpose, Concat, Slice, SliceGrad, Identity,
+  // ops/shape.cpp: shapes as tensors (the input's shape; a reshape, a fill
+  // or a sequence sized by values, known per call)
+  ShapeOf, SizeOf, ReshapeTo, ConstantOfShape, Range,
   // ops/indexing.cpp
-  Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad,
+  Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad, NonZero,
   // ops/nn.cpp
   Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad,
   Dropout, DropoutGrad, BatchNormalization, BatchNormalizationGrad, BatchNormTrain, BatchNormTrainGrad,
@@ -144,7 +147,37 @@ class Primitive {
   Tensor attr_tensor(const std::string& key) const;
   // The attributes as text (attrs_str), for plans, profiles and errors.
   std::string attrs() const { return attrs_str(attributes()); }
+
+  // ---- shapes known at call time (docs/architecture.md) ----
+  // infer() accepts kDynamic dims in its inputs and returns kDynamic where
+  // it cannot know a dim; a job is specialized per call shape by running
+  // infer() again with the concrete shapes.
+  // Ops whose output shapes depend on the values of some inputs, not only on
+  // their shapes (a shape given as a tensor: reshape_to, expand,
+  // constant_of_shape; range's bounds; nonzero's data). infer() then gives
+  // kDynamic where the values decide; infer_data() gives the real shapes.
+  virtual bool output_shape_from_data() const { return false; }
+  // Whether the values of input `i` decide the output shapes (default: every
+  // input of an op whose output_shape_from_data()).
+  virtual bool shape_reads_value(int /*i*/) const { return output_shape_from_data(); }
+  // The output specs given the inputs' specs (static) and the values of the
+  // inputs shape_reads_value() names (`values[i]` is defined for those).
+  // The compiler calls it when those values are known while specializing
+  // (constants, shapes), and at run time otherwise, where the call is cut
+  // into segments at the op (the op's outputs then get their memory sized
+  // by this). Default: infer(in).
+  virtual std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& values) const;
 };
+
+// Dims that may be kDynamic (infer() of a job with dynamic dims): two dims
+// agree when they are equal or one of them is dynamic.
+inline bool dims_agree(int64_t a, int64_t b) { return a == b || a < 0 || b < 0; }
+// Same rank and every dim agrees.
+bool shapes_agree(const Shape& a, const Shape& b);
+// Same dtype and shapes_agree.
+bool specs_agree(const TensorSpec& a, const TensorSpec& b);
+// Dim by dim, the known one of two agreeing shapes (a where both are known).
+Shape merge_shapes(const Shape& a, const Shape& b);
 
 // "[opname] " prefix helper for errors thrown by infer().
 [[noreturn]] void op_error(const char* op, const std::string& what);

@@ -48,12 +48,41 @@ struct Signature {
   std::string job_name;
   JobType type = JobType::Predict;
   std::vector<std::string> input_names;   // placeholder names, flat
-  std::vector<TensorSpec> inputs;         // flat
+  std::vector<TensorSpec> inputs;         // flat; a dim not known before the call is kDynamic
+  // Per input, per dim: the name of a dynamic dim (a symbolic ONNX dim such
+  // as "batch"), or empty. Either empty or one entry per input.
+  std::vector<std::vector<std::string>> input_dim_names;
   Structure input_structure;              // Tuple of the arguments
   std::vector<TensorSpec> outputs;        // flat
+  // The returns' names where the job has them (an ONNX model's graph
+  // outputs), one per flat output; empty otherwise.
+  std::vector<std::string> output_names;
   Structure output_structure;
   bool callback = false;                  // declared Callback<T>
+  // Train jobs: the flat index of the return that is the loss (the blob
+  // given to minimize(); a job file's jobflow.loss), -1 when the job does
+  // not return it.
+  int loss_output = -1;
+  // The returns that score an accuracy, when the job declares them
+  // (FunctionConfig::accuracy; a job file's jobflow.accuracy): integer
+  // labels (B,) and float logits (B, C), flat indices; -1 when not declared.
+  int accuracy_labels = -1, accuracy_logits = -1;
   std::string str() const;
+  // Input i's spec as str() prints it: dynamic dims by name, or "?".
+  std::string input_str(size_t i) const;
+};
+
+// A job's plan cache (docs/architecture.md): a job with dynamic dims (or an
+// op whose output shape depends on values) compiles a plan on the first call
+// with each combination of input shapes and keeps the plans in an LRU cache
+// bounded by FunctionConfig::plan_cache_size and the sum of their arenas.
+// A static job has one plan, compiled at definition (dynamic = false).
+struct PlanCacheStats {
+  bool dynamic = false;
+  uint64_t hits = 0, misses = 0, compiles = 0, evictions = 0;
+  size_t plans = 0;  // held now
+  size_t bytes = 0;  // their arenas
+  double compile_seconds = 0;
 };
 
 // How long a thread that waits for a call's result or a free slot polls
@@ -76,6 +105,8 @@ inline void poll_while(Pred waiting) {
 }
 
 class Plan;   // compiler.h
+class Program;
+struct PlanOptions;
 struct CallState;
 namespace detail { struct CompiledJobImpl; }
 namespace optimizer { class Optimizer; }
@@ -111,6 +142,8 @@ class CompiledJob {
   // num_threads: OpenMP threads of the worker (0 = $JOBFLOW_NUM_THREADS or
   // OpenMP's default).
   CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_in_flight, int num_threads = 0);
+  // A job whose plans are compiled per call shape (compiler.h).
+  CompiledJob(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads = 0);
   ~CompiledJob();  // delivers every pending result first
   CompiledJob(const CompiledJob&) = delete;
   CompiledJob& operator=(const CompiledJob&) = delete;
@@ -118,9 +151,17 @@ class CompiledJob {
   const Signature& signature() const;
   const JobDefinition& definition() const;
   void set_definition(JobDefinition d);
-  const Plan& plan() const;  // the engine's own view (engine/src/compiler.h)
+  // The engine's own view (engine/src/compiler.h): the plan, or for a job
+  // with shapes known at call time the plan of its latest call (valid until
+  // the next call; an Error before the first).
+  const Plan& plan() const;
+  // The plan cache's counters (JOBFLOW_PROFILE=1 prints them when the job
+  // is destroyed).
+  PlanCacheStats plan_cache_stats() const;
   // What was compiled: one line per node after pruning and fusion (op,
   // attributes, shapes, backend), the header line giving the memory arena.
+  // A job with shapes known at call time lists its program's nodes with
+  // their symbolic shapes, then its latest plan.
   std::string describe() const;
   // Installs the step observer (FunctionConfig::summary_dir uses it). Set it
   // before the first call; it is not synchronized with calls.
@@ -150,6 +191,11 @@ class CompiledJob {
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
   void sync();
+  // As sync(), but waits at most `timeout`: false if calls are still in
+  // flight then (nothing rethrown), true once every call has ended (after
+  // rethrowing a stored error). For callers that must stay responsive while
+  // they wait: the Python binding checks for Ctrl-C between two waits.
+  bool sync_for(std::chrono::microseconds timeout);
   size_t max_in_flight() const;
   int num_threads() const;
   // Calls queued, running or awaiting their callback.
@@ -163,6 +209,7 @@ class CompiledJob {
   void set_steps_run(int64_t steps);
 
  private:
+  friend const PlanOptions& job_plan_options(const CompiledJob& job);
   std::unique_ptr<detail::CompiledJobImpl> impl_;  // the queue, threads and locks (runtime.cpp)
 };
 

@@ -42,8 +42,15 @@ template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
 
 using Shape = std::vector<int64_t>;
+// A dimension not known before a call (a placeholder's dynamic batch, a
+// symbolic ONNX dim): shapes of blobs and placeholders may hold it, tensors
+// never do. Each call's concrete shapes pick a compiled plan (runtime.h).
+inline constexpr int64_t kDynamic = -1;
+// Whether every dim of `s` is known (no kDynamic).
+bool is_static(const Shape& s);
+// The element count; kDynamic when some dim is kDynamic.
 int64_t numel(const Shape& s);
-std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"
+std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"; a dynamic dim prints as -1
 
 // Base error of the library: every message starts with "[where] ".
 struct Error : std::runtime_error {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <set>
 
+#include <omp.h>
+
 #include "compiler/passes.h"
 #include "cpu/isa.h"
 #include "cpu/layout_ops.h"
@@ -33,9 +35,10 @@ struct ConvGroup {
 
 class Pass {
  public:
-  Pass(Graph& g, std::vector<int>& order, const std::vector<int>& outputs, const PlanOptions& opts)
-      : G(g), order_(order), keep_(outputs.begin(), outputs.end()), opts_(opts) {
-    compute_ = opts.bf16 && cpu::bf16_usable(opts.job_name) ? dt::bf16 : dt::f32;
+  explicit Pass(PlanBuild& b)
+      : G(*b.graph), order_(b.order), keep_(b.outputs.begin(), b.outputs.end()), opts_(b.opts),
+        constants_(b.constants) {
+    compute_ = opts_.bf16 && cpu::bf16_usable(opts_.job_name) ? dt::bf16 : dt::f32;
   }
 
   void run(std::vector<size_t>& bytes) {
@@ -51,6 +54,7 @@ class Pass {
   std::vector<int>& order_;
   std::set<int> keep_;
   const PlanOptions& opts_;
+  const std::map<int, Tensor>& constants_;  // values folded while specializing: weights like Constant ops
   dt compute_;
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
@@ -214,8 +218,10 @@ class Pass {
   // Kernels that read and write blocked memory (when one of their inputs is
   // blocked; a convolution always, for its prepared weights).
   enum class Cap { None, Conv, MatMul, Pool, Gap, Eltwise, Binary };
-  // A weight-like input: produced by a variable or a constant.
+  // A weight-like input: produced by a variable or a constant, or folded
+  // while specializing.
   bool is_weight(int b) const {
+    if (constants_.count(b)) return true;
     const int p = G.blobs[b].producer;
     if (p < 0) return false;
     const Primitive* op = G.nodes[p].op.get();
@@ -354,6 +360,7 @@ class Pass {
         for (size_t k = 1; k < weights_end; ++k) {
           const int p = G.blobs[node.inputs[k]].producer;
           const Primitive* op = p >= 0 ? G.nodes[p].op.get() : nullptr;
+          if (constants_.count(node.inputs[k])) continue;  // bound once, never recomputed
           if (auto* v = dynamic_cast<const internal::VariableOp*>(op)) sources[k] = v->entry();
           else if (!op || op->kind() != OpKind::Constant) refresh = true;
         }
@@ -378,8 +385,9 @@ class Pass {
         const bool tb = mm.attr_int("transpose_b") != 0;
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
         for (size_t k = 1; k < node.inputs.size(); ++k)
-          if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[node.inputs[k]].producer].op.get()))
-            sources[k] = v->entry();
+          if (!constants_.count(node.inputs[k]))
+            if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[node.inputs[k]].producer].op.get()))
+              sources[k] = v->entry();
         for (int& b : node.inputs)
           if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
         try {
@@ -465,11 +473,25 @@ class Pass {
 
 }  // namespace
 
-void assign_layouts(Graph& g, std::vector<int>& order, const std::vector<int>& outputs, const PlanOptions& opts,
-                    std::vector<size_t>& bytes) {
-  bytes.assign(g.blobs.size(), 0);
-  if (opts.type != JobType::Predict || !opts.fusion) return;
-  Pass(g, order, outputs, opts).run(bytes);
+void layouts(PlanBuild& b) {
+  b.layout_bytes.assign(b.graph->blobs.size(), 0);
+  if (b.opts.type != JobType::Predict || !b.opts.fusion) return;
+  // oneDNN picks formats (and kernels) for the creating thread's OpenMP
+  // count: choose them for the job's count when it is fixed, else for one
+  // thread. A kernel run with a count for which oneDNN has only its
+  // reference implementation of those formats runs with the count they
+  // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
+  // never makes a team whose partner a busy machine keeps away.
+  const int before = omp_get_max_threads();
+  const int want = b.opts.threads > 0 ? b.opts.threads : 1;
+  if (want != before) omp_set_num_threads(want);
+  try {
+    Pass(b).run(b.layout_bytes);
+  } catch (...) {
+    if (want != before) omp_set_num_threads(before);
+    throw;
+  }
+  if (want != before) omp_set_num_threads(before);
 }
 
 }  // namespace jobflow::compiler

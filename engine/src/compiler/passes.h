@@ -1,17 +1,75 @@
-// compiler/passes.h (internal) — passes Plan::compile runs on the plan under
-// construction (docs/architecture.md, "Design: shapes known at call time,
-// the plan cache and layouts").
+// compiler/passes.h (internal) — the passes that turn a job's graph into a
+// Plan, each a function from the plan under construction to itself.
+//
+//   specialize  (jobs with dynamic dims or data-dependent shapes, once per
+//               call shape) a copy of the program's graph with concrete
+//               shapes: infer() again, shape arithmetic folded into
+//               constants, cut before an op whose output shape depends on
+//               values not known yet (specialize.cpp);
+//   prune       keep what the returns and the side effects need (prune.cpp);
+//   fuse        matmul/conv -> bias_add -> relu as one node (fuse.cpp);
+//   order       optimizer updates after every other node (prune.cpp);
+//   layouts     (predict jobs on the CPU) rewrites, memory formats and
+//               precision: batch norm folded into convolutions, post-ops
+//               fused, oneDNN's blocked formats kept along chains, bfloat16
+//               (layout.cpp);
+//   memory      every intermediate blob an offset in one arena (memory.cpp);
+//   bind        each node its backend and preallocated views: the Plan
+//               (bind.cpp).
+// Plan::compile (compiler.cpp) runs prune, fuse, order, layouts, memory and
+// bind; the plan cache (plan_cache.cpp) runs specialize first, so a plan
+// compiled for a call shape gets the same layouts and precision as a static
+// job's plan (docs/architecture.md, "Design: shapes known at call time, the
+// plan cache and layouts").
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <memory>
+#include <set>
 #include <vector>
 
 #include "compiler.h"
 
 namespace jobflow::compiler {
 
-// Layouts, rewrites and precision for predict jobs on the CPU (layout.cpp).
-// `order` is the plan's node order after pruning and fusion; the pass
+// Where a blob's bytes live in a plan.
+struct BlobBinding {
+  enum Kind { Arena, Placeholder, Variable, Constant, Unused } kind = Unused;
+  int root = -1;              // the blob whose storage this one shares (views: aliases_input)
+  size_t offset = 0, bytes = 0;
+  int first = -1, last = -1;  // step range of the root's lifetime (arena roots)
+};
+
+// The plan under construction.
+struct PlanBuild {
+  std::shared_ptr<Graph> graph;     // owned copy: passes rewrite it
+  std::vector<int> inputs;          // blob ids bound per call, in the plan's input order
+  std::vector<int> outputs;         // blob ids returned
+  std::vector<int> updates;         // node ids of optimizer updates (run last)
+  PlanOptions opts;
+  std::map<int, Tensor> constants;  // blob id -> value known when compiling (bound, never computed)
+  int node_limit = -1;              // nodes at or after it are not part of this plan (-1: none)
+  // prune / fuse
+  std::vector<char> alive;          // per node
+  // order
+  std::vector<int> order;           // node ids in run order
+  // layouts
+  std::vector<size_t> layout_bytes; // per blob: arena bytes of a blob in a non-plain format (0: plain)
+  // memory
+  std::vector<BlobBinding> bind;    // per blob
+  size_t arena_bytes = 0, unshared_bytes = 0;
+};
+
+void prune(PlanBuild& b);
+void fuse(PlanBuild& b);
+void order(PlanBuild& b);
+void layouts(PlanBuild& b);
+void plan_memory(PlanBuild& b);
+std::shared_ptr<Plan> bind(PlanBuild& b);
+
+// The layouts pass (layout.cpp), for predict jobs; `b.order` is the order
+// after pruning and fusion. It
 //   1. rewrites: folds a batch norm into the convolution before it, and
 //      fuses into each convolution the element-wise ops and the residual
 //      add that follow it (relu, clip, sigmoid, x * sigmoid(x),
@@ -20,16 +78,37 @@ namespace jobflow::compiler {
 //      convolution prefers (nChw16c, ...) kept through pooling, global
 //      average pooling, element-wise and binary ops, with a reorder node
 //      where a blocked blob meets a kernel that reads plain memory and
-//      before a job return;
+//      before a return (of the job, or of a segment);
 //   3. precision (opts.bf16): convolutions in bfloat16 with float32
 //      accumulation, their outputs kept in bfloat16 along the chain,
 //      float32 wherever a blob leaves it.
 // It replaces nodes' primitives with cpu/layout_ops.h kernels, appends the
-// new nodes and blobs to `g`, rewrites `order`, and sets `bytes[b]` (sized
-// to g.blobs) to the arena bytes of each blob whose format is not plain
-// (0 for the others). With opts.fusion off, or for train jobs, it does
-// nothing: the graph as written is the reference its tests compare with.
-void assign_layouts(Graph& g, std::vector<int>& order, const std::vector<int>& outputs, const PlanOptions& opts,
-                    std::vector<size_t>& bytes);
+// new nodes and blobs to the graph, rewrites `b.order`, and sets
+// `b.layout_bytes`. Weights are variables, Constant ops or values folded
+// while specializing (b.constants): prepared once (again when a variable
+// changes). With opts.fusion off, or for train jobs, it does nothing: the
+// graph as written is the reference its tests compare with. oneDNN picks
+// formats for the job's thread count when it is fixed, else for one thread.
+// ---- specialization (jobs whose shapes are known at call time) ----
+
+// A program's graph specialized for concrete shapes, up to the first node
+// whose output shapes depend on values not known yet (`cut`).
+struct Specialized {
+  std::shared_ptr<Graph> graph;  // the nodes before `cut` have concrete specs
+  std::map<int, Tensor> known;   // blob id -> value folded while specializing
+  int cut = -1;                  // node id where specialization stopped; -1: the whole graph
+  int start = 0;                 // the first node this specialization walked
+};
+
+// Specializes `from` (the program's graph, or an earlier specialization that
+// stopped at `start - 1`) from node `start` on, `given` holding the concrete
+// specs of blobs already decided (placeholders, a cut op's outputs).
+// Errors name the node and its op.
+Specialized specialize(const Graph& from, const std::map<int, Tensor>& known, int start,
+                       const std::map<int, TensorSpec>& given);
+
+// Whether the ops of a node kind are folded even when their inputs' values
+// are unknown (they read only shapes: shape, size).
+bool reads_only_shapes(const Primitive& op);
 
 }  // namespace jobflow::compiler

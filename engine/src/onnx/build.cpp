@@ -123,7 +123,7 @@ class Build {
       R.analysis.signature = analysis_signature();
       return R;
     }
-    R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1");
+    R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1", out_names_);
     restore_progress(*R.job);
     return R;
   }
@@ -138,6 +138,7 @@ class Build {
   std::map<std::string, Tensor> inits_;  // initializer name -> value (after the checkpoint)
   std::vector<std::string> in_names_;    // placeholders
   std::vector<TensorSpec> in_specs_;
+  std::vector<std::vector<std::string>> in_dim_names_;  // symbolic dims' names per input
   JobType type_ = JobType::Predict;
   bool file_loss_ = false;   // a train job file (jobflow.loss)
   bool added_loss_ = false;  // a train job from a model without one (LoadOptions.loss)
@@ -148,6 +149,7 @@ class Build {
   std::map<std::string, int64_t> ckpt_steps_;  // train step variables found in the checkpoint
   std::shared_ptr<optimizer::Optimizer> opt_;
   std::vector<Blob> outs_;
+  std::vector<std::string> out_names_;  // the graph outputs' names (or "loss")
   Structure out_struct_;
 
   std::string meta(const char* k) const {
@@ -207,7 +209,8 @@ class Build {
     for (const auto& i : g_.input()) {
       if (inits_.count(i.name())) continue;
       in_names_.push_back(i.name());
-      in_specs_.push_back(input_spec(P_, i));
+      in_dim_names_.emplace_back();
+      in_specs_.push_back(input_spec(P_, i, &in_dim_names_.back()));
     }
   }
 
@@ -223,9 +226,10 @@ class Build {
     added_loss_ = type_ == JobType::Train && !file_loss_;
     if (!added_loss_) return;
     if (opts_.loss.empty() || opts_.optimizer.empty())
-      fail(what_, "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
+      fail_option(opts_.loss.empty() ? "loss" : "optimizer", what_,
+                  "loading as a train job needs LoadOptions.loss and LoadOptions.optimizer");
     if (opts_.loss != "sparse_softmax_cross_entropy" && opts_.loss != "mse")
-      fail(what_, "loss \"" + opts_.loss + "\" is not sparse_softmax_cross_entropy or mse");
+      fail_option("loss", what_, "loss \"" + opts_.loss + "\" is not sparse_softmax_cross_entropy or mse");
     loss_output_ = opts_.loss_output;
     const ValueInfoProto* vi = nullptr;
     for (const auto& o : g_.output())
@@ -233,10 +237,14 @@ class Build {
         vi = &o;
         break;
       }
-    if (!vi) fail(what_, "loss_output '" + loss_output_ + "' is not a graph output");
+    if (!vi) fail_option("loss_output", what_, "loss_output '" + loss_output_ + "' is not a graph output");
     loss_output_ = vi->name();
     const TensorSpec loss_out_spec = input_spec(P_, *vi);
-    if (loss_out_spec.shape.empty()) fail(what_, "output '" + loss_output_ + "' is a scalar; a loss needs a batch");
+    if (loss_out_spec.shape.empty())
+      fail_option("loss", what_, "output '" + loss_output_ + "' is a scalar; a loss needs a batch");
+    if (!is_floating(loss_out_spec.dtype))
+      fail_option("loss", what_,
+                  "loss " + opts_.loss + " needs a float output; '" + loss_output_ + "' is " + spec_str(loss_out_spec));
     if (opts_.loss == "sparse_softmax_cross_entropy") {
       in_names_.push_back("labels");
       in_specs_.push_back({{loss_out_spec.shape[0]}, DType::Int32});
@@ -244,6 +252,7 @@ class Build {
       in_names_.push_back("targets");
       in_specs_.push_back(loss_out_spec);
     }
+    in_dim_names_.emplace_back();
   }
 
   // The job's arguments: as jobflow.input_structure nests them, or one
@@ -251,8 +260,10 @@ class Build {
   std::vector<PlaceholderSpec> placeholder_specs() {
     std::vector<PlaceholderSpec> specs;
     if (!(job_file_ && !meta(ou::kInputStructure).empty() && !added_loss_)) {
-      for (size_t i = 0; i < in_names_.size(); ++i)
+      for (size_t i = 0; i < in_names_.size(); ++i) {
         specs.push_back(Numpy::Placeholder(in_specs_[i].shape, in_specs_[i].dtype, in_names_[i]));
+        specs.back().dim_names = in_dim_names_[i];
+      }
       return specs;
     }
     int n = 0;
@@ -266,9 +277,26 @@ class Build {
                       std::to_string(in_names_.size()) + " inputs");
     if (s.kind != Structure::Kind::Tuple) fail(what_, "jobflow.input_structure must be a tuple of the arguments");
     for (auto& c : s.children) specs.push_back(spec_from_structure(c, in_names_, in_specs_, what_));
+    name_dims(specs);
     in_struct_ = s;
     have_in_struct_ = true;
     return specs;
+  }
+
+  // The leaves of a structured job file's placeholders get their dims' names.
+  void name_dims(std::vector<PlaceholderSpec>& specs) const {
+    for (auto& p : specs) {
+      if (p.kind == Structure::Kind::Tuple) {
+        name_dims(p.children);
+        continue;
+      }
+      for (size_t i = 0; i < in_names_.size(); ++i)
+        if (in_names_[i] == p.name && !in_dim_names_[i].empty()) {
+          std::vector<std::string> n = in_dim_names_[i];
+          if (p.leaf == Structure::Leaf::ListListNumpy && !n.empty()) n.erase(n.begin());
+          p.dim_names = n;
+        }
+    }
   }
 
   FunctionConfig config() {
@@ -282,9 +310,10 @@ class Build {
     if (opts_.num_threads < 0) fail(what_, "num_threads must be >= 0, got " + std::to_string(opts_.num_threads));
     cfg.num_threads(opts_.num_threads);
     const std::string precision = opts_.precision.empty() ? meta(ou::kPrecision) : opts_.precision;
-    if (precision != "" && precision != "fp32" && precision != "bf16")
-      fail(what_, std::string(opts_.precision.empty() ? "jobflow.precision" : "precision") + " is \"" + precision +
-                      "\" (fp32 or bf16)");
+    if (precision != "" && precision != "fp32" && precision != "bf16") {
+      if (!opts_.precision.empty()) fail_option("precision", what_, "precision is \"" + precision + "\" (fp32 or bf16)");
+      fail(what_, "jobflow.precision is \"" + precision + "\" (fp32 or bf16)");
+    }
     cfg.enable_auto_mixed_precision(precision == "bf16");
     Device d;
     std::string why;
@@ -296,6 +325,24 @@ class Build {
       } catch (...) {
         fail(what_, "jobflow.seed is not a number");
       }
+    }
+    // The returns the job declares its accuracy (not when a loss given at
+    // load replaces the returns); finish() checks them against the returns.
+    if (job_file_ && !added_loss_ && !meta(ou::kAccuracy).empty()) {
+      const std::vector<std::string> ab = split_list(meta(ou::kAccuracy));
+      int idx[2] = {-1, -1};
+      for (size_t i = 0; i < ab.size() && i < 2; ++i) {
+        size_t used = 0;
+        try {
+          idx[i] = std::stoi(ab[i], &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used != ab[i].size()) idx[i] = -1;
+      }
+      if (ab.size() != 2 || idx[0] < 0 || idx[1] < 0)
+        fail(what_, "jobflow.accuracy is \"" + meta(ou::kAccuracy) + "\", not two return indices \"LABELS,LOGITS\"");
+      cfg.accuracy(idx[0], idx[1]);
     }
     return cfg;
   }
@@ -325,6 +372,8 @@ class Build {
         opt_ = ou::optimizer_from_text(opts_.optimizer, optimizer::Scheduler());
       }
     } catch (const Error& e) {
+      // LoadOptions.optimizer replaces the file's; the file is at fault only for its own.
+      if (!opts_.optimizer.empty()) fail_option("optimizer", what_, std::string("optimizer: ") + e.what());
       fail(what_, std::string("optimizer: ") + e.what());
     }
     if (!opt_) fail(what_, "no optimizer");
@@ -384,7 +433,7 @@ class Build {
   // The returns and their structure; the objective of a train job.
   void outputs(Importer& I, detail::JobBuilder& B) {
     if (job_file_ && !meta(ou::kOutputStructure).empty() && !added_loss_) {
-      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o)), out_names_.push_back(o.name());
       int n = 0;
       std::vector<int> idx;
       out_struct_ = structure_of(ou::kOutputStructure, &n, &idx);
@@ -399,17 +448,19 @@ class Build {
       Blob l;
       if (opts_.loss == "sparse_softmax_cross_entropy") {
         if (y.ndim() != 2)
-          fail(what_, "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
+          fail_option("loss", what_,
+                      "sparse_softmax_cross_entropy needs a (batch, classes) output, got " + spec_str(y.spec()));
         l = nn::sparse_softmax_cross_entropy_with_logits(target, y);
       } else {
         l = reduce_mean(square(sub(y, target)));
       }
       if (!inspect_) detail::set_objective(l, opt_);
       outs_.push_back(l);
+      out_names_.push_back("loss");
       out_struct_.kind = Structure::Kind::Leaf;
       out_struct_.index = 0;
     } else {
-      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o));
+      for (const auto& o : g_.output()) outs_.push_back(output_blob(I, o.name(), &o)), out_names_.push_back(o.name());
       if (outs_.size() == 1) {
         out_struct_.kind = Structure::Kind::Leaf;
         out_struct_.index = 0;
@@ -438,6 +489,8 @@ class Build {
     s.type = type_;
     s.input_names = in_names_;
     s.inputs = in_specs_;
+    for (auto& n : in_dim_names_)
+      if (!n.empty()) s.input_dim_names = in_dim_names_;
     s.input_structure.kind = Structure::Kind::Tuple;
     if (have_in_struct_) {
       s.input_structure = in_struct_;
@@ -450,6 +503,7 @@ class Build {
       }
     }
     for (auto& b : outs_) s.outputs.push_back(b.spec());
+    s.output_names = out_names_;
     s.output_structure = out_struct_;
     s.callback = meta(ou::kCallback) == "1";
     return s;

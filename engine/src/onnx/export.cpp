@@ -243,6 +243,8 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
   put(onnx_util::kInputStructure, onnx_util::structure_to_text(sig.input_structure));
   put(onnx_util::kOutputStructure, onnx_util::structure_to_text(sig.output_structure));
   put(onnx_util::kCallback, sig.callback ? "1" : "0");
+  if (sig.accuracy_labels >= 0)
+    put(onnx_util::kAccuracy, std::to_string(sig.accuracy_labels) + "," + std::to_string(sig.accuracy_logits));
   if (sig.type == JobType::Train) {
     if (def_.loss < 0 || !def_.optimizer) fail("train job without a loss or optimizer in its definition");
     put(onnx_util::kLoss, names_[def_.loss]);
@@ -341,15 +343,30 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     for (int b : nd.outputs) names_[b] = fresh(g_->blobs[b].name.empty() ? nd.name + "/out" : g_->blobs[b].name);
   }
 
-  // Graph inputs.
-  auto set_type = [](::onnx::ValueInfoProto* vi, const std::string& name, const TensorSpec& s) {
+  // Graph inputs; a dynamic dim is a dim_param of its name in the
+  // signature, or a dim of unknown size when unnamed.
+  auto set_type = [&](::onnx::ValueInfoProto* vi, const std::string& name, const TensorSpec& s, size_t input) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(onnx_util::to_onnx_dtype(s.dtype));
     auto* sh = tt->mutable_shape();
-    for (int64_t d : s.shape) sh->add_dim()->set_dim_value(d);
+    for (size_t d = 0; d < s.shape.size(); ++d) {
+      if (s.shape[d] >= 0) {
+        sh->add_dim()->set_dim_value(s.shape[d]);
+        continue;
+      }
+      if (input == SIZE_MAX) {  // an output or intermediate value: a dim of unknown size
+        sh->add_dim();
+        continue;
+      }
+      std::string p = input < sig.input_dim_names.size() && d < sig.input_dim_names[input].size()
+                          ? sig.input_dim_names[input][d]
+                          : "";
+      auto* dim = sh->add_dim();  // unnamed: a dim of unknown size
+      if (!p.empty()) dim->set_dim_param(p);
+    }
   };
-  for (int b : def_.inputs) set_type(gp_->add_input(), names_[b], g_->blobs[b].spec);
+  for (size_t i = 0; i < def_.inputs.size(); ++i) set_type(gp_->add_input(), names_[def_.inputs[i]], g_->blobs[def_.inputs[i]].spec, i);
 
   // Nodes.
   for (size_t i = 0; i < F; ++i) {
@@ -372,7 +389,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
       n = id;
     }
     out_names.insert(n);
-    set_type(gp_->add_output(), n, g_->blobs[b].spec);
+    set_type(gp_->add_output(), n, g_->blobs[b].spec, SIZE_MAX);
   }
   // Shapes of the intermediate values the graph produces.
   std::set<std::string> produced;
@@ -384,7 +401,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     if (nd.op->kind() == OpKind::Placeholder || nd.op->kind() == OpKind::Variable) continue;
     for (int b : nd.outputs)
       if (produced.count(names_[b]) && !out_names.count(names_[b]))
-        set_type(gp_->add_value_info(), names_[b], g_->blobs[b].spec);
+        set_type(gp_->add_value_info(), names_[b], g_->blobs[b].spec, SIZE_MAX);
   }
 
   // Variables: current values (initialized first when never used).

@@ -18,6 +18,9 @@ namespace ou = onnx_util;
 [[noreturn]] void fail(const std::string& file, const std::string& msg) {
   throw Error("[onnx.load] " + file + ": " + msg);
 }
+[[noreturn]] void fail_option(const char* option, const std::string& file, const std::string& msg) {
+  throw OptionError(option, "[onnx.load] " + file + ": " + msg);
+}
 
 std::string node_label(const NodeProto& n, int index) {
   if (!n.name().empty()) return n.name();
@@ -133,6 +136,7 @@ const std::string& Importer::iname(int i) const {
 void Importer::check_size(const Shape& s, DType t, const std::string& what) const {
   uint64_t n = 1;
   for (int64_t d : s) {
+    if (d == kDynamic) continue;  // known per call (the plan of that shape checks its memory)
     if (d < 0) err(what + " has a negative dimension");
     if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) err(what + " is too large");
     n *= static_cast<uint64_t>(d);
@@ -272,6 +276,10 @@ void Importer::out_const(int i, Tensor t) {
   Value v;
   v.konst = std::move(t);
   values[node->output(i)] = v;
+}
+
+void Importer::need_static(const Shape& s) const {
+  if (!is_static(s)) unsupported(node->op_type() + "(dims known per call)");
 }
 
 int Importer::axis_of(int64_t a, int64_t rank) const {

@@ -41,6 +41,8 @@ using onnx_import::Unsupported;
 inline constexpr int kMaxImportRank = 8;
 
 [[noreturn]] void fail(const std::string& file, const std::string& msg);
+// An error of the LoadOptions field `option`, not of the file.
+[[noreturn]] void fail_option(const char* option, const std::string& file, const std::string& msg);
 std::string node_label(const ::onnx::NodeProto& n, int index);
 
 // ---- host helpers for constants read at load (shapes, axes, parameters) ----
@@ -123,6 +125,10 @@ class Importer {
   void out(int i, Blob b);
   void out_const(int i, Tensor t);
   bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
+
+  // Rows that size what they build from a shape: a dim known only per call
+  // (kDynamic) is onnx_import::Unsupported, "Op(dims known per call)".
+  void need_static(const Shape& s) const;
 
   // `a` of a tensor of `rank` dims in [0, rank) (a scalar has no axis).
   int axis_of(int64_t a, int64_t rank) const;

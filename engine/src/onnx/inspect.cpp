@@ -18,12 +18,16 @@ int64_t node_flops(const onnx_import::NodeShapes& n) {
   static const std::set<std::string> free_ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
                                                  "Shape", "Size", "Cast", "ConstantOfShape", "Dropout", "Range"};
   if (free_ops.count(n.op_type)) return 0;
+  for (const auto& s : n.inputs)
+    if (!is_static(s.shape)) return -1;  // dims known per call
+  for (const auto& s : n.outputs)
+    if (!is_static(s.shape)) return -1;
   auto out_elems = [&]() -> int64_t {
     int64_t s = 0;
     for (auto& o : n.outputs) s += numel(o.shape);
     return s;
   };
-  if (n.outputs.empty() || n.outputs[0].shape.empty() && n.op_type != "ReduceSum") return out_elems();
+  if (n.outputs.empty() || (n.outputs[0].shape.empty() && n.op_type != "ReduceSum")) return out_elems();
   const Shape& y = n.outputs[0].shape;
   if (n.op_type == "Conv" && n.inputs.size() >= 2) {
     const Shape& w = n.inputs[1].shape;  // (K, C/g, k...)
@@ -67,7 +71,11 @@ Inspection inspect(const std::string& path) {
   r.parameters = a.parameters;
   r.opset = a.opset;
   r.metadata = a.metadata;
-  for (auto& n : a.nodes) r.flops += node_flops(n);
+  for (auto& n : a.nodes) {
+    const int64_t f = node_flops(n);
+    if (f < 0 || r.flops < 0) r.flops = -1;
+    else r.flops += f;
+  }
   return r;
 }
 
@@ -76,7 +84,8 @@ std::string Inspection::str() const {
   o << signature.str() << "\n";
   o << "opset: " << opset << "\n";
   o << "parameters: " << parameters << "\n";
-  o << "forward FLOPs per call: " << flops << "\n";
+  if (flops >= 0) o << "forward FLOPs per call: " << flops << "\n";
+  else o << "forward FLOPs per call: depends on the shapes of the call\n";
   o << "ops:";
   if (op_counts.empty()) o << " (none)";
   o << "\n";

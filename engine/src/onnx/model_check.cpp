@@ -103,7 +103,7 @@ void parse_model(const std::string& bytes, const LoadOptions& opts, const std::s
   }
 }
 
-TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi) {
+TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi, std::vector<std::string>* dim_names) {
   if (!vi.type().has_tensor_type())
     throw Unsupported("[onnx.load] " + P.what + ": input '" + vi.name() + "' is not a tensor", {{"non-tensor input", {vi.name()}}});
   const auto& tt = vi.type().tensor_type();
@@ -122,16 +122,22 @@ TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi) {
                       {{"dtype " + dt, {vi.name()}}});
   }
   if (!tt.has_shape()) fail(P.what, "input '" + vi.name() + "' has no shape; export the model with fixed input shapes");
+  if (tt.shape().dim_size() > kMaxImportRank)
+    fail(P.what, "input '" + vi.name() + "' has rank " + std::to_string(tt.shape().dim_size()) + ", over " +
+                     std::to_string(kMaxImportRank));
+  // A dim without a positive size (a symbolic dim_param such as "batch", or
+  // none at all) is known at each call: kDynamic, its name kept.
+  if (dim_names) dim_names->clear();
+  bool named = false;
   for (int d = 0; d < tt.shape().dim_size(); ++d) {
     const auto& dim = tt.shape().dim(d);
-    if (!dim.has_dim_value() || dim.dim_value() <= 0)
-      throw Unsupported("[onnx.load] " + P.what + ": input '" + vi.name() + "' has no fixed size for dimension " +
-                            std::to_string(d) + (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "") +
-                            "; export the model with a fixed batch size (e.g. torch.onnx.export without "
-                            "dynamic_axes)",
-                        {{"dynamic input shape", {vi.name()}}});
-    s.shape.push_back(dim.dim_value());
+    const bool fixed = dim.has_dim_value() && dim.dim_value() > 0;
+    s.shape.push_back(fixed ? dim.dim_value() : kDynamic);
+    const std::string name = !fixed && dim.has_dim_param() ? dim.dim_param() : "";
+    named = named || !name.empty();
+    if (dim_names) dim_names->push_back(name);
   }
+  if (dim_names && !named) dim_names->clear();
   return s;
 }
 

@@ -27,7 +27,10 @@ void parse_model(const std::string& bytes, const LoadOptions& opts, const std::s
                  Parsed& P);
 // The spec of a graph input (or output): a tensor of a supported element
 // type with a fixed shape, else Unsupported naming it.
-TensorSpec input_spec(const Parsed& P, const ::onnx::ValueInfoProto& vi);
+// A graph input's spec; symbolic dims are kDynamic and `dim_names` (when
+// given) gets their names, one per dim ("" when unnamed; empty when none is
+// named).
+TensorSpec input_spec(const Parsed& P, const ::onnx::ValueInfoProto& vi, std::vector<std::string>* dim_names = nullptr);
 // The file's bytes, refused over `cap` before reading.
 std::string read_file_capped(const std::string& path, uint64_t cap);
 // The folder external data is relative to ("." for a bare file name).

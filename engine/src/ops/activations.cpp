@@ -196,8 +196,8 @@ class ActDeriv final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     expect_float(name(), in[0], "dy");
-    if (in[0] != in[1]) op_error(name(), "dy " + spec_str(in[0]) + " and x " + spec_str(in[1]) + " must match");
-    return {in[0]};
+    if (!specs_agree(in[0], in[1])) op_error(name(), "dy " + spec_str(in[0]) + " and x " + spec_str(in[1]) + " must match");
+    return {{merge_shapes(in[0].shape, in[1].shape), in[0].dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     kern::dispatch_float(in[0].dtype(), name(), [&](auto z) {
@@ -278,7 +278,7 @@ class Binary final : public Primitive {
     check_rank(name(), in[0].shape);
     check_rank(name(), in[1].shape);
     Shape out = broadcast_shape(name(), in[0].shape, in[1].shape);
-    if (k_ == Bin::PRelu && out != in[0].shape)
+    if (k_ == Bin::PRelu && !shapes_agree(out, in[0].shape))
       op_error(name(), "slope " + shape_str(in[1].shape) + " must broadcast to x " + shape_str(in[0].shape) +
                            " (it would make the output " + shape_str(out) + ")");
     return {{out, in[0].dtype}};
@@ -326,7 +326,7 @@ class BinaryDeriv final : public Primitive {
     expect_same_dtype(name(), in[0], in[1]);
     expect_same_dtype(name(), in[0], in[2]);
     const Shape out = broadcast_shape(name(), in[1].shape, in[2].shape);
-    if (in[0].shape != out)
+    if (!shapes_agree(in[0].shape, out))
       op_error(name(), "dy " + spec_str(in[0]) + " must have the broadcast shape " + shape_str(out) + " of " +
                            shape_str(in[1].shape) + " and " + shape_str(in[2].shape));
     return {in[0]};

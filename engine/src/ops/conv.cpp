@@ -29,7 +29,7 @@ std::vector<int64_t> Padding::resolve(const char* op, int64_t h, int64_t w, Size
   if (dilation.h <= 0 || dilation.w <= 0)
     op_error(op, "dilations must be positive, got (" + std::to_string(dilation.h) + ", " +
                      std::to_string(dilation.w) + ")");
-  if (h <= 0 || w <= 0)
+  if (h == 0 || w == 0 || h < kDynamic || w < kDynamic)
     op_error(op, "input spatial size must be positive, got (" + std::to_string(h) + ", " + std::to_string(w) + ")");
 
   std::string m = mode;
@@ -46,6 +46,13 @@ std::vector<int64_t> Padding::resolve(const char* op, int64_t h, int64_t w, Size
   if (m != "SAME" && m != "SAME_LOWER" && m != "SAME_UPPER")
     op_error(op, "padding must be \"SAME\", \"SAME_LOWER\", \"SAME_UPPER\", \"VALID\" or 4 explicit values, got \"" +
                      mode + "\"");
+  // A dynamic size (kDynamic) is fine with stride 1: the total is then
+  // (k - 1) * d whatever the size; with a larger stride it depends on it.
+  if ((h < 0 && stride.h != 1) || (w < 0 && stride.w != 1))
+    op_error(op, "padding \"" + mode + "\" with stride > 1 needs a known input size, got (" + std::to_string(h) +
+                     ", " + std::to_string(w) + "); give explicit pads");
+  if (h < 0) h = 1;
+  if (w < 0) w = 1;
   // The smallest total pad that makes the output ceil(in / stride) long.
   auto total = [](int64_t in, int64_t kk, int64_t s, int64_t d) {
     const int64_t out = (in + s - 1) / s;
@@ -114,16 +121,18 @@ Shape conv_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, c
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t K = w.shape[0], Cg = w.shape[1], R = w.shape[2], S = w.shape[3];
   if (g.groups <= 0) op_error(op, "groups must be >= 1, got " + std::to_string(g.groups));
-  if (C % g.groups != 0 || K % g.groups != 0)
+  if ((C >= 0 && C % g.groups != 0) || K % g.groups != 0)
     op_error(op, "groups=" + std::to_string(g.groups) + " must divide the input channels of x " + shape_str(x.shape) +
                      " and the output channels of filters " + shape_str(w.shape));
-  if (Cg * g.groups != C)
+  if (C >= 0 && Cg * g.groups != C)
     op_error(op, "x " + shape_str(x.shape) + " has " + std::to_string(C) + " input channels but filters " +
                      shape_str(w.shape) + " expect " + std::to_string(Cg * g.groups) +
                      (g.groups != 1 ? " (" + std::to_string(Cg) + " x groups=" + std::to_string(g.groups) + ")" : ""));
   if (R <= 0 || S <= 0 || K <= 0) op_error(op, "filters " + shape_str(w.shape) + " have an empty dimension");
-  const int64_t OH = out_len(H, R, g.sh, g.dh, g.pt, g.pb), OW = out_len(W, S, g.sw, g.dw, g.pl, g.pr);
-  if (OH <= 0 || OW <= 0)
+  // A dynamic spatial size gives a dynamic output size.
+  const int64_t OH = H < 0 ? kDynamic : out_len(H, R, g.sh, g.dh, g.pt, g.pb);
+  const int64_t OW = W < 0 ? kDynamic : out_len(W, S, g.sw, g.dw, g.pl, g.pr);
+  if ((H >= 0 && OH <= 0) || (W >= 0 && OW <= 0))
     op_error(op, "filters " + shape_str(w.shape) + " (" + g.str() + ") do not fit in x " + shape_str(x.shape));
   return {N, K, OH, OW};
 }
@@ -160,7 +169,7 @@ class Conv2d final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d", in, bias_ ? 3 : 2);
     Shape y = conv_out_shape("conv2d", in[0], in[1], g_);
-    if (bias_ && (in[2].shape != Shape{y[1]} || in[2].dtype != DType::Float32))
+    if (bias_ && (!shapes_agree(in[2].shape, Shape{y[1]}) || in[2].dtype != DType::Float32))
       op_error("conv2d", "bias must be " + spec_str({{y[1]}, DType::Float32}) + " for filters " +
                              shape_str(in[1].shape) + ", got " + spec_str(in[2]));
     return {{y, DType::Float32}};
@@ -215,7 +224,7 @@ class Conv2dBackwardData final : public Primitive {
     expect_inputs("conv2d_backward_data", in, 2);
     expect_float32("conv2d_backward_data", in[1], "dy");
     Shape y = conv_out_shape("conv2d_backward_data", {x_, DType::Float32}, in[0], g_);
-    if (in[1].shape != y)
+    if (!shapes_agree(in[1].shape, y))
       op_error("conv2d_backward_data", "dy must be " + shape_str(y) + " for x " + shape_str(x_) + " and filters " +
                                            shape_str(in[0].shape) + ", got " + spec_str(in[1]));
     return {{x_, DType::Float32}};
@@ -255,7 +264,7 @@ class Conv2dBackwardWeights final : public Primitive {
     expect_inputs("conv2d_backward_weights", in, 2);
     expect_float32("conv2d_backward_weights", in[1], "dy");
     Shape y = conv_out_shape("conv2d_backward_weights", in[0], {w_, DType::Float32}, g_);
-    if (in[1].shape != y)
+    if (!shapes_agree(in[1].shape, y))
       op_error("conv2d_backward_weights", "dy must be " + shape_str(y) + " for x " + shape_str(in[0].shape) +
                                               " and filters " + shape_str(w_) + ", got " + spec_str(in[1]));
     std::vector<TensorSpec> o{{w_, DType::Float32}};
@@ -329,9 +338,9 @@ const char* pool_name(cpu::PoolKind k) { return k == cpu::PoolKind::Max ? "max_p
 Shape pool_out_shape(const char* op, const TensorSpec& x, const PoolGeom& g) {
   expect_nchw(op, x, "x");
   expect_float32(op, x, "x");
-  const int64_t OH = out_len(x.shape[2], g.kh, g.sh, 1, g.pt, g.pb);
-  const int64_t OW = out_len(x.shape[3], g.kw, g.sw, 1, g.pl, g.pr);
-  if (OH <= 0 || OW <= 0) op_error(op, "window " + g.str() + " does not fit in x " + spec_str(x));
+  const int64_t OH = x.shape[2] < 0 ? kDynamic : out_len(x.shape[2], g.kh, g.sh, 1, g.pt, g.pb);
+  const int64_t OW = x.shape[3] < 0 ? kDynamic : out_len(x.shape[3], g.kw, g.sw, 1, g.pl, g.pr);
+  if ((x.shape[2] >= 0 && OH <= 0) || (x.shape[3] >= 0 && OW <= 0)) op_error(op, "window " + g.str() + " does not fit in x " + spec_str(x));
   return {x.shape[0], x.shape[1], OH, OW};
 }
 
@@ -365,8 +374,11 @@ class Pool2d final : public Primitive {
     Shape y = pool_out_shape(name(), in[0], g_);
     std::vector<TensorSpec> o{{y, DType::Float32}};
     if (kind_ == cpu::PoolKind::Max) {
-      const int64_t bytes =
-          ws_ ? static_cast<int64_t>(cpu::pool2d_workspace_bytes(pool_params(in[0].shape, y, g_, kind_))) : 0;
+      // The workspace's size follows the shapes: dynamic until they are known.
+      const int64_t bytes = !ws_                     ? 0
+                            : !is_static(in[0].shape) ? kDynamic
+                                                      : static_cast<int64_t>(cpu::pool2d_workspace_bytes(
+                                                            pool_params(in[0].shape, y, g_, kind_)));
       o.push_back({{bytes}, DType::UInt8});
     }
     return o;
@@ -402,12 +414,12 @@ class Pool2dGrad final : public Primitive {
     const bool max = kind_ == cpu::PoolKind::Max;
     expect_inputs(name(), in, max ? (from_input_ ? 3 : 2) : 1);
     Shape y = pool_out_shape(name(), {x_, DType::Float32}, g_);
-    if (in[0].shape != y || in[0].dtype != DType::Float32)
+    if (!shapes_agree(in[0].shape, y) || in[0].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(x_) + ", got " +
                            spec_str(in[0]));
     if (max && in[1].dtype != DType::UInt8)
       op_error(name(), "the workspace must be uint8, got " + spec_str(in[1]));
-    if (from_input_ && in[2].shape != x_)
+    if (from_input_ && !shapes_agree(in[2].shape, x_))
       op_error(name(), "x must be " + shape_str(x_) + ", got " + spec_str(in[2]));
     return {{x_, DType::Float32}};
   }

@@ -6,6 +6,7 @@
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
+#include "ops_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -26,6 +27,13 @@ void resolve_auto_pad(Importer& I, const std::string& mode, const Shape& in, Spa
     if (mode == "VALID") {
       a.pb[i] = a.pe[i] = 0;
     } else if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+      if (in[i] < 0 && a.s[i] != 1) I.unsupported(I.node->op_type() + "(auto_pad " + mode + ", stride > 1, dynamic size)");
+      if (in[i] < 0) {  // stride 1: the total pad does not depend on the size
+        const int64_t total = (a.k[i] - 1) * a.d[i];
+        a.pb[i] = mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+        a.pe[i] = total - a.pb[i];
+        continue;
+      }
       const int64_t out = (in[i] + a.s[i] - 1) / a.s[i];
       const int64_t total = std::max<int64_t>((out - 1) * a.s[i] + (a.k[i] - 1) * a.d[i] + 1 - in[i], 0);
       const int64_t small = total / 2;
@@ -69,8 +77,13 @@ void check_conv_forms(Importer& I, const Blob& x, const Blob& w) {
 }
 
 // A 1-D (N, C, L) tensor as 2-D (N, C, 1, L), and back.
-Blob as_2d(Blob t) { return reshape(t, {t.shape()[0], t.shape()[1], 1, t.shape()[2]}); }
-Blob as_1d(Blob t) { return reshape(t, {t.shape()[0], t.shape()[1], t.shape()[3]}); }
+// (Dynamic dims are copied from the input: internal::same_dim.)
+Blob as_2d(Blob t) {
+  return internal::reshape_request(t, {internal::same_dim(0), internal::same_dim(1), 1, internal::same_dim(2)});
+}
+Blob as_1d(Blob t) {
+  return internal::reshape_request(t, {internal::same_dim(0), internal::same_dim(1), internal::same_dim(3)});
+}
 
 void op_conv(Importer& I) {
   Blob x = I.in(0), w = I.in(1);
@@ -139,6 +152,13 @@ void op_pool(Importer& I, bool max) {
   const size_t n = sp.size();
   std::vector<int64_t> outl(n), pe_orig = a.pe;
   for (size_t i = 0; i < n; ++i) {
+    if (sp[i] < 0) {  // a dynamic size: floor mode needs nothing of it
+      if (ceil_mode) I.unsupported(opn + "(ceil_mode, dynamic size)");
+      if (include_pad && (a.pb[i] || a.pe[i])) I.unsupported(opn + "(count_include_pad, dynamic size)");
+      if (max && (a.pb[i] >= a.k[i] || a.pe[i] >= a.k[i])) I.unsupported(opn + "(padding >= kernel)");
+      outl[i] = kDynamic;
+      continue;
+    }
     const int64_t span = sp[i] + a.pb[i] + a.pe[i] - a.k[i];
     if (span < 0) I.err("the window does not fit the padded input " + shape_str(xs));
     int64_t o = (ceil_mode ? (span + a.s[i] - 1) / a.s[i] : span / a.s[i]) + 1;
@@ -150,7 +170,7 @@ void op_pool(Importer& I, bool max) {
     }
   }
   if (r == 3) {
-    x = reshape(x, {xs[0], xs[1], 1, xs[2]});
+    x = as_2d(x);
     a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1);
     a.pb.insert(a.pb.begin(), 0), a.pe.insert(a.pe.begin(), 0), pe_orig.insert(pe_orig.begin(), 0);
     sp.insert(sp.begin(), 1), outl.insert(outl.begin(), 1);
@@ -180,7 +200,7 @@ void op_pool(Importer& I, bool max) {
       }
     y = mul(y, constant(make_tensor(f.shape(), y.dtype(), fv)));
   }
-  if (r == 3) y = reshape(y, {xs[0], xs[1], y.shape()[3]});
+  if (r == 3) y = as_1d(y);
   I.out(0, y);
 }
 

@@ -67,17 +67,18 @@ Shape ct_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, con
     op_error(op, "output_padding must be smaller than the strides, got " + g.str());
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t kh = w.shape[2], kw = w.shape[3];
-  if (w.shape[0] != C)
+  if (!dims_agree(w.shape[0], C))
     op_error(op, "x " + shape_str(x.shape) + " has " + std::to_string(C) + " channels but w " + shape_str(w.shape) +
                      " expects " + std::to_string(w.shape[0]) + " (w is (C_in, C_out/groups, kh, kw))");
-  if (C % g.groups != 0)
+  if (C >= 0 && C % g.groups != 0)
     op_error(op, "groups=" + std::to_string(g.groups) + " must divide the " + std::to_string(C) +
                      " input channels of x " + shape_str(x.shape));
   if (w.shape[1] <= 0 || kh <= 0 || kw <= 0) op_error(op, "w " + shape_str(w.shape) + " has an empty dimension");
-  if (N <= 0 || H <= 0 || W <= 0) op_error(op, "x " + shape_str(x.shape) + " has an empty dimension");
-  const int64_t OH = (H - 1) * g.sh - g.pt - g.pb + g.dh * (kh - 1) + 1 + g.oph;
-  const int64_t OW = (W - 1) * g.sw - g.pl - g.pr + g.dw * (kw - 1) + 1 + g.opw;
-  if (OH <= 0 || OW <= 0)
+  if (N == 0 || H == 0 || W == 0) op_error(op, "x " + shape_str(x.shape) + " has an empty dimension");
+  // A dynamic spatial size (kDynamic) gives a dynamic output size.
+  const int64_t OH = H < 0 ? kDynamic : (H - 1) * g.sh - g.pt - g.pb + g.dh * (kh - 1) + 1 + g.oph;
+  const int64_t OW = W < 0 ? kDynamic : (W - 1) * g.sw - g.pl - g.pr + g.dw * (kw - 1) + 1 + g.opw;
+  if ((H >= 0 && OH <= 0) || (W >= 0 && OW <= 0))
     op_error(op, "pads crop the whole output: x " + shape_str(x.shape) + ", w " + shape_str(w.shape) + ", " + g.str() +
                      " give an output of " + std::to_string(OH) + " x " + std::to_string(OW));
   return {N, w.shape[1] * g.groups, OH, OW};
@@ -145,7 +146,7 @@ class ConvTranspose2dGradInput final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     const Shape y = ct_out_shape(name(), {x_, DType::Float32}, in[1], g_);
-    if (in[0].shape != y || in[0].dtype != DType::Float32)
+    if (!shapes_agree(in[0].shape, y) || in[0].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(x_) + " and w " +
                            shape_str(in[1].shape) + ", got " + spec_str(in[0]));
     return {{x_, DType::Float32}};
@@ -182,7 +183,7 @@ class ConvTranspose2dGradWeight final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     const Shape y = ct_out_shape(name(), in[0], {w_, DType::Float32}, g_);
-    if (in[1].shape != y || in[1].dtype != DType::Float32)
+    if (!shapes_agree(in[1].shape, y) || in[1].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(in[0].shape) +
                            " and w " + shape_str(w_) + ", got " + spec_str(in[1]));
     return {{w_, DType::Float32}};

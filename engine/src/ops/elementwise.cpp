@@ -136,8 +136,8 @@ class ActGrad final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     expect_float(name(), in[0], "dy");
-    if (in[0] != in[1]) op_error(name(), "dy " + spec_str(in[0]) + " and y " + spec_str(in[1]) + " must match");
-    return {in[0]};
+    if (!specs_agree(in[0], in[1])) op_error(name(), "dy " + spec_str(in[0]) + " and y " + spec_str(in[1]) + " must match");
+    return {{merge_shapes(in[0].shape, in[1].shape), in[0].dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     kern::dispatch_float(in[0].dtype(), name(), [&](auto z) {
@@ -331,7 +331,7 @@ class AddN final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("add_n", "needs at least one input");
     for (size_t i = 1; i < in.size(); ++i)
-      if (in[i] != in[0])
+      if (!specs_agree(in[i], in[0]))
         op_error("add_n", "input " + std::to_string(i) + " is " + spec_str(in[i]) + " but input 0 is " +
                               spec_str(in[0]) + "; all inputs must have the same shape and dtype");
     return {in[0]};

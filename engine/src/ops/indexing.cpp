@@ -149,7 +149,7 @@ class GatherGrad final : public Primitive {
     expect_inputs("gather_grad", in, 2);
     expect_float("gather_grad", in[0], "dy");
     const TensorSpec y = gather_spec("gather_grad", {x_, in[0].dtype}, in[1], axis_);
-    if (in[0] != y)
+    if (!specs_agree(in[0], y))
       op_error("gather_grad", "dy must be " + spec_str(y) + " for x " + shape_str(x_) + " and indices " +
                                   spec_str(in[1]) + ", got " + spec_str(in[0]));
     return {{x_, in[0].dtype}};
@@ -242,6 +242,10 @@ SliceGeom slice_geom(const char* op, const SliceArgs& a, const Shape& xs) {
     seen[ax] = true;
     const int64_t step = a.steps[i], d = xs[ax];
     if (step == 0) op_error(op, "steps must not be 0, got " + ints_str(a.steps));
+    if (d < 0) {  // a dynamic dim: the length is known at the call
+      g.len[ax] = kDynamic;
+      continue;
+    }
     int64_t s = a.starts[i], e = a.ends[i];
     if (s < 0) s += d;
     if (e < 0) e += d;
@@ -354,7 +358,7 @@ class StridedSliceGrad final : public Primitive {
     expect_inputs("slice_grad", in, 1);
     expect_float("slice_grad", in[0], "dy");
     const Shape y = slice_shape(slice_geom("slice_grad", a_, x_));
-    if (in[0].shape != y)
+    if (!shapes_agree(in[0].shape, y))
       op_error("slice_grad", "dy must be " + shape_str(y) + " for x " + shape_str(x_) + " and " + a_.str() +
                                  ", got " + spec_str(in[0]));
     return {{x_, in[0].dtype}};
@@ -402,7 +406,7 @@ class Split final : public Primitive {
       if (s < 0) op_error("split", "part sizes must be >= 0, got " + ints_str(sizes_));
       sum += s;
     }
-    if (sum != xs[ax])
+    if (xs[ax] >= 0 && sum != xs[ax])
       op_error("split", "part sizes " + ints_str(sizes_) + " add up to " + std::to_string(sum) + " but axis " +
                             std::to_string(axis_) + " of x " + shape_str(xs) + " has " + std::to_string(xs[ax]));
     std::vector<TensorSpec> out;
@@ -475,6 +479,10 @@ Shape pad_out_shape(const char* op, const Shape& xs, const std::vector<int64_t>&
                      shape_str(xs) + ", got " + std::to_string(pads.size()) + ": " + ints_str(pads));
   Shape out(r);
   for (size_t d = 0; d < r; ++d) {
+    if (xs[d] < 0) {  // a dynamic dim: known at the call
+      out[d] = kDynamic;
+      continue;
+    }
     out[d] = xs[d] + pads[d] + pads[r + d];
     if (out[d] < 0)
       op_error(op, "pads " + ints_str(pads) + " crop more than the " + std::to_string(xs[d]) + " elements of axis " +
@@ -641,7 +649,7 @@ class PadGrad final : public Primitive {
     expect_inputs("pad_grad", in, 1);
     expect_float("pad_grad", in[0], "dy");
     const Shape y = pad_out_shape("pad_grad", x_, pads_, m_);
-    if (in[0].shape != y)
+    if (!shapes_agree(in[0].shape, y))
       op_error("pad_grad", "dy must be " + shape_str(y) + " for x " + shape_str(x_) + " and pads " + ints_str(pads_) +
                                ", got " + spec_str(in[0]));
     return {{x_, in[0].dtype}};
@@ -665,6 +673,60 @@ Blob pad_grad(Blob dy, const std::vector<int64_t>& pads, PadMode m, const Shape&
   if (!dy.defined()) return Blob();
   return internal::add_node(std::make_shared<PadGrad>(pads, m, x_shape), {dy})[0];
 }
+
+// ONNX NonZero: the indices of the nonzero elements, int64 (rank, count),
+// row-major. The count depends on the data: infer() gives it as kDynamic,
+// infer_data() counts, and the compiler cuts the call at this op.
+class NonZero final : public Primitive {
+ public:
+  OpKind kind() const override { return OpKind::NonZero; }
+  bool differentiable_input(int) const override { return false; }
+  bool output_shape_from_data() const override { return true; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("nonzero", in, 1);
+    check_rank("nonzero", in[0].shape, "x");
+    return {{{static_cast<int64_t>(std::max<size_t>(in[0].shape.size(), 1)), kDynamic}, DType::Int64}};
+  }
+  static int64_t count(const Tensor& x) {
+    int64_t n = 0;
+    kern::dispatch_all(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* p = static_cast<const T*>(x.raw());
+      const int64_t m = x.numel();
+#pragma omp parallel for reduction(+ : n) if (m > kern::kParallelGrain)
+      for (int64_t i = 0; i < m; ++i) n += p[i] != T(0);
+    });
+    return n;
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    return {{{static_cast<int64_t>(std::max<size_t>(in[0].shape.size(), 1)), count(v[0])}, DType::Int64}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Tensor& x = in[0];
+    const int r = x.ndim();
+    const int64_t cnt = out[0].dim(1);
+    int64_t* y = out[0].data<int64_t>();
+    int64_t st[kMaxRank];
+    strides_of(x.shape(), st);
+    kern::dispatch_all(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* p = static_cast<const T*>(x.raw());
+      const int64_t m = x.numel();
+      int64_t k = 0;
+      for (int64_t i = 0; i < m && k < cnt; ++i) {
+        if (p[i] == T(0)) continue;
+        if (r == 0) y[k] = 0;  // a scalar: one row of index 0 (numpy's nonzero of a 0-d array as 1-d)
+        for (int d = 0; d < r; ++d) y[d * cnt + k] = (i / st[d]) % x.dim(d);
+        ++k;
+      }
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+};
 
 }  // namespace
 
@@ -704,6 +766,8 @@ Blob pad(Blob x, const std::vector<int64_t>& pads, const std::string& mode, doub
   return internal::add_node(std::make_shared<Pad>(pads, m, value), {x}, name)[0];
 }
 
+Blob nonzero(Blob x, const std::string& name) { return internal::add_node(std::make_shared<NonZero>(), {x}, name)[0]; }
+
 Blob squeeze(Blob x, const std::vector<int64_t>& axes, const std::string& name) {
   const Shape xs = x.shape();
   const int r = static_cast<int>(xs.size());
@@ -715,15 +779,15 @@ Blob squeeze(Blob x, const std::vector<int64_t>& axes, const std::string& name) 
     const int64_t a = a0 < 0 ? a0 + r : a0;
     if (a < 0 || a >= r) throw Error("[squeeze] axis " + std::to_string(a0) + " is out of range for x " + shape_str(xs));
     if (drop[a]) throw Error("[squeeze] axis " + std::to_string(a0) + " appears twice in axes " + ints_str(axes));
-    if (xs[a] != 1)
+    if (xs[a] != 1 && xs[a] >= 0)
       throw Error("[squeeze] axis " + std::to_string(a0) + " of x " + shape_str(xs) + " has size " +
                   std::to_string(xs[a]) + ", not 1");
     drop[a] = 1;
   }
-  Shape out;
+  Shape out;  // a dynamic dim kept is copied from x (internal::same_dim)
   for (int d = 0; d < r; ++d)
-    if (!drop[d]) out.push_back(xs[d]);
-  return reshape(x, out, name);
+    if (!drop[d]) out.push_back(xs[d] < 0 ? internal::same_dim(d) : xs[d]);
+  return internal::reshape_request(x, out, name);
 }
 
 Blob unsqueeze(Blob x, const std::vector<int64_t>& axes, const std::string& name) {
@@ -738,10 +802,16 @@ Blob unsqueeze(Blob x, const std::vector<int64_t>& axes, const std::string& name
     if (add[a]) throw Error("[unsqueeze] axis " + std::to_string(a0) + " appears twice in axes " + ints_str(axes));
     add[a] = 1;
   }
-  Shape out;
+  Shape out;  // a dynamic dim is copied from x (internal::same_dim)
   size_t next = 0;
-  for (int d = 0; d < r; ++d) out.push_back(add[d] ? 1 : xs[next++]);
-  return reshape(x, out, name);
+  for (int d = 0; d < r; ++d) {
+    if (add[d]) out.push_back(1);
+    else {
+      out.push_back(xs[next] < 0 ? internal::same_dim(static_cast<int64_t>(next)) : xs[next]);
+      ++next;
+    }
+  }
+  return internal::reshape_request(x, out, name);
 }
 
 }  // namespace jobflow

@@ -50,6 +50,7 @@ void op_split(Importer& I) {
   Blob x = I.in(0);
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
   const int64_t D = x.shape()[ax];
+  if (D < 0) I.need_static(x.shape());
   std::vector<int64_t> parts;
   if (I.opset >= 13 && I.has(1)) parts = I.ints_in(1);
   else if (I.has_attr("split")) parts = I.attr_ints("split", {});
@@ -129,6 +130,7 @@ void op_pad(Importer& I) {
       const int64_t lim = std::numeric_limits<int64_t>::max() / 4;
       for (int64_t p : {pads[d], pads[r + d]})
         if (p > lim || p < -lim) I.err("pads too large");
+      if (grown[d] < 0) continue;  // a dim known per call
       grown[d] += pads[d] + pads[r + d];
       if (grown[d] < 0) I.err("pads crop more than axis " + std::to_string(d) + " of " + shape_str(x.shape()) + " has");
     }
@@ -142,7 +144,9 @@ void op_trilu(Importer& I) {
   if (x.ndim() < 2) I.err("input must have rank >= 2");
   const int64_t k = I.has(1) ? I.ints_in(1).at(0) : 0;
   const bool upper = I.attr_i("upper", 1) != 0;
-  const int64_t R = x.shape()[x.ndim() - 2], C = x.shape().back();
+  const Shape xs = x.shape();
+  I.need_static(Shape(xs.end() - 2, xs.end()));
+  const int64_t R = xs[xs.size() - 2], C = xs.back();
   std::vector<double> m(static_cast<size_t>(R * C));
   for (int64_t i = 0; i < R; ++i)
     for (int64_t j = 0; j < C; ++j) m[i * C + j] = upper ? (j - i >= k) : (j - i <= k);
@@ -191,11 +195,14 @@ void indexing_onnx_rows(OpRows& r) {
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
   r.import_op("Pad", op_pad);
   r.import_op("Trilu", op_trilu);
+  // The count of nonzero elements is known per call (the job runs in segments).
+  r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
   r.export_op(OpKind::Split, export_split);
   r.export_op(OpKind::Pad, export_pad);
+  r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
 }
 
 }  // namespace jobflow::onnx

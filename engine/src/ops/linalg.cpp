@@ -54,17 +54,17 @@ class MatMul final : public Primitive {
                              spec_str(b));
     const size_t r = a.shape.size();
     for (size_t i = 0; i + 2 < r; ++i)
-      if (a.shape[i] != b.shape[i])
+      if (!dims_agree(a.shape[i], b.shape[i]))
         op_error("matmul", "batch dimensions differ: " + shape_str(a.shape) + " vs " + shape_str(b.shape));
     const int64_t M = ta_ ? a.shape[r - 1] : a.shape[r - 2], Ka = ta_ ? a.shape[r - 2] : a.shape[r - 1];
     const int64_t Kb = tb_ ? b.shape[r - 1] : b.shape[r - 2], N = tb_ ? b.shape[r - 2] : b.shape[r - 1];
-    if (Ka != Kb)
+    if (!dims_agree(Ka, Kb))
       op_error("matmul", "inner dimensions differ: " + shape_str(a.shape) + (ta_ ? "^T" : "") + " x " +
                              shape_str(b.shape) + (tb_ ? "^T" : "") + " (" + std::to_string(Ka) + " vs " +
                              std::to_string(Kb) + ")");
-    if (bias_ && (in[2].shape != Shape{N} || in[2].dtype != a.dtype))
+    if (bias_ && (!shapes_agree(in[2].shape, Shape{N}) || in[2].dtype != a.dtype))
       op_error("matmul", "bias must be " + spec_str({{N}, a.dtype}) + ", got " + spec_str(in[2]));
-    Shape out(a.shape.begin(), a.shape.end() - 2);
+    Shape out = merge_shapes(Shape(a.shape.begin(), a.shape.end() - 2), Shape(b.shape.begin(), b.shape.end() - 2));
     out.push_back(M);
     out.push_back(N);
     return {{out, a.dtype}};
@@ -138,7 +138,7 @@ class BiasAdd final : public Primitive {
     expect_same_dtype("bias_add", in[0], in[1]);
     const int r = static_cast<int>(in[0].shape.size());
     const int ax = kern::norm_axis("bias_add", axis_, r);
-    if (in[1].shape != Shape{in[0].shape[ax]})
+    if (!shapes_agree(in[1].shape, Shape{in[0].shape[ax]}))
       op_error("bias_add", "bias must have shape (" + std::to_string(in[0].shape[ax]) + ",) for x " +
                                spec_str(in[0]) + " along axis " + std::to_string(axis_) + ", got " + spec_str(in[1]));
     return {in[0]};

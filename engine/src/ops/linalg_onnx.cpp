@@ -5,6 +5,7 @@
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
+#include "ops_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -36,8 +37,30 @@ void op_matmul(Importer& I) {
   if (a1) a = reshape(a, {1, a.shape()[0]});
   if (b1) b = reshape(b, {b.shape()[0], 1});
   Shape as = a.shape(), bs = b.shape();
-  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  if (bs[bs.size() - 2] != K) I.err("inner dimensions differ: " + shape_str(as) + " x " + shape_str(bs));
+  const int64_t M = as[as.size() - 2], N = bs.back();
+  const int64_t K = as.back() >= 0 ? as.back() : bs[bs.size() - 2];
+  if (!dims_agree(bs[bs.size() - 2], as.back())) I.err("inner dimensions differ: " + shape_str(as) + " x " + shape_str(bs));
+  if (!is_static(as) || !is_static(bs)) {
+    // Dims known per call. (.., M, K) x (K, N): rows of a times b, back to
+    // a's leading dims (a shape computed in the graph, folded per call).
+    if (bs.size() == 2 && !a1 && !b1) {
+      if (as.size() == 2) {
+        I.out(0, matmul(a, b));
+        return;
+      }
+      Blob y = matmul(internal::reshape_request(a, {-1, K}), b);
+      Blob lead = shape_of(a, 0, -1);
+      I.out(0, reshape_to(y, concat({lead, constant(Tensor::from<int64_t>({1}, {N}))}, 0)));
+      return;
+    }
+    // Batched with the same leading dims: the engine's batched matmul.
+    bool same = as.size() == bs.size() && !a1 && !b1;
+    for (size_t i = 0; same && i + 2 < as.size(); ++i)
+      same = as[i] == bs[i] || (as[i] < 0 && bs[i] != 1) || (bs[i] < 0 && as[i] != 1);
+    if (!same) I.unsupported("MatMul(broadcast batch dims known per call)");
+    I.out(0, matmul(a, b));
+    return;
+  }
   Blob y;
   Shape batch;
   if (bs.size() == 2) {

@@ -129,7 +129,7 @@ class SoftmaxGrad final : public Primitive {
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
-    if (in[0] != in[1]) op_error(name(), "y and dy differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
+    if (!specs_agree(in[0], in[1])) op_error(name(), "y and dy differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
     kern::norm_axis(name(), axis_, static_cast<int>(in[0].shape.size()));
     return {in[0]};
   }
@@ -188,11 +188,12 @@ class SparseXent final : public Primitive {
     if (lab.dtype != DType::Int32 && lab.dtype != DType::Int64)
       op_error(kXent, "labels must be int32 or int64, got " + spec_str(lab));
     expect_float(kXent, lg, "logits");
-    if (lg.shape.size() != 2 || lab.shape.size() != 1 || lab.shape[0] != lg.shape[0])
+    if (lg.shape.size() != 2 || lab.shape.size() != 1 || !dims_agree(lab.shape[0], lg.shape[0]))
       op_error(kXent, "needs labels (B,) and logits (B, C), got labels " + spec_str(lab) + " and logits " +
                           spec_str(lg));
     if (lg.shape[1] <= 0) op_error(kXent, "logits " + spec_str(lg) + " have no classes");
-    return {{{lg.shape[0]}, lg.dtype}, lg};
+    const int64_t B = lg.shape[0] >= 0 ? lg.shape[0] : lab.shape[0];
+    return {{{B}, lg.dtype}, {{B, lg.shape[1]}, lg.dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     const int64_t B = in[1].dim(0), C = in[1].dim(1);
@@ -236,7 +237,8 @@ class SparseXentGrad final : public Primitive {
   bool differentiable_input(int i) const override { return i != 1; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 3);
-    if (in[0].shape.size() != 2 || in[1].shape != Shape{in[0].shape[0]} || in[2].shape != Shape{in[0].shape[0]} ||
+    if (in[0].shape.size() != 2 || !shapes_agree(in[1].shape, Shape{in[0].shape[0]}) ||
+        !shapes_agree(in[2].shape, Shape{in[0].shape[0]}) ||
         in[2].dtype != in[0].dtype)
       op_error(name(), "needs prob (B, C), labels (B,), dloss (B,); got " + spec_str(in[0]) + ", " +
                            spec_str(in[1]) + ", " + spec_str(in[2]));
@@ -351,7 +353,7 @@ class DropoutGrad final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("dropout_grad", in, 2);
     expect_float("dropout_grad", in[0], "dy");
-    if (in[1].shape != in[0].shape || in[1].dtype != DType::UInt8)
+    if (!shapes_agree(in[1].shape, in[0].shape) || in[1].dtype != DType::UInt8)
       op_error("dropout_grad", "mask must be " + spec_str({in[0].shape, DType::UInt8}) + ", got " + spec_str(in[1]));
     return {in[0]};
   }
@@ -387,7 +389,7 @@ std::vector<Blob> Dropout::vjp(const std::vector<Blob>&, const std::vector<Blob>
 // batch normalization
 
 void check_stat(const char* op, const TensorSpec& x, const TensorSpec& s, int64_t C, const char* what) {
-  if (s.shape != Shape{C} || s.dtype != x.dtype)
+  if (!shapes_agree(s.shape, Shape{C}) || s.dtype != x.dtype)
     op_error(op, std::string(what) + " must be " + spec_str({{C}, x.dtype}) + " for x " + spec_str(x) + ", got " +
                      spec_str(s));
 }
@@ -456,7 +458,7 @@ class BatchNormGrad final : public Primitive {
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 4 + scale_);
-    if (in[0] != in[1]) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
+    if (!specs_agree(in[0], in[1])) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
     const int ax = kern::norm_axis(name(), axis_, static_cast<int>(in[1].shape.size()));
     const int64_t C = in[1].shape.empty() ? 1 : in[1].shape[ax];
     for (size_t i = 2; i < in.size(); ++i) check_stat(name(), in[1], in[i], C, "statistic");
@@ -611,7 +613,7 @@ class BatchNormTrainGrad final : public Primitive {
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"gamma", int64_t{gamma_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 4 + gamma_);
-    if (in[0] != in[1]) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
+    if (!specs_agree(in[0], in[1])) op_error(name(), "dy and x differ: " + spec_str(in[0]) + " vs " + spec_str(in[1]));
     const int ax = kern::norm_axis(name(), axis_, static_cast<int>(in[1].shape.size()));
     const int64_t C = in[1].shape.empty() ? 1 : in[1].shape[ax];
     for (size_t i = 2; i < in.size(); ++i) check_stat(name(), in[1], in[i], C, "statistic");

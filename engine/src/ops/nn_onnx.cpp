@@ -28,9 +28,16 @@ void op_softmax(Importer& I, bool log_) {
     I.out(0, f(x, ax));
     return;
   }
+  const Shape xs = x.shape();
+  if (!is_static(xs)) {  // (outer, inner) and back to x's shape, known per call
+    const Shape in(xs.begin() + ax, xs.end());
+    if (!is_static(in)) I.unsupported(I.node->op_type() + "(axis " + std::to_string(ax) + " before the last with dynamic dims after it)");
+    I.out(0, reshape_to(f(internal::reshape_request(x, {-1, numel(in)}), 1), shape_of(x)));
+    return;
+  }
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < r; ++d) (d < ax ? outer : inner) *= x.shape()[d];
-  I.out(0, reshape(f(reshape(x, {outer, inner}), 1), x.shape()));
+  for (int d = 0; d < r; ++d) (d < ax ? outer : inner) *= xs[d];
+  I.out(0, reshape(f(reshape(x, {outer, inner}), 1), xs));
 }
 
 void op_sce_loss(Importer& I) {
@@ -39,6 +46,7 @@ void op_sce_loss(Importer& I) {
   if (I.has_attr("ignore_index")) I.unsupported("SoftmaxCrossEntropyLoss(ignore_index)");
   const std::string red = I.attr_s("reduction", "mean");
   const Shape ss = scores.shape();
+  I.need_static(ss);
   if (ss.size() < 2) I.err("scores must have rank >= 2");
   const int64_t C = ss[1];
   Blob logits = scores;
@@ -109,6 +117,8 @@ void op_batchnorm(Importer& I) {
   Blob xc = sub(x, mean);
   Blob var = reduce_mean(square(xc), axes, true);
   Shape cs(x.ndim(), 1);
+  if (x.ndim() < 2) I.err("input must have rank >= 2");
+  I.need_static({x.shape()[1]});
   cs[1] = x.shape()[1];
   Blob y = mul(xc, rsqrt(add_scalar(var, eps)));
   y = add(mul(y, reshape(I.in(1), cs)), reshape(I.in(2), cs));
@@ -127,6 +137,7 @@ void op_instancenorm(Importer& I) {
   Blob xc = sub(x, reduce_mean(x, axes, true));
   Blob y = mul(xc, rsqrt(add_scalar(reduce_mean(square(xc), axes, true), eps)));
   Shape cs(x.ndim(), 1);
+  I.need_static({x.shape()[1]});
   cs[1] = x.shape()[1];
   I.out(0, add(mul(y, reshape(I.in(1), cs)), reshape(I.in(2), cs)));
 }

@@ -227,12 +227,22 @@ std::string axes_str(const std::vector<int>& axes) {
 }
 
 // Checks that `small` broadcasts to `big` (numpy rules, one direction).
+// A kDynamic dim of either shape may be anything at the call; a kDynamic
+// dim of a target (broadcast_to, sum_to) means "the input's size there".
 bool broadcastable_to(const Shape& small, const Shape& big) {
   if (small.size() > big.size()) return false;
   const size_t off = big.size() - small.size();
   for (size_t i = 0; i < small.size(); ++i)
-    if (small[i] != 1 && small[i] != big[off + i]) return false;
+    if (small[i] != 1 && !dims_agree(small[i], big[off + i])) return false;
   return true;
+}
+// broadcast_to's result: `target`, its kDynamic dims replaced by the input's.
+Shape resolve_target(const Shape& target, const Shape& x) {
+  Shape r = target;
+  const int off = static_cast<int>(target.size()) - static_cast<int>(x.size());
+  for (int i = 0; i < static_cast<int>(r.size()); ++i)
+    if (r[i] < 0 && i - off >= 0) r[i] = x[i - off];
+  return r;
 }
 
 // reduce_sum / reduce_mean / reduce_max over `axes`, or sum_to `target`.
@@ -256,7 +266,12 @@ class Reduce final : public Primitive {
       if (!broadcastable_to(target_, x.shape))
         op_error("sum_to", "cannot sum " + shape_str(x.shape) + " to " + shape_str(target_) + ": " +
                                shape_str(target_) + " does not broadcast to " + shape_str(x.shape));
-      return {{target_, x.dtype}};
+      // A dynamic target dim keeps the input's size.
+      Shape out = target_;
+      const int lead = static_cast<int>(x.shape.size() - target_.size());
+      for (size_t i = 0; i < out.size(); ++i)
+        if (out[i] < 0) out[i] = x.shape[i + lead];
+      return {{out, x.dtype}};
     }
     const int r = static_cast<int>(x.shape.size());
     bool red[kMaxRank] = {};
@@ -428,6 +443,60 @@ class ArgMax final : public Primitive {
   int axis_;
 };
 
+// y = x broadcast to y's shape (numpy): copies rows, or fills them where the
+// inner dim is broadcast.
+void broadcast_into(const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  const int64_t n = out[0].numel();
+  if (n == 0) return;
+  const Shape& ts = out[0].shape();  // the target with its dynamic dims resolved
+  // Collapse: drop output dims of 1, stride 0 where x is broadcast, merge
+  // neighbours contiguous in x.
+  const Shape& xs = in[0].shape();
+  const int r = static_cast<int>(ts.size()), off = r - static_cast<int>(xs.size());
+  int64_t st[kMaxRank];
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    const int64_t d = i >= off ? xs[i - off] : 1;
+    st[i] = d == 1 ? 0 : acc;
+    acc *= d;
+  }
+  int64_t dim[kMaxRank], str[kMaxRank];
+  int nd = 0;
+  for (int i = 0; i < r; ++i) {
+    if (ts[i] == 1) continue;
+    if (nd > 0 && str[nd - 1] == st[i] * ts[i]) {
+      dim[nd - 1] *= ts[i];
+      str[nd - 1] = st[i];
+    } else {
+      dim[nd] = ts[i];
+      str[nd++] = st[i];
+    }
+  }
+  if (nd == 0) {
+    dim[0] = 1;
+    str[0] = 0;
+    nd = 1;
+  }
+  const int64_t inner = dim[nd - 1], rows = n / inner;
+  const bool fill = str[nd - 1] == 0;
+  kern::dispatch_all(in[0].dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* x = static_cast<const T*>(in[0].raw());
+    T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (n > kern::kParallelGrain)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t src = 0, q = row;
+      for (int d = nd - 2; d >= 0; --d) {
+        src += (q % dim[d]) * str[d];
+        q /= dim[d];
+      }
+      T* dst = y + row * inner;
+      if (fill) std::fill(dst, dst + inner, x[src]);
+      else std::memcpy(dst, x + src, sizeof(T) * inner);
+    }
+  });
+}
+
 // numpy broadcast_to: copies rows, or fills them where the inner dim is
 // broadcast.
 class BroadcastTo final : public Primitive {
@@ -440,57 +509,10 @@ class BroadcastTo final : public Primitive {
     check_rank("broadcast_to", shape_);
     if (!broadcastable_to(in[0].shape, shape_))
       op_error("broadcast_to", "cannot broadcast " + shape_str(in[0].shape) + " to " + shape_str(shape_));
-    return {{shape_, in[0].dtype}};
+    return {{resolve_target(shape_, in[0].shape), in[0].dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    const int64_t n = out[0].numel();
-    if (n == 0) return;
-    // Collapse: drop output dims of 1, stride 0 where x is broadcast, merge
-    // neighbours contiguous in x.
-    const Shape& xs = in[0].shape();
-    const int r = static_cast<int>(shape_.size()), off = r - static_cast<int>(xs.size());
-    int64_t st[kMaxRank];
-    int64_t acc = 1;
-    for (int i = r - 1; i >= 0; --i) {
-      const int64_t d = i >= off ? xs[i - off] : 1;
-      st[i] = d == 1 ? 0 : acc;
-      acc *= d;
-    }
-    int64_t dim[kMaxRank], str[kMaxRank];
-    int nd = 0;
-    for (int i = 0; i < r; ++i) {
-      if (shape_[i] == 1) continue;
-      if (nd > 0 && str[nd - 1] == st[i] * shape_[i]) {
-        dim[nd - 1] *= shape_[i];
-        str[nd - 1] = st[i];
-      } else {
-        dim[nd] = shape_[i];
-        str[nd++] = st[i];
-      }
-    }
-    if (nd == 0) {
-      dim[0] = 1;
-      str[0] = 0;
-      nd = 1;
-    }
-    const int64_t inner = dim[nd - 1], rows = n / inner;
-    const bool fill = str[nd - 1] == 0;
-    kern::dispatch_all(in[0].dtype(), [&](auto z) {
-      using T = decltype(z);
-      const T* x = static_cast<const T*>(in[0].raw());
-      T* y = static_cast<T*>(out[0].raw());
-#pragma omp parallel for if (n > kern::kParallelGrain)
-      for (int64_t row = 0; row < rows; ++row) {
-        int64_t src = 0, q = row;
-        for (int d = nd - 2; d >= 0; --d) {
-          src += (q % dim[d]) * str[d];
-          q /= dim[d];
-        }
-        T* dst = y + row * inner;
-        if (fill) std::fill(dst, dst + inner, x[src]);
-        else std::memcpy(dst, x + src, sizeof(T) * inner);
-      }
-    });
+    broadcast_into(in, out);
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>&) const override {
@@ -499,6 +521,43 @@ class BroadcastTo final : public Primitive {
 
  private:
   Shape shape_;
+};
+
+// ONNX Expand: x broadcast both ways with the values of an int64 shape
+// tensor (known per call).
+class Expand final : public Primitive {
+ public:
+  OpKind kind() const override { return OpKind::Expand; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  bool output_shape_from_data() const override { return true; }
+  bool shape_reads_value(int i) const override { return i == 1; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("expand", in, 2);
+    const TensorSpec& s = in[1];
+    if ((s.dtype != DType::Int64 && s.dtype != DType::Int32) || s.shape.size() != 1 || s.shape[0] < 0)
+      op_error("expand", "the shape must be a 1-D int64 tensor of known length, got " + spec_str(s));
+    // Every dim of the result may depend on the shape's values.
+    if (s.shape[0] > kMaxRank) op_error("expand", "the shape " + spec_str(s) + " has more than " + std::to_string(kMaxRank) + " dims");
+    const size_t r = std::max(in[0].shape.size(), static_cast<size_t>(s.shape[0]));
+    return {{Shape(r, kDynamic), in[0].dtype}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    Shape want(static_cast<size_t>(v[1].numel()));
+    kern::dispatch_all(v[1].dtype(), [&](auto z) {
+      using T = decltype(z);
+      for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<int64_t>(static_cast<const T*>(v[1].raw())[i]);
+    });
+    return {{layout::broadcast_shape("expand", in[0].shape, want), in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    broadcast_into(in, out);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    if (!is_static(in[0].shape())) op_error("expand", "the gradient needs x's shape to be known when the job is defined");
+    return {sum_to(cot[0], in[0].shape())};
+  }
 };
 
 // zeros_like / ones_like: the input only supplies the spec.
@@ -558,6 +617,10 @@ Blob broadcast_to(Blob x, const Shape& shape) {
 Blob sum_to(Blob x, const Shape& shape) {
   if (x.defined() && x.shape() == shape) return x;  // the common same-shape gradient
   return internal::add_node(std::make_shared<Reduce>(RedOp::SumTo, std::vector<int>{}, false, shape), {x})[0];
+}
+
+Blob expand(Blob x, Blob shape, const std::string& name) {
+  return internal::add_node(std::make_shared<Expand>(), {x, shape}, name)[0];
 }
 
 Blob zeros_like(Blob x) { return internal::add_node(std::make_shared<FillLike>(0.0), {x})[0]; }

@@ -58,7 +58,10 @@ void op_reduce(Importer& I, Reduction kind) {
     case Reduction::LogSumExp: {
       Blob m = reduce_max(x, ax, true);
       y = add(log(reduce_sum(exp(sub(x, m)), ax, true)), m);
-      if (!keep) y = reshape(y, reduce_shape(x.shape(), ax, false));
+      if (!keep) {
+        if (is_static(x.shape())) y = reshape(y, reduce_shape(x.shape(), ax, false));
+        else y = squeeze(y, std::vector<int64_t>(ax.begin(), ax.end()));
+      }
       break;
     }
     case Reduction::LogSum: y = log(reduce_sum(x, ax, keep)); break;
@@ -71,16 +74,16 @@ void op_argmax(Importer& I, bool min) {
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
   if (I.attr_i("select_last_index", 0) != 0) I.unsupported(std::string(min ? "ArgMin" : "ArgMax") + "(select_last_index)");
   Blob y = cast(argmax(min ? neg(x) : x, ax), DType::Int64);
-  if (I.attr_i("keepdims", 1) != 0) {
-    Shape s = x.shape();
-    s[ax] = 1;
-    y = reshape(y, s);
-  }
+  if (I.attr_i("keepdims", 1) != 0) y = unsqueeze(y, {ax});
   I.out(0, y);
 }
 
 void op_expand(Importer& I) {
   Blob x = I.in(0);
+  if (!I.is_const(1)) {  // a shape computed in the graph: known per call
+    I.out(0, expand(x, I.in(1)));
+    return;
+  }
   auto want = I.ints_in(1);
   Shape s;
   if (!layout::broadcast_shape(x.shape(), Shape(want.begin(), want.end()), &s)) I.err("cannot expand " + shape_str(x.shape()) + " to " + shape_str(Shape(want.begin(), want.end())));
@@ -162,8 +165,13 @@ void reduce_onnx_rows(OpRows& r) {
   r.export_op(OpKind::SumTo, export_sum_to);
   r.export_op(OpKind::ArgMax, export_argmax);
   r.export_op(OpKind::BroadcastTo, [](Exporter& E) {
-    E.add("Expand", {E.in(0), E.int64_init(E.name() + "/shape", E.op().attr_ints("shape"))}, {E.out(0)}, E.name());
+    // A dynamic dim of the target keeps the input's: Expand's 1.
+    std::vector<int64_t> s = E.op().attr_ints("shape");
+    for (int64_t& d : s)
+      if (d < 0) d = 1;
+    E.add("Expand", {E.in(0), E.int64_init(E.name() + "/shape", s)}, {E.out(0)}, E.name());
   });
+  r.export_op(OpKind::Expand, [](Exporter& E) { E.add_as("Expand"); });
   r.export_op(OpKind::ZerosLike, [](Exporter& E) { export_fill(E, 0.0); });
   r.export_op(OpKind::OnesLike, [](Exporter& E) { export_fill(E, 1.0); });
 }

@@ -1,6 +1,7 @@
 // Shape ops: reshape/flatten (views), transpose, concat (+ the slice used by
 // its gradient), identity and constant.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "jobflow/ops.h"
@@ -38,6 +39,9 @@ void dispatch_width(DType t, F&& f) {
 // ---------------------------------------------------------------------------
 // Same bytes, new shape. The memory plan makes the output alias the input
 // (aliases_input), in which case eval has nothing to do.
+// The shape is concrete when the input's is; an input with dynamic dims
+// keeps the request: -1 (one at most) is inferred from the element count,
+// internal::same_dim(j) takes the input's dim j.
 class Reshape final : public Primitive {
  public:
   explicit Reshape(Shape shape) : shape_(std::move(shape)) {}
@@ -46,11 +50,15 @@ class Reshape final : public Primitive {
   int aliases_input(int) const override { return 0; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("reshape", in, 1);
-    if (numel(in[0].shape) != numel(shape_))
-      op_error("reshape", "cannot reshape " + shape_str(in[0].shape) + " (" + std::to_string(numel(in[0].shape)) +
-                              " elements) to " + shape_str(shape_) + " (" + std::to_string(numel(shape_)) +
-                              " elements)");
-    return {{shape_, in[0].dtype}};
+    const Shape& xs = in[0].shape;
+    if (is_static(shape_)) {
+      if (is_static(xs) && numel(xs) != numel(shape_))
+        op_error("reshape", "cannot reshape " + shape_str(xs) + " (" + std::to_string(numel(xs)) +
+                                " elements) to " + shape_str(shape_) + " (" + std::to_string(numel(shape_)) +
+                                " elements)");
+      return {{shape_, in[0].dtype}};
+    }
+    return {{internal::resolve_reshape("reshape", xs, shape_), in[0].dtype}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     copy_bytes(in[0], out[0]);
@@ -233,16 +241,17 @@ class Concat final : public Primitive {
     Shape out = s0;
     out[ax] = 0;
     for (size_t k = 0; k < in.size(); ++k) {
+      out = merge_shapes(out, in[k].shape);
       const Shape& s = in[k].shape;
       if (in[k].dtype != in[0].dtype)
         op_error("concat", "input " + std::to_string(k) + " is " + spec_str(in[k]) + " but input 0 is " +
                                spec_str(in[0]) + "; dtypes must match");
       bool ok = static_cast<int>(s.size()) == r;
-      for (int i = 0; ok && i < r; ++i) ok = i == ax || s[i] == s0[i];
+      for (int i = 0; ok && i < r; ++i) ok = i == ax || dims_agree(s[i], s0[i]);
       if (!ok)
         op_error("concat", "input " + std::to_string(k) + " has shape " + shape_str(s) + " but input 0 has " +
                                shape_str(s0) + "; all dims but axis " + std::to_string(axis_) + " must match");
-      out[ax] += s[ax];
+      out[ax] = out[ax] < 0 || s[ax] < 0 ? kDynamic : out[ax] + s[ax];
     }
     return {{out, in[0].dtype}};
   }
@@ -285,7 +294,7 @@ class Slice final : public Primitive {
     const int r = static_cast<int>(s.size());
     if (axis_ < 0 || axis_ >= r)
       op_error("slice", "axis " + std::to_string(axis_) + " is out of range for input " + shape_str(s));
-    if (start_ < 0 || len_ < 0 || start_ + len_ > s[axis_])
+    if (start_ < 0 || len_ < 0 || (s[axis_] >= 0 && start_ + len_ > s[axis_]))
       op_error("slice", "[" + std::to_string(start_) + ", " + std::to_string(start_ + len_) +
                             ") is outside axis " + std::to_string(axis_) + " of " + shape_str(s));
     Shape out = s;
@@ -321,7 +330,7 @@ class SliceGrad final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("slice_grad", in, 1);
     const Shape& s = in[0].shape;
-    if (axis_ < 0 || axis_ >= static_cast<int>(s.size()) || start_ < 0 || start_ + s[axis_] > full_)
+    if (axis_ < 0 || axis_ >= static_cast<int>(s.size()) || start_ < 0 || (s[axis_] >= 0 && start_ + s[axis_] > full_))
       op_error("slice_grad", "cannot place " + shape_str(s) + " at " + std::to_string(start_) + " of axis " +
                                  std::to_string(axis_) + " with length " + std::to_string(full_));
     Shape out = s;
@@ -415,10 +424,261 @@ class Constant final : public Primitive {
   Tensor value_;
 };
 
+// ---------------------------------------------------------------------------
+// Shapes as tensors. Their outputs' sizes are known from shapes alone
+// (shape, size) or from input values (reshape_to, constant_of_shape, range):
+// the compiler folds them when it specializes a job for a call's shapes.
+
+// int64 value v of a scalar or one-element tensor of any dtype.
+int64_t int_of(const Tensor& t) {
+  int64_t v = 0;
+  kern::dispatch_all(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    v = static_cast<int64_t>(static_cast<const T*>(t.raw())[0]);
+  });
+  return v;
+}
+std::vector<int64_t> ints_of(const Tensor& t) {
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  kern::dispatch_all(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = static_cast<const T*>(t.raw());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(p[i]);
+  });
+  return v;
+}
+// A shape tensor's spec: integer, rank 1 of a known length.
+int64_t shape_input_rank(const char* op, const TensorSpec& s) {
+  if (s.dtype != DType::Int64 && s.dtype != DType::Int32)
+    op_error(op, "the shape must be an int64 tensor, got " + spec_str(s));
+  if (s.shape.size() != 1 || s.shape[0] < 0)
+    op_error(op, "the shape must be a 1-D tensor of known length, got " + spec_str(s));
+  if (s.shape[0] > kMaxRank) op_error(op, "the shape " + spec_str(s) + " has more than " + std::to_string(kMaxRank) + " dims");
+  return s.shape[0];
+}
+
+class ShapeOf final : public Primitive {
+ public:
+  ShapeOf(int64_t start, int64_t end) : start_(start), end_(end) {}
+  OpKind kind() const override { return OpKind::ShapeOf; }
+  Attrs attributes() const override { return {{"start", start_}, {"end", end_}}; }
+  bool differentiable_input(int) const override { return false; }
+  std::pair<int64_t, int64_t> range_of(int64_t r) const {
+    int64_t st = start_ < 0 ? start_ + r : start_, en = end_ < 0 ? end_ + r : end_;
+    st = std::clamp<int64_t>(st, 0, r), en = std::clamp<int64_t>(en, 0, r);
+    return {st, std::max(st, en)};
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("shape", in, 1);
+    auto [st, en] = range_of(static_cast<int64_t>(in[0].shape.size()));
+    return {{{en - st}, DType::Int64}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    auto [st, en] = range_of(in[0].ndim());
+    int64_t* y = out[0].data<int64_t>();
+    for (int64_t d = st; d < en; ++d) y[d - st] = in[0].shape()[d];
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+
+ private:
+  int64_t start_, end_;
+};
+
+class SizeOf final : public Primitive {
+ public:
+  OpKind kind() const override { return OpKind::SizeOf; }
+  bool differentiable_input(int) const override { return false; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("size", in, 1);
+    return {{{}, DType::Int64}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    out[0].data<int64_t>()[0] = in[0].numel();
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+};
+
+// x reshaped to the values of an int64 shape tensor (ONNX Reshape with a
+// computed shape): 0 copies x's dim (unless allowzero), -1 is inferred.
+class ReshapeTo final : public Primitive {
+ public:
+  explicit ReshapeTo(bool allowzero) : allowzero_(allowzero) {}
+  OpKind kind() const override { return OpKind::ReshapeTo; }
+  Attrs attributes() const override { return {{"allowzero", int64_t{allowzero_}}}; }
+  int aliases_input(int) const override { return 0; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  bool output_shape_from_data() const override { return true; }
+  bool shape_reads_value(int i) const override { return i == 1; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("reshape_to", in, 2);
+    return {{Shape(static_cast<size_t>(shape_input_rank("reshape_to", in[1])), kDynamic), in[0].dtype}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    Shape req = ints_of(v[1]);
+    for (int64_t d : req)
+      if (d < -1) op_error("reshape_to", "negative dimension in shape " + shape_str(req));
+    if (!allowzero_)
+      for (size_t i = 0; i < req.size(); ++i)
+        if (req[i] == 0) req[i] = internal::same_dim(static_cast<int64_t>(i));
+    return {{internal::resolve_reshape("reshape_to", in[0].shape, req), in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    copy_bytes(in[0], out[0]);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {is_static(in[0].shape()) ? reshape(cot[0], in[0].shape()) : reshape_to(cot[0], shape_of(in[0]))};
+  }
+
+ private:
+  bool allowzero_;
+};
+
+// A tensor of a computed shape filled with one value.
+class ConstantOfShape final : public Primitive {
+ public:
+  explicit ConstantOfShape(Tensor value) : value_(std::move(value)) {}
+  OpKind kind() const override { return OpKind::ConstantOfShape; }
+  Attrs attributes() const override { return {{"value", value_}}; }
+  bool differentiable_input(int) const override { return false; }
+  bool output_shape_from_data() const override { return true; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("constant_of_shape", in, 1);
+    return {{Shape(static_cast<size_t>(shape_input_rank("constant_of_shape", in[0])), kDynamic), value_.dtype()}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    Shape s = ints_of(v[0]);
+    for (int64_t d : s)
+      if (d < 0) op_error("constant_of_shape", "negative dimension in shape " + shape_str(s));
+    return {{s, value_.dtype()}};
+  }
+  void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>& out, ExecContext&) const override {
+    const size_t es = dtype_size(value_.dtype());
+    const int64_t n = out[0].numel();
+    auto* y = static_cast<char*>(out[0].raw());
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y + i * es, value_.raw(), es);
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+
+ private:
+  Tensor value_;
+};
+
+// start, start + delta, ... while before limit (ONNX Range): scalar inputs.
+class Range final : public Primitive {
+ public:
+  OpKind kind() const override { return OpKind::Range; }
+  bool differentiable_input(int) const override { return false; }
+  bool output_shape_from_data() const override { return true; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("range", in, 3);
+    for (size_t i = 0; i < 3; ++i) {
+      if (numel(in[i].shape) != 1 && is_static(in[i].shape))
+        op_error("range", "start, limit and delta must be scalars, got " + spec_str(in[i]));
+      if (in[i].dtype != in[0].dtype) op_error("range", "start, limit and delta must have one dtype, got " +
+                                                             spec_str(in[0]) + " and " + spec_str(in[i]));
+    }
+    return {{{kDynamic}, in[0].dtype}};
+  }
+  static int64_t count(double s, double l, double d) {
+    if (d == 0) op_error("range", "delta is 0");
+    const double n = std::ceil((l - s) / d);
+    if (!(n < 1e12)) op_error("range", "the sequence is too long");
+    return n > 0 ? static_cast<int64_t>(n) : 0;
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    return {{{count(v[0].at(0), v[1].at(0), v[2].at(0))}, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const int64_t n = out[0].numel();
+    kern::dispatch_all(out[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T s = static_cast<const T*>(in[0].raw())[0], d = static_cast<const T*>(in[2].raw())[0];
+      T* y = static_cast<T*>(out[0].raw());
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(s + static_cast<T>(i) * d);
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+};
+
 }  // namespace
+
+namespace internal {
+Shape resolve_reshape(const char* op, const Shape& xs, const Shape& request) {
+  Shape out = request;
+  int infer_at = -1;
+  int64_t known = 1;                     // product of the literal dims
+  std::vector<char> copied(xs.size(), 0);  // input dims copied to the output
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t d = out[i];
+    if (d <= -2) {  // same_dim(j)
+      const int64_t j = -2 - d;
+      if (j >= static_cast<int64_t>(xs.size()))
+        op_error(op, "shape " + shape_str(request) + " copies dim " + std::to_string(j) + " beyond the rank of input " +
+                         shape_str(xs));
+      out[i] = xs[j];
+      ++copied[j];
+    } else if (d == -1) {
+      if (infer_at >= 0) op_error(op, "only one -1 is allowed in shape " + shape_str(request));
+      infer_at = static_cast<int>(i);
+    } else {
+      known *= d;
+    }
+  }
+  if (infer_at >= 0) {
+    // The copied dims appear on both sides: the inferred dim is the product
+    // of the other input dims over the literal ones, known when those are.
+    int64_t rest = 1;
+    bool rest_known = true;
+    for (size_t j = 0; j < xs.size(); ++j) {
+      if (copied[j] == 1) continue;
+      if (xs[j] < 0 || copied[j] > 1) rest_known = false;
+      else rest *= xs[j];
+    }
+    if (rest_known) {
+      if (known == 0 || rest % known != 0)
+        op_error(op, "cannot reshape " + shape_str(xs) + " to " + shape_str(request) + ": the other dims hold " +
+                         std::to_string(rest) + " elements, not a multiple of " + std::to_string(known));
+      out[infer_at] = rest / known;
+    }
+  }
+  const int64_t total = numel(xs);  // kDynamic when unknown
+  if (is_static(out) && total >= 0 && numel(out) != total)
+    op_error(op, "cannot reshape " + shape_str(xs) + " (" + std::to_string(total) + " elements) to " + shape_str(out) +
+                     " (" + std::to_string(numel(out)) + " elements)");
+  return out;
+}
+
+Blob reshape_request(Blob x, const Shape& request, const std::string& name) {
+  const Shape xs = x.shape();
+  if (is_static(xs)) return reshape(x, resolve_reshape("reshape", xs, request), name);
+  resolve_reshape("reshape", xs, request);  // the checks
+  return add_node(std::make_shared<Reshape>(request), {x}, name)[0];
+}
+}  // namespace internal
 
 Blob reshape(Blob x, const Shape& shape, const std::string& name) {
   const Shape& xs = x.shape();  // throws "[Blob] use of an undefined blob"
+  if (!is_static(xs)) {
+    for (int64_t d : shape)
+      if (d < -1) throw Error("[reshape] negative dimension in shape " + shape_str(shape) + " (input " + shape_str(xs) + ")");
+    return internal::reshape_request(x, shape, name);
+  }
   Shape s = shape;
   int infer_at = -1;
   int64_t known = 1;
@@ -452,6 +712,15 @@ Blob flatten(Blob x, int start_dim, int end_dim) {
   if (s < 0 || s >= r || e < 0 || e >= r || s > e)
     throw Error("[flatten] dims " + std::to_string(start_dim) + ".." + std::to_string(end_dim) +
                 " are invalid for input " + shape_str(xs));
+  if (!is_static(xs)) {
+    // The dims around the range are copied from the input
+    // (internal::same_dim), the range's product is inferred (-1).
+    Shape req;
+    for (int i = 0; i < s; ++i) req.push_back(internal::same_dim(i));
+    req.push_back(-1);
+    for (int i = e + 1; i < r; ++i) req.push_back(internal::same_dim(i));
+    return internal::reshape_request(x, req, "");
+  }
   Shape out(xs.begin(), xs.begin() + s);
   int64_t m = 1;
   for (int i = s; i <= e; ++i) m *= xs[i];
@@ -471,6 +740,22 @@ Blob concat(const std::vector<Blob>& xs, int axis, const std::string& name) {
 
 Blob identity(Blob x, const std::string& name) {
   return internal::add_node(std::make_shared<Identity>(), {x}, name)[0];
+}
+
+Blob shape_of(Blob x, int64_t start, int64_t end, const std::string& name) {
+  return internal::add_node(std::make_shared<ShapeOf>(start, end), {x}, name)[0];
+}
+Blob size_of(Blob x, const std::string& name) { return internal::add_node(std::make_shared<SizeOf>(), {x}, name)[0]; }
+Blob reshape_to(Blob x, Blob shape, bool allowzero, const std::string& name) {
+  return internal::add_node(std::make_shared<ReshapeTo>(allowzero), {x, shape}, name)[0];
+}
+Blob constant_of_shape(Blob shape, const Tensor& value, const std::string& name) {
+  if (!value.defined() || value.numel() != 1)
+    throw Error("[constant_of_shape] the value must be a tensor of one element");
+  return internal::add_node(std::make_shared<ConstantOfShape>(value.clone().reshape({1})), {shape}, name)[0];
+}
+Blob range(Blob start, Blob limit, Blob delta, const std::string& name) {
+  return internal::add_node(std::make_shared<Range>(), {start, limit, delta}, name)[0];
 }
 
 Blob constant(const Tensor& value, const std::string& name) {

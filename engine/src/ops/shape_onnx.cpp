@@ -9,6 +9,7 @@
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
+#include "ops_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -17,49 +18,55 @@ namespace ou = onnx_util;
 
 // ---- import ----
 
+// A copied dim (ONNX Reshape's 0, a dim kept by Squeeze/Unsqueeze/Flatten)
+// of an input whose dim is dynamic: internal::same_dim.
+int64_t dim_or_copy(const Shape& xs, size_t i) { return xs[i] >= 0 ? xs[i] : internal::same_dim(static_cast<int64_t>(i)); }
+
+// x reshaped by a request (internal::reshape_request: -1 inferred,
+// same_dim copied); a load-time constant stays one.
+void reshape_out(Importer& I, const Shape& req) {
+  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
+    const Tensor c = I.cin(0);
+    I.out_const(0, c.clone().reshape(internal::resolve_reshape("reshape", c.shape(), req)));
+    return;
+  }
+  I.out(0, internal::reshape_request(I.in(0), req));
+}
+
 void op_reshape(Importer& I) {
   const Shape xs = I.shape(0);
+  const bool allowzero = I.attr_i("allowzero", 0) != 0;
+  if (I.opset >= 5 && !I.has_attr("shape") && !I.is_const(1)) {  // a shape computed in the graph
+    I.out(0, reshape_to(I.in(0), I.in(1), allowzero));
+    return;
+  }
   std::vector<int64_t> want;
   if (I.opset < 5 || I.has_attr("shape")) want = I.attr_ints("shape", {});
   else want = I.ints_in(1);
-  const bool allowzero = I.attr_i("allowzero", 0) != 0;
-  Shape s;
+  Shape req;
   int infer = -1;
-  int64_t known = 1;
   for (size_t i = 0; i < want.size(); ++i) {
     int64_t d = want[i];
     if (d == 0 && !allowzero) {
       if (i >= xs.size()) I.err("shape has 0 at " + std::to_string(i) + " beyond the input rank");
-      d = xs[i];
-    }
-    if (d == -1) {
+      d = dim_or_copy(xs, i);
+    } else if (d == -1) {
       if (infer >= 0) I.err("shape has more than one -1");
       infer = static_cast<int>(i);
-      s.push_back(1);
-      continue;
+    } else if (d < 0) {
+      I.err("invalid shape value " + std::to_string(d));
     }
-    if (d < 0) I.err("invalid shape value " + std::to_string(d));
-    s.push_back(d);
-    known *= d;
+    req.push_back(d);
   }
-  if (s.size() > kMaxImportRank) I.err("rank exceeds 8");
-  const int64_t total = numel(xs);
-  if (infer >= 0) {
-    if (known == 0 || total % known) I.err("cannot reshape " + shape_str(xs) + " with -1");
-    s[infer] = total / known;
+  if (req.size() > kMaxImportRank) I.err("rank exceeds 8");
+  Shape s;
+  try {
+    s = internal::resolve_reshape("reshape", xs, req);
+  } catch (const Error&) {
+    I.err("cannot reshape " + shape_str(xs) + " to " + shape_str(Shape(want.begin(), want.end())));
   }
-  if (numel(s) != total) I.err("cannot reshape " + shape_str(xs) + " to " + shape_str(s));
-  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
-    I.out_const(0, I.cin(0).clone().reshape(s));
-    return;
-  }
-  Blob x = I.in(0);
-  I.out(0, reshape(x, s));
-}
-
-void reshape_out(Importer& I, const Shape& s) {
-  if (I.is_const(0) && I.value(I.iname(0)).pure_const()) I.out_const(0, I.cin(0).clone().reshape(s));
-  else I.out(0, reshape(I.in(0), s));
+  if (is_static(xs)) I.check_size(s, I.spec(0).dtype, "Reshape result");
+  reshape_out(I, req);
 }
 
 void op_flatten(Importer& I) {
@@ -68,8 +75,14 @@ void op_flatten(Importer& I) {
   int64_t ax = I.attr_i("axis", 1);
   if (ax < -r || ax > r) I.err("axis out of range");
   if (ax < 0) ax += r;
-  int64_t a = 1, b = 1;
-  for (int d = 0; d < r; ++d) (d < ax ? a : b) *= xs[d];
+  // Each side's product, or for a dynamic side its one dim copied, or -1.
+  auto side = [&](int b, int e) -> int64_t {
+    const Shape part(xs.begin() + b, xs.begin() + e);
+    if (is_static(part)) return numel(part);
+    return e - b == 1 ? internal::same_dim(b) : -1;
+  };
+  const int64_t a = side(0, static_cast<int>(ax)), b = side(static_cast<int>(ax), r);
+  if (a == -1 && b == -1) I.unsupported("Flatten(dynamic dims on both sides of the axis)");
   reshape_out(I, {a, b});
 }
 
@@ -89,13 +102,13 @@ void op_squeeze(Importer& I) {
   } else {
     for (int64_t a : axes) {
       int d = I.axis_of(a, r);
-      if (xs[d] != 1) I.err("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(xs[d]));
+      if (xs[d] != 1 && xs[d] >= 0) I.err("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(xs[d]));
       drop[d] = true;
     }
   }
   Shape s;
   for (int d = 0; d < r; ++d)
-    if (!drop[d]) s.push_back(xs[d]);
+    if (!drop[d]) s.push_back(dim_or_copy(xs, d));
   reshape_out(I, s);
 }
 
@@ -112,7 +125,7 @@ void op_unsqueeze(Importer& I) {
   }
   Shape s;
   size_t k = 0;
-  for (int d = 0; d < r; ++d) s.push_back(ins[d] ? 1 : xs[k++]);
+  for (int d = 0; d < r; ++d) s.push_back(ins[d] ? 1 : dim_or_copy(xs, k++));
   reshape_out(I, s);
 }
 
@@ -137,7 +150,7 @@ void op_concat(Importer& I) {
   const int r = static_cast<int>(I.shape(0).size());
   const int ax = I.axis_of(I.attr_i("axis", I.opset < 4 ? 1 : 0), r);
   for (int i = 0; i < I.nin(); ++i)
-    if (I.has(i) && numel(I.shape(i)) > 0) xs.push_back(I.in(i));
+    if (I.has(i) && numel(I.shape(i)) != 0) xs.push_back(I.in(i));  // kDynamic: known per call
   if (xs.empty()) I.err("all inputs are empty");
   I.out(0, xs.size() == 1 ? identity(xs[0]) : concat(xs, ax));
 }
@@ -171,6 +184,13 @@ void op_constant(Importer& I) {
 }
 
 void op_constant_of_shape(Importer& I) {
+  if (!I.is_const(0)) {  // a shape computed in the graph: known per call
+    Tensor v = I.attr_t("value");
+    if (!v.defined()) v = Tensor::scalar<float>(0.0f);
+    if (v.numel() != 1) I.err("value must hold one element");
+    I.out(0, constant_of_shape(I.in(0), v));
+    return;
+  }
   auto s = I.ints_in(0);
   if (s.size() > kMaxImportRank) I.err("rank exceeds 8");
   for (int64_t d : s)
@@ -191,6 +211,10 @@ void op_shape(Importer& I) {
   const Shape s = I.shape(0);
   const int64_t r = static_cast<int64_t>(s.size());
   int64_t st = I.attr_i("start", 0), en = I.attr_i("end", r);
+  if (!is_static(s)) {  // known per call: folded when the job is specialized to the call's shapes
+    I.out(0, shape_of(I.in(0), st, en));
+    return;
+  }
   if (st < 0) st += r;
   if (en < 0) en += r;
   st = std::clamp<int64_t>(st, 0, r), en = std::clamp<int64_t>(en, 0, r);
@@ -199,12 +223,18 @@ void op_shape(Importer& I) {
   I.out_const(0, i64_tensor(v));
 }
 
-void op_size(Importer& I) { I.out_const(0, i64_tensor({numel(I.shape(0))}, true)); }
+void op_size(Importer& I) {
+  if (!is_static(I.shape(0))) I.out(0, size_of(I.in(0)));
+  else I.out_const(0, i64_tensor({numel(I.shape(0))}, true));
+}
 
-// Range has no engine op: its bounds must be known at load time, and the
-// sequence is a constant computed here.
+// Bounds known at load time make the sequence a constant computed here;
+// bounds computed in the graph make a range op (its length known per call).
 void op_range(Importer& I) {
-  if (!I.is_const(0) || !I.is_const(1) || !I.is_const(2)) I.unsupported("Range(runtime bounds)");
+  if (!I.is_const(0) || !I.is_const(1) || !I.is_const(2)) {
+    I.out(0, range(I.in(0), I.in(1), I.in(2)));
+    return;
+  }
   const double s = I.cin(0).at(0), l = I.cin(1).at(0), d = I.cin(2).at(0);
   if (d == 0) I.err("delta is 0");
   const double n = std::max(std::ceil((l - s) / d), 0.0);
@@ -216,6 +246,7 @@ void op_range(Importer& I) {
 
 void op_tile(Importer& I) {
   Blob y = I.in(0);
+  I.need_static(y.shape());
   auto reps = I.ints_in(1);
   if (static_cast<int>(reps.size()) != y.ndim()) I.err("repeats must have one value per dim");
   for (int d = 0; d < y.ndim(); ++d) {
@@ -236,6 +267,7 @@ void op_depth_space(Importer& I, bool to_space) {
   const int64_t b = I.attr_i("blocksize", 0);
   if (b <= 0) I.err("blocksize must be > 0");
   const Shape s = x.shape();
+  I.need_static(s);
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   if (to_space) {
     if (C % (b * b)) I.err("channels not divisible by blocksize^2");
@@ -281,10 +313,38 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("DepthToSpace", [](Importer& I) { op_depth_space(I, true); });
   r.import_op("SpaceToDepth", [](Importer& I) { op_depth_space(I, false); });
 
-  // The static output shape as an int64 initializer.
+  // The static output shape as an int64 initializer; with dynamic dims the
+  // request: -1 inferred, 0 for a dim copied from the same position (else
+  // -1 when there is none yet).
   r.export_op(OpKind::Reshape, [](Exporter& E) {
-    E.add("Reshape", {E.in(0), E.int64_init(E.name() + "/shape", E.out_spec(0).shape)}, {E.out(0)}, E.name());
+    Shape s = E.out_spec(0).shape;
+    if (!is_static(s)) {
+      s = E.op().attr_ints("shape");
+      bool inferred = std::find(s.begin(), s.end(), -1) != s.end();
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] > -2) continue;
+        if (s[i] == internal::same_dim(static_cast<int64_t>(i))) s[i] = 0;
+        else if (!inferred) s[i] = -1, inferred = true;
+        else throw Error("[onnx.save] node '" + E.name() + "': reshape " + shape_str(E.op().attr_ints("shape")) +
+                         " moves dynamic dims; ONNX Reshape cannot say it");
+      }
+    }
+    E.add("Reshape", {E.in(0), E.int64_init(E.name() + "/shape", s)}, {E.out(0)}, E.name());
   });
+  r.export_op(OpKind::ShapeOf, [](Exporter& E) {
+    NodeProto* n = E.add_as("Shape");
+    if (E.op().attr_int("start") != 0) Exporter::set_int(n, "start", E.op().attr_int("start"));
+    if (E.op().attr_int("end") != INT64_MAX) Exporter::set_int(n, "end", E.op().attr_int("end"));
+  });
+  r.export_op(OpKind::SizeOf, [](Exporter& E) { E.add_as("Size"); });
+  r.export_op(OpKind::ReshapeTo, [](Exporter& E) {
+    NodeProto* n = E.add_as("Reshape");
+    if (E.op().attr_int("allowzero")) Exporter::set_int(n, "allowzero", 1);
+  });
+  r.export_op(OpKind::ConstantOfShape, [](Exporter& E) {
+    Exporter::set_tensor(E.add_as("ConstantOfShape"), "value", E.op().attr_tensor("value"));
+  });
+  r.export_op(OpKind::Range, [](Exporter& E) { E.add_as("Range"); });
   r.export_op(OpKind::Transpose, [](Exporter& E) { Exporter::set_ints(E.add_as("Transpose"), "perm", E.op().attr_ints("perm")); });
   r.export_op(OpKind::Concat, [](Exporter& E) { Exporter::set_int(E.add_as("Concat"), "axis", E.op().attr_int("axis")); });
   r.export_op(OpKind::Slice, export_slice);

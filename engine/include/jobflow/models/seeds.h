@@ -4,7 +4,8 @@
 // built from them that `jobflow export` writes as job files:
 //
 //   <net>_train   (images, labels) -> loss             SGD lr 0.1, momentum 0
-//   <net>_eval    (images, labels) -> (labels, logits) the seeds' eval_job
+//   <net>_eval    (images, labels) -> (labels, logits) the seeds' eval_job,
+//                 declaring them its accuracy (FunctionConfig::accuracy)
 //   <net>_predict (images)         -> logits
 //
 // with images (100, 1, 28, 28) float32 and labels (100,) int32.
@@ -72,10 +73,12 @@ inline std::shared_ptr<flow::CompiledJob> train_job(Net n, const std::string& na
   return job.compiled();
 }
 
-// (images, labels) -> (labels, logits): the seeds' eval_job.
+// (images, labels) -> (labels, logits): the seeds' eval_job. It declares
+// the two returns its accuracy, so job files and the jobfunction element
+// report it.
 inline std::shared_ptr<flow::CompiledJob> eval_job(Net n, const std::string& name = "") {
   auto job = flow::global_function(flow::Predict,
-      flow::function_config().name(name.empty() ? std::string(net_name(n)) + "_eval" : name),
+      flow::function_config().name(name.empty() ? std::string(net_name(n)) + "_eval" : name).accuracy(0, 1),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
        flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
       [n](flow::Blob images, flow::Blob labels) -> std::tuple<flow::Numpy, flow::Numpy> {

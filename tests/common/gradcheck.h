@@ -1,4 +1,4 @@
-// tests/unit/gradcheck.h — finite-difference check of an op's gradient.
+// tests/common/gradcheck.h — finite-difference check of an op's gradient.
 //
 //   EXPECT_TRUE(jobflow::testing::gradcheck(
 //       [](const std::vector<flow::Blob>& x) { return flow::mul(x[0], x[1]); },
@@ -11,11 +11,16 @@
 //      (L(x + eps) - L(x - eps)) / (2 eps).
 // Each analytic element must satisfy |a - n| <= atol + rtol * max(|a|, |n|);
 // a failure names the input, the worst element's index and both values.
+//
+// positive(), away_from_zero() and float32() are the usual options;
+// second_order(act) checks the gradient of act's gradient.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <jobflow/jobflow.h>
+
+#include "tensor_compare.h"
 
 #include <cmath>
 #include <cstdint>
@@ -68,20 +73,26 @@ inline Tensor random_tensor(const Shape& s, DType dt, std::mt19937_64& rng, cons
   return t;
 }
 
-inline std::string index_str(const Shape& s, int64_t flat) {
-  std::vector<int64_t> idx(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    idx[d] = flat % s[d];
-    flat /= s[d];
-  }
-  std::ostringstream o;
-  o << "[";
-  for (size_t d = 0; d < idx.size(); ++d) o << (d ? ", " : "") << idx[d];
-  o << "]";
-  return o.str();
-}
-
 }  // namespace gradcheck_detail
+
+// Inputs uniform in [0.5, 2] (log, sqrt, rsqrt, div denominators).
+inline GradCheckOptions positive() {
+  GradCheckOptions o;
+  o.positive = true;
+  return o;
+}
+// Inputs with |x| >= m (relu and friends, away from their kink at 0).
+inline GradCheckOptions away_from_zero(double m = 0.1) {
+  GradCheckOptions o;
+  o.min_abs = m;
+  return o;
+}
+// float32 inputs, with the float32 defaults for eps and the tolerances.
+inline GradCheckOptions float32() {
+  GradCheckOptions o;
+  o.dtype = DType::Float32;
+  return o;
+}
 
 inline ::testing::AssertionResult gradcheck(const std::function<Blob(const std::vector<Blob>&)>& f,
                                             const std::vector<Shape>& shapes, GradCheckOptions o = {}) {
@@ -171,13 +182,19 @@ inline ::testing::AssertionResult gradcheck(const std::function<Blob(const std::
     if (worst > 1.0) {
       ok = false;
       report << "\n  input " << k << " " << shape_str(xs[k].shape()) << ": worst element "
-             << gd::index_str(xs[k].shape(), worst_i) << " (x = " << xs[k].at(worst_i) << "): analytic " << worst_a
+             << index_str(xs[k].shape(), worst_i) << " (x = " << xs[k].at(worst_i) << "): analytic " << worst_a
              << " vs numeric " << worst_n << ", |diff| " << std::fabs(worst_a - worst_n) << " is " << worst
              << "x the tolerance (atol " << atol << ", rtol " << rtol << ", eps " << eps << ")";
     }
   }
   if (!ok) return ::testing::AssertionFailure() << "gradcheck failed (L = " << base_loss << "):" << report.str();
   return ::testing::AssertionSuccess();
+}
+
+// For gradcheck(second_order(act), {s, s}): x0 * dL/dx0 with
+// L = sum(act(x0) * x1), which exercises the gradient of act's gradient op.
+inline std::function<Blob(const std::vector<Blob>&)> second_order(std::function<Blob(Blob)> act) {
+  return [act](const std::vector<Blob>& x) { return gradients(reduce_sum(act(x[0]) * x[1]), {x[0]})[0] * x[0]; };
 }
 
 }  // namespace jobflow::testing

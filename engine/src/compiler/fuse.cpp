@@ -1,0 +1,97 @@
+// The fusion pass: producer -> consumer pairs the producer's primitive can
+// absorb (a bias add or a relu into a conv/matmul, a bias gradient into the
+// conv's weight gradient) become one node.
+#include <algorithm>
+#include <set>
+
+#include "compiler/passes.h"
+#include "jobflow/primitive.h"
+
+namespace jobflow::compiler {
+
+// Merges producer -> consumer pairs the producer's primitive can absorb.
+// The fused node takes the consumer's place in the order (all its inputs
+// are defined by then) and the consumer's output blob.
+void fuse(PlanBuild& b) {
+  if (!b.opts.fusion) return;
+  Graph& g = *b.graph;
+  std::vector<char>& alive = b.alive;
+  const std::set<int> keep_blobs(b.outputs.begin(), b.outputs.end());
+  auto consumers = g.consumers();
+  auto single_reader = [&](int blob) {
+    int n = 0;
+    for (int c : consumers[blob]) n += alive[c] ? 1 : 0;
+    return n == 1 && !keep_blobs.count(blob);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!alive[i]) continue;
+    Node& n = g.nodes[i];
+    const OpKind op = n.op->kind();
+    if (op == OpKind::BiasGrad) {
+      // A weight-gradient op reading the same dy computes the bias gradient
+      // in the same pass: merge into it, at the later of the two positions.
+      const int dy = n.inputs[0];
+      const int rank = static_cast<int>(g.blobs[dy].spec.shape.size());
+      const int64_t axis = n.op->attr_int("axis");
+      if (!(axis == 1 || (rank == 2 && axis == -1))) continue;
+      for (int c : consumers[dy]) {
+        if (c == static_cast<int>(i) || !alive[c] || g.nodes[c].outputs.size() != 1) continue;
+        if (g.nodes[c].inputs.size() < 2 || g.nodes[c].inputs[1] != dy) continue;
+        if (g.nodes[c].placement.device != n.placement.device) continue;
+        auto fused = g.nodes[c].op->with_bias_grad();
+        if (!fused) continue;
+        // The earlier node moves to the later position: none of its outputs
+        // may be read in between.
+        const int lo = std::min(c, static_cast<int>(i)), hi = std::max(c, static_cast<int>(i));
+        bool read_between = false;
+        for (int b : g.nodes[lo].outputs)
+          for (int r : consumers[b]) read_between |= alive[r] && r > lo && r <= hi;
+        if (read_between) continue;
+        Node merged = g.nodes[c];
+        merged.op = fused;
+        merged.outputs.push_back(n.outputs[0]);
+        const int at = std::max(c, static_cast<int>(i));
+        const int other = std::min(c, static_cast<int>(i));
+        for (size_t k = 0; k < merged.outputs.size(); ++k) {
+          g.blobs[merged.outputs[k]].producer = at;
+          g.blobs[merged.outputs[k]].out_index = static_cast<int>(k);
+        }
+        alive[other] = 0;
+        g.nodes[at] = std::move(merged);
+        break;
+      }
+      continue;
+    }
+    if (op != OpKind::BiasAdd && op != OpKind::Relu) continue;
+    const int src = n.inputs[0];
+    const int p = g.blobs[src].producer;
+    if (p < 0 || !alive[p] || g.nodes[p].outputs.size() != 1 || !single_reader(src)) continue;
+    if (g.nodes[p].placement.device != n.placement.device) continue;
+    std::shared_ptr<Primitive> fused;
+    if (op == OpKind::BiasAdd) {
+      const int rank = static_cast<int>(g.blobs[src].spec.shape.size());
+      const int64_t axis = n.op->attr_int("axis");
+      const bool axis1 = axis == 1 || (rank == 2 && axis == -1);
+      if (!axis1 || !(g.nodes[p].op->kind() == OpKind::Conv2d || rank == 2)) continue;
+      fused = g.nodes[p].op->with_bias();
+    } else {
+      fused = g.nodes[p].op->with_relu();
+    }
+    if (!fused) continue;
+    Node merged = g.nodes[p];
+    merged.op = fused;
+    if (op == OpKind::BiasAdd) merged.inputs.push_back(n.inputs[1]);
+    merged.outputs = n.outputs;
+    merged.name = g.nodes[p].name;
+    for (size_t k = 0; k < merged.outputs.size(); ++k) {
+      g.blobs[merged.outputs[k]].producer = static_cast<int>(i);
+      g.blobs[merged.outputs[k]].out_index = static_cast<int>(k);
+    }
+    alive[p] = 0;
+    g.nodes[i] = std::move(merged);
+  }
+}
+
+
+
+}  // namespace jobflow::compiler

@@ -1,0 +1,167 @@
+/* jobfunction's job loading. See jobfunction_load.h. */
+#include "jobfunction_load.h"
+
+#include "element_util.h"
+#include "tensor_caps.h"
+
+#include <jobflow/backend.h>
+#include <jobflow/onnx.h>
+
+#include <exception>
+#include <filesystem>
+
+#define GST_CAT_DEFAULT jobfunction_debug
+
+namespace jobflow::gst {
+
+namespace fs = std::filesystem;
+
+GType function_loss_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kLossNone, "No loss: the job as its file defines it (a train job file brings its own)", "none"},
+      {kLossSparseSoftmaxCrossEntropy,
+       "Softmax cross-entropy after the first output; adds an int32 labels placeholder",
+       "sparse_softmax_cross_entropy"},
+      {kLossMse, "Mean squared error after the first output; adds a targets placeholder", "mse"},
+      {0, nullptr, nullptr}};
+  return enum_type(&type, "GstJobFunctionLoss", values);
+}
+
+const char* function_loss_nick(FunctionLoss loss) {
+  switch (loss) {
+    case kLossSparseSoftmaxCrossEntropy: return "sparse_softmax_cross_entropy";
+    case kLossMse: return "mse";
+    case kLossNone: break;
+  }
+  return "none";
+}
+
+std::string device_problem(const std::string& device) {
+  Device d;
+  std::string why;
+  return parse_device(device, &d, &why) ? "" : why;
+}
+
+namespace {
+
+/* The property that sets LoadOptions field `option`, and its value. */
+LoadError option_error(const FunctionSettings& s, const onnx::OptionError& e) {
+  const std::string& o = e.option();
+  if (o == "loss") return {"loss", function_loss_nick(s.loss), e.what()};
+  if (o == "optimizer") return {"optimizer", s.optimizer, e.what()};
+  if (o == "checkpoint") return {"checkpoint", s.checkpoint, e.what()};
+  if (o == "device") return {"device", s.device, e.what()};
+  if (o == "precision") return {"precision", s.precision, e.what()};
+  return {"job", s.job, e.what()};  // a field the element does not set
+}
+
+LoadError job_error(const FunctionSettings& s, const std::exception& e) {
+  if (const auto* o = dynamic_cast<const onnx::OptionError*>(&e)) return option_error(s, *o);
+  return {"job", s.job, e.what()};
+}
+
+}  // namespace
+
+std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSettings& s) {
+  if (s.job.empty()) throw LoadError{"job", "", "no job file set (job=FILE.onnx)"};
+  if (!fs::exists(s.job)) throw LoadError{"job", s.job, "no such file"};
+  onnx::LoadOptions opts;
+  opts.device = s.device;
+  opts.max_in_flight = s.max_in_flight;
+  opts.num_threads = static_cast<int>(s.num_threads);
+  if (!s.precision.empty() && s.precision != "fp32" && s.precision != "bf16")
+    throw LoadError{"precision", s.precision, "is not fp32 or bf16"};
+  opts.precision = s.precision;
+  if (s.loss != kLossNone || !s.optimizer.empty()) {
+    if (s.loss == kLossNone)
+      throw LoadError{"loss", function_loss_nick(s.loss), "optimizer is set but loss is not: a train job needs both"};
+    if (s.optimizer.empty()) throw LoadError{"optimizer", "", "loss is set but optimizer is not: a train job needs both"};
+    opts.type = Train;
+    opts.loss = function_loss_nick(s.loss);
+    opts.optimizer = s.optimizer;
+  }
+  if (const std::string why = device_problem(s.device); !why.empty()) throw LoadError{"device", s.device, why};
+
+  /* One load in the normal case: with the checkpoint when there is one to
+   * load. Only when that fails is the job loaded alone, to tell whether
+   * the job (or the setting the error names) or the checkpoint is at fault. */
+  auto load = [&](bool with_checkpoint) {
+    opts.checkpoint = with_checkpoint ? s.checkpoint : "";
+    return onnx::load(s.job, opts);
+  };
+  const bool ckpt_dir = !s.checkpoint.empty() && fs::is_directory(s.checkpoint);
+  if (!s.checkpoint.empty() && !ckpt_dir && fs::exists(s.checkpoint))
+    throw LoadError{"checkpoint", s.checkpoint, "not a folder (a checkpoint is a folder, OneFlow's layout)"};
+  const bool use_ckpt = ckpt_dir && !fs::is_empty(s.checkpoint);
+
+  auto l = std::make_shared<LoadedJob>();
+  l->job_path = s.job;
+  try {
+    l->job = load(use_ckpt);
+  } catch (const std::exception& e) {
+    if (!use_ckpt) throw job_error(s, e);
+    try {
+      load(false);
+    } catch (const std::exception& alone) {
+      throw job_error(s, alone);
+    }
+    throw LoadError{"checkpoint", s.checkpoint, e.what()};
+  }
+  if (use_ckpt) l->checkpoint = s.checkpoint;
+  const Signature& sig = l->job->signature();
+  if (!s.function.empty() && s.function != sig.job_name)
+    throw LoadError{"function", s.function, "the job file '" + s.job + "' holds the job function '" + sig.job_name +
+                                                "' (a job file holds one job function)"};
+  l->train = sig.type == Train;
+  if (!s.checkpoint.empty() && !use_ckpt) {
+    if (!l->train && ckpt_dir) {
+      try {
+        load(true);  // the engine says what the empty folder lacks
+      } catch (const std::exception& e) {
+        throw LoadError{"checkpoint", s.checkpoint, e.what()};
+      }
+    }
+    if (!l->train)
+      throw LoadError{"checkpoint", s.checkpoint,
+                      std::string(ckpt_dir ? "an empty folder" : "no such folder") +
+                          "; a predict job needs trained variables (train first, or unset checkpoint to use the job "
+                          "file's own)"};
+    GST_INFO_OBJECT(element, "checkpoint %s is %s: training starts from the job file's variables",
+                    s.checkpoint.c_str(), ckpt_dir ? "an empty folder" : "not there yet");
+  }
+  if (sig.inputs.size() > static_cast<size_t>(kMaxTensors) || sig.outputs.size() > static_cast<size_t>(kMaxTensors))
+    throw LoadError{"job", s.job, "more than 16 placeholders or returns (other/tensors carries at most 16)"};
+  if (sig.outputs.empty()) throw LoadError{"job", s.job, "the job returns nothing: there is nothing to push"};
+  for (const TensorSpec& t : sig.inputs) l->in_ranks.push_back(t.shape.size());
+  for (const TensorSpec& t : sig.outputs) l->out_ranks.push_back(t.shape.size());
+  /* What the job declares, not what its returns look like. */
+  if (l->train) l->loss_index = sig.loss_output;
+  l->labels_index = sig.accuracy_labels;
+  l->logits_index = sig.accuracy_logits;
+  bool fell_back = false;
+  Device device;
+  std::string why;
+  parse_device(s.device, &device, &why);  // checked above
+  backend_for(device.tag, &fell_back);
+  if (fell_back)
+    GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
+                        ("device=%s: this build or machine has no CUDA device; the job runs on the CPU",
+                         s.device.c_str()),
+                        (nullptr));
+  GST_INFO_OBJECT(element, "loaded %s: %s", s.job.c_str(), sig.str().c_str());
+  return l;
+}
+
+void post_load_error(GstElement* element, const LoadError& e) {
+  if (std::string(e.property) == "checkpoint")
+    GST_ELEMENT_ERROR(element, RESOURCE, OPEN_READ, ("checkpoint=\"%s\": %s", e.value.c_str(), e.message.c_str()),
+                      (nullptr));
+  else if (std::string(e.property) == "job" && e.message == "no such file")
+    GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND, ("job=\"%s\": no such file", e.value.c_str()), (nullptr));
+  else
+    GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("%s=\"%s\": %s", e.property, e.value.c_str(), e.message.c_str()),
+                      (nullptr));
+}
+
+}  // namespace jobflow::gst

@@ -1,0 +1,75 @@
+/* jobfunction's job loading (internal to the plugin): the element's
+ * settings, the loaded job with what the element takes from its signature,
+ * and load errors that name the property at fault. */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <jobflow/runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+GST_DEBUG_CATEGORY_EXTERN(jobfunction_debug);
+
+namespace jobflow::gst {
+
+/* The `loss` property: LoadOptions::loss's closed choices (GstJobFunctionLoss). */
+enum FunctionLoss { kLossNone = 0, kLossSparseSoftmaxCrossEntropy = 1, kLossMse = 2 };
+GType function_loss_get_type();
+/* The choice's nick ("none", "mse", ...). */
+const char* function_loss_nick(FunctionLoss loss);
+
+constexpr guint kDefaultMaxInFlight = 2;
+constexpr guint kDefaultSaveInterval = 0;
+constexpr guint kDefaultMessageInterval = 1;
+constexpr const char* kDefaultDevice = "cpu";
+
+/* jobfunction's properties. */
+struct FunctionSettings {
+  std::string job;
+  std::string function;
+  std::string checkpoint;
+  std::string device = kDefaultDevice;
+  FunctionLoss loss = kLossNone;
+  std::string optimizer;
+  guint max_in_flight = kDefaultMaxInFlight;
+  guint save_interval = kDefaultSaveInterval;
+  guint message_interval = kDefaultMessageInterval;
+  guint num_threads = 0;
+  std::string precision;  // "" (the file's), fp32, bf16
+  std::string summary_dir;
+};
+
+/* Why `device` is not one the element runs on ("" when it is): cpu, gpu or
+ * cuda:<n>. */
+std::string device_problem(const std::string& device);
+
+/* A loaded job and what the element takes from its signature. */
+struct LoadedJob {
+  std::shared_ptr<CompiledJob> job;
+  std::string job_path, checkpoint;  // what it was loaded from
+  bool train = false;
+  std::vector<size_t> in_ranks, out_ranks;
+  /* Train jobs: the return that is the loss (Signature::loss_output). */
+  int loss_index = -1;
+  /* The returns the job declares its accuracy (Signature::accuracy_*). */
+  int labels_index = -1, logits_index = -1;
+};
+
+/* A load that failed: the property at fault, its value, and why. */
+struct LoadError {
+  const char* property;
+  std::string value, message;
+};
+
+/* Loads the job `s` describes; throws LoadError naming the property at
+ * fault. Posts a warning on `element` when the job falls back to the CPU. */
+std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSettings& s);
+
+/* Posts `e` as the element error: RESOURCE/NOT_FOUND for a missing job
+ * file, RESOURCE/OPEN_READ for the checkpoint, RESOURCE/SETTINGS else. */
+void post_load_error(GstElement* element, const LoadError& e);
+
+}  // namespace jobflow::gst

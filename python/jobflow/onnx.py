@@ -1,0 +1,39 @@
+"""flow.onnx: job files (ONNX with Jobflow's metadata, docs/job-files.md).
+
+    flow.onnx.export(train_job, "lenet_train.onnx")   # any job defined here
+    job = flow.onnx.load("lenet_train.onnx")          # callable like the original
+
+A job exported from Python runs unchanged in a `jobfunction` element
+(`jobfunction job=lenet_train.onnx`) and in C++ (jobflow::onnx::load).
+"""
+from . import _jobflow as _C
+from ._job import GlobalFunction
+
+
+def export(job, path, checkpoint_dir="", opset=17):
+    """Writes `job` to `path` (atomically). With checkpoint_dir, the variables
+    go to that folder (OneFlow's layout, relative to the file) instead of
+    into the file."""
+    if not _C.has_onnx:
+        raise _C.Error("[onnx.export] this build has no ONNX support (libonnx-dev, libprotobuf-dev)")
+    inner = job._job if isinstance(job, GlobalFunction) else job
+    _C.onnx_save(inner, str(path), str(checkpoint_dir), int(opset))
+
+
+def load(path, type=None, loss="", loss_output="", optimizer="", checkpoint="", device="cpu", max_in_flight=4,
+         num_threads=0, name="", precision=""):
+    """A job file (or an ordinary ONNX model: a predict job, or with type="train",
+    `loss` and `optimizer` a train job) as a callable job. Its variables join
+    the session, shared by name with the jobs defined here. `precision`:
+    "fp32" or "bf16" (LoadOptions::precision; empty: the file's)."""
+    if not _C.has_onnx:
+        raise _C.Error("[onnx.load] this build has no ONNX support (libonnx-dev, libprotobuf-dev)")
+    t = None if type is None else (_C.JobType.train if type == "train" else _C.JobType.predict)
+    job = _C.onnx_load(str(path), t, loss, loss_output, optimizer, str(checkpoint), device, int(max_in_flight),
+                       int(num_threads), name, str(precision))
+    return GlobalFunction(job, None)
+
+
+def inspect(path):
+    """What `jobflow inspect` prints: signature, ops, parameters, FLOPs."""
+    return _C.onnx_inspect(str(path))

@@ -1,0 +1,268 @@
+// _jobflow: the compiled half of the Python package `jobflow`. It exposes
+// the engine's public C++ API (engine/include/jobflow) to the pure-Python
+// modules of python/jobflow, which give it OneFlow's names and arguments.
+// No second engine: a Python job function is built by the engine's own
+// detail::JobBuilder (jobs.cpp), exactly as flow::global_function does.
+#include "common.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include <jobflow/checkpoint_io.h>
+#include <jobflow/data.h>
+#include <jobflow/session.h>
+
+namespace jobflow::python {
+
+namespace {
+std::mutex g_deferred_mu;
+std::vector<PyObject*> g_deferred;
+std::atomic<bool> g_exiting{false};
+}  // namespace
+
+void decref_anywhere(PyObject* o) {
+  if (!o) return;
+  if (!Py_IsInitialized()) return;  // after the interpreter: nothing to give back
+  if (PyGILState_Check()) {
+    Py_DECREF(o);
+    return;
+  }
+  std::lock_guard<std::mutex> lk(g_deferred_mu);
+  g_deferred.push_back(o);
+}
+
+void drain_deferred() {
+  std::vector<PyObject*> v;
+  {
+    std::lock_guard<std::mutex> lk(g_deferred_mu);
+    if (g_deferred.empty()) return;
+    v.swap(g_deferred);
+  }
+  for (PyObject* o : v) Py_DECREF(o);
+}
+
+bool exiting() { return g_exiting.load(std::memory_order_acquire); }
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::Float32: return py::dtype::of<float>();
+    case DType::Float64: return py::dtype::of<double>();
+    case DType::Int32: return py::dtype::of<int32_t>();
+    case DType::Int64: return py::dtype::of<int64_t>();
+    case DType::Int8: return py::dtype::of<int8_t>();
+    case DType::UInt8: return py::dtype::of<uint8_t>();
+  }
+  throw Error("[jobflow] unknown dtype");
+}
+
+bool engine_dtype(const py::dtype& d, DType& out) {
+  const char k = d.kind();
+  const auto size = d.itemsize();
+  if (k == 'f' && size == 4) out = DType::Float32;
+  else if (k == 'f' && size == 8) out = DType::Float64;
+  else if (k == 'i' && size == 4) out = DType::Int32;
+  else if (k == 'i' && size == 8) out = DType::Int64;
+  else if (k == 'i' && size == 1) out = DType::Int8;
+  else if (k == 'u' && size == 1) out = DType::UInt8;
+  else return false;
+  return true;
+}
+
+py::array to_numpy(Tensor t) {
+  auto* held = new Tensor(std::move(t));
+  py::capsule owner(held, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(held->shape().begin(), held->shape().end());
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t step = static_cast<py::ssize_t>(dtype_size(held->dtype()));
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= shape[i];
+  }
+  return py::array(numpy_dtype(held->dtype()), std::move(shape), std::move(strides), held->raw(), owner);
+}
+
+namespace {
+std::string numpy_spec(const py::array& a) {
+  Shape s(a.shape(), a.shape() + a.ndim());
+  return shape_str(s) + " " + std::string(py::str(a.dtype()));
+}
+}  // namespace
+
+Tensor to_tensor(py::handle obj, const TensorSpec& want, const std::string& job, const std::string& name,
+                 bool* copied) {
+  py::array a;
+  bool copy = false;
+  if (py::isinstance<py::array>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+  } else {
+    // A list or a scalar: converted once, to the placeholder's dtype.
+    a = py::array::ensure(obj, 0);
+    if (!a) throw py::error_already_set();
+    copy = true;
+    DType dt;
+    if (!engine_dtype(a.dtype(), dt) || dt != want.dtype) a = a.attr("astype")(numpy_dtype(want.dtype));
+  }
+  DType dt;
+  if (!engine_dtype(a.dtype(), dt))
+    throw Error("[" + job + "] argument '" + name + "': expected " + spec_str(want) + ", got " + numpy_spec(a) +
+                " (the engine has no such dtype)");
+  const int need = static_cast<int>(py::array::c_style) | static_cast<int>(py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+  if ((a.flags() & need) != need || !a.dtype().attr("isnative").cast<bool>()) {
+    a = a.attr("astype")(a.dtype().attr("newbyteorder")("="), "C");
+    copy = true;
+  }
+  if (copied) *copied = copy;
+  Shape shape(a.shape(), a.shape() + a.ndim());
+  void* data = const_cast<void*>(a.data());
+  PyObject* ref = a.release().ptr();
+  return Tensor::wrap(data, std::move(shape), dt, std::shared_ptr<void>(ref, [](void* p) {
+                        decref_anywhere(static_cast<PyObject*>(p));
+                      }));
+}
+
+namespace {
+
+// Waits for every job of the session with the GIL released: Python
+// callbacks still pending need it.
+void sync_all_released() {
+  py::gil_scoped_release unlocked;
+  session::sync_all();
+}
+
+// Variables as NumPy arrays (copies: the live tensors keep changing).
+py::dict variables_dict(const std::map<std::string, Tensor>& vars) {
+  py::dict d;
+  for (const auto& [name, t] : vars) d[py::str(name)] = to_numpy(t.clone());
+  return d;
+}
+
+// One split of load_mnist as two arrays: (batches, B, 1, H, W), (batches, B).
+py::tuple split_arrays(const data::Dataset& d, int64_t batch) {
+  auto stack = [](const std::vector<Tensor>& items, Shape item_shape, DType dt) {
+    Shape s{static_cast<int64_t>(items.size())};
+    s.insert(s.end(), item_shape.begin(), item_shape.end());
+    Tensor all(s, dt);
+    const size_t bytes = static_cast<size_t>(numel(item_shape)) * dtype_size(dt);
+    for (size_t i = 0; i < items.size(); ++i)
+      std::memcpy(static_cast<char*>(all.raw()) + i * bytes, items[i].raw(), bytes);
+    return all;
+  };
+  Shape img = d.images.empty() ? Shape{batch, 1, 28, 28} : d.images[0].shape();
+  return py::make_tuple(to_numpy(stack(d.images, img, DType::Float32)),
+                        to_numpy(stack(d.labels, {batch}, DType::Int32)));
+}
+
+}  // namespace
+
+}  // namespace jobflow::python
+
+PYBIND11_MODULE(_jobflow, m) {
+  using namespace jobflow;
+  using namespace jobflow::python;
+  m.doc() = "Jobflow's engine, as the Python package jobflow uses it";
+
+  // C++ errors keep their message ("[where] ...") and become jobflow.Error.
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+
+  py::enum_<DType>(m, "DType")
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .value("int32", DType::Int32)
+      .value("int64", DType::Int64)
+      .value("int8", DType::Int8)
+      .value("uint8", DType::UInt8);
+  m.def("dtype_of_numpy", [](py::object d) -> py::object {
+    DType t;
+    if (!engine_dtype(py::dtype::from_args(d), t)) return py::none();
+    return py::cast(t);
+  });
+  m.def("numpy_dtype", &numpy_dtype);
+
+  bind_ops(m);
+  bind_jobs(m);
+
+  // ---- the session: variables and checkpoints (session.h) ----
+  m.def("checkpoint_init", [] {
+    py::gil_scoped_release unlocked;
+    CheckPoint().init();
+  });
+  m.def("checkpoint_save", [](const std::string& dir) {
+    py::gil_scoped_release unlocked;
+    CheckPoint().save(dir);
+  });
+  m.def("checkpoint_load", [](const std::string& dir) {
+    py::gil_scoped_release unlocked;
+    CheckPoint().load(dir);
+  });
+  m.def("checkpoint_read", [](const std::string& dir) {
+    std::map<std::string, Tensor> vars;
+    {
+      py::gil_scoped_release unlocked;
+      vars = checkpoint_io::load(dir);
+    }
+    return variables_dict(vars);
+  }, "the variables of the checkpoint folder `dir`, as NumPy arrays");
+  m.def("variable_names", [] { return session::variable_names(); });
+  m.def("has_variable", &session::has_variable);
+  m.def("variable", [](const std::string& name) {
+    Tensor t;
+    {
+      py::gil_scoped_release unlocked;
+      session::sync_all();
+      t = session::variable(name).clone();
+    }
+    return to_numpy(t);
+  });
+  m.def("assign", [](const std::string& name, py::handle value) {
+    if (!session::has_variable(name)) throw Error("[assign] no variable named '" + name + "'");
+    const Tensor live = session::variable(name);
+    Tensor t = to_tensor(value, {live.shape(), live.dtype()}, "assign", name);
+    py::gil_scoped_release unlocked;
+    session::assign(name, t);
+  });
+  m.def("sync_all", [m] {
+    drain_deferred();
+    m.attr("wait_all_jobs")();  // interruptible; then the jobs made elsewhere (none, usually)
+    sync_all_released();
+  });
+  m.def("reset_session", [] {
+    py::gil_scoped_release unlocked;
+    session::reset();
+  });
+  m.def("train_step_variable", &session::train_step_variable);
+
+  // ---- data (data.h) ----
+  m.def("default_mnist_dir", &data::default_mnist_dir);
+  m.def("load_mnist", [](int64_t train_batch, int64_t test_batch, const std::string& dir) {
+    data::Mnist d;
+    {
+      py::gil_scoped_release unlocked;
+      d = data::load_mnist(train_batch, test_batch, dir);
+    }
+    return py::make_tuple(split_arrays(d.train, train_batch), split_arrays(d.test, test_batch ? test_batch : train_batch));
+  }, py::arg("train_batch"), py::arg("test_batch") = 0, py::arg("dir") = "");
+  m.def("read_idx", [](const std::string& path) {
+    Tensor t;
+    {
+      py::gil_scoped_release unlocked;
+      t = data::read_idx(path);
+    }
+    return to_numpy(t);
+  });
+
+  // At exit, before the interpreter goes: every pending call and Python
+  // callback runs (as OneFlow syncs its default session), then the engine's
+  // threads stop calling into Python.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    try {
+      drain_deferred();
+      sync_all_released();
+    } catch (const py::error_already_set& e) {
+      PySys_WriteStderr("jobflow: an asynchronous call failed before exit: %s\n", e.what());
+    } catch (const std::exception& e) {
+      PySys_WriteStderr("jobflow: an asynchronous call failed before exit: %s\n", e.what());
+    }
+    g_exiting.store(true, std::memory_order_release);
+  }));
+}

@@ -1,0 +1,149 @@
+// `jobflow run MODEL --input A.npy [--input B.npy ...] --out DIR`: NumPy
+// files in and out, inputs split into calls along dim 0 for a fixed batch
+// and passed whole for a dynamic one, scalars, output names made file names;
+// and read_npy/write_npy themselves.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jobflow/jobflow.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace flow = jobflow;
+namespace fs = std::filesystem;
+using flow::Shape;
+using flow::Tensor;
+
+namespace {
+
+fs::path tmp_dir(const std::string& name) {
+  const char* base = std::getenv("JOBFLOW_TEST_TMP");
+  fs::path d = fs::path(base ? base : fs::temp_directory_path().string()) / ("run_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Runs the tool; returns its exit status, its output in *out.
+int tool(const std::string& args, std::string* out) {
+  const char* t = std::getenv("JOBFLOW_TOOL");
+  const std::string cmd = std::string(t ? t : "jobflow") + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void add_input(::onnx::GraphProto* g, const std::string& name, int type, const std::vector<std::string>& dims) {
+  auto* vi = g->add_input();
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(type);
+  tt->mutable_shape();  // a scalar has a shape of no dims
+  for (const std::string& d : dims) {
+    auto* dim = tt->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+
+void add_node(::onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& i : in) n->add_input(i);
+  n->add_output(out);
+  g->add_output()->set_name(out);
+}
+
+std::string save(::onnx::ModelProto& m, const fs::path& dir) {
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  const fs::path p = dir / "model.onnx";
+  std::ofstream f(p, std::ios::binary);
+  m.SerializeToOstream(&f);
+  return p.string();
+}
+
+Tensor iota(Shape s, float scale) {
+  Tensor t(s, flow::Float);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST(ToolRun, NpyRoundTripsEveryDtypeAndShape) {
+  const fs::path d = tmp_dir("npy");
+  for (const Tensor& t : {iota({2, 3}, 0.5f), Tensor::scalar<float>(2.5f), iota({4}, 1).astype(flow::Float64),
+                          iota({2, 2}, 1).astype(flow::Int64), iota({3}, 1).astype(flow::Int32),
+                          iota({2, 1, 2}, 1).astype(flow::UInt8), iota({0, 3}, 1).astype(flow::Int8)}) {
+    flow::data::write_npy((d / "t.npy").string(), t);
+    EXPECT_TRUE(flow::data::read_npy((d / "t.npy").string()).equal(t)) << flow::spec_str({t.shape(), t.dtype()});
+  }
+  std::ofstream((d / "bad.npy").string()) << "not numpy";
+  try {
+    flow::data::read_npy((d / "bad.npy").string());
+    FAIL() << "no error";
+  } catch (const flow::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[read_npy] " + (d / "bad.npy").string() + ": not a .npy file"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(d);
+}
+
+TEST(ToolRun, DynamicBatchIsPassedWholeAndScalarsWork) {
+  const fs::path d = tmp_dir("dynamic");
+  ::onnx::ModelProto m;
+  auto* g = m.mutable_graph();
+  g->set_name("scale");
+  add_input(g, "x", ::onnx::TensorProto::FLOAT, {"batch", "3"});
+  add_input(g, "s", ::onnx::TensorProto::FLOAT, {});
+  add_node(g, "Mul", {"x", "s"}, "y/out:0");
+  const std::string model = save(m, d);
+  const Tensor x = iota({5, 3}, 1.0f);
+  flow::data::write_npy((d / "x.npy").string(), x.astype(flow::Float64));  // numpy's default dtype, converted
+  flow::data::write_npy((d / "s.npy").string(), Tensor::scalar<float>(2.0f));
+  std::string out;
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "x.npy").string() + " --input " + (d / "s.npy").string() +
+                     " --out " + (d / "out").string(),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("scale(x: (batch, 3) float32, s: () float32)"), std::string::npos) << out;
+  const Tensor y = flow::data::read_npy((d / "out" / "y_out_0.npy").string());
+  EXPECT_TRUE(y.equal(iota({5, 3}, 2.0f))) << y.str();
+  fs::remove_all(d);
+}
+
+TEST(ToolRun, FixedBatchSplitsIntoCallsAndConcatenates) {
+  const fs::path d = tmp_dir("fixed");
+  ::onnx::ModelProto m;
+  auto* g = m.mutable_graph();
+  g->set_name("twice");
+  add_input(g, "x", ::onnx::TensorProto::FLOAT, {"2", "3"});
+  add_node(g, "Add", {"x", "x"}, "y");
+  const std::string model = save(m, d);
+  flow::data::write_npy((d / "x.npy").string(), iota({6, 3}, 1.0f));
+  std::string out;
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "x.npy").string() + " --out " + (d / "out").string(), &out), 0)
+      << out;
+  EXPECT_NE(out.find("3/3 batches"), std::string::npos) << out;
+  EXPECT_TRUE(flow::data::read_npy((d / "out" / "y.npy").string()).equal(iota({6, 3}, 2.0f)));
+  // Rows that do not fill the last call are an error naming the input.
+  flow::data::write_npy((d / "x5.npy").string(), iota({5, 3}, 1.0f));
+  EXPECT_EQ(tool("run " + model + " --input " + (d / "x5.npy").string() + " --out " + (d / "out").string(), &out), 1);
+  EXPECT_NE(out.find("x5.npy: 5 rows do not split into calls of 2 (placeholder (2, 3) float32)"), std::string::npos)
+      << out;
+  // A wrong count of inputs names the signature.
+  EXPECT_EQ(tool("run " + model + " --input " + (d / "x.npy").string() + " --input " + (d / "x.npy").string(), &out), 1);
+  EXPECT_NE(out.find("takes 1 inputs"), std::string::npos) << out;
+  fs::remove_all(d);
+}

@@ -1,0 +1,157 @@
+// The compiler's passes one by one (engine/src/compiler/passes.h), each on a
+// plan under construction built from a job's definition.
+#include <gtest/gtest.h>
+
+#include <jobflow/jobflow.h>
+
+#include "compiler.h"
+#include "compiler/passes.h"
+
+namespace flow = jobflow;
+namespace C = jobflow::compiler;
+using flow::Blob;
+using flow::Shape;
+using flow::Tensor;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The plan under construction of a job's graph as defined.
+C::PlanBuild build_of(const flow::CompiledJob& job) {
+  const flow::JobDefinition& d = job.definition();
+  C::PlanBuild b;
+  b.graph = std::make_shared<flow::Graph>(*d.graph);
+  b.inputs = d.inputs;
+  b.outputs = d.outputs;
+  b.opts.job_name = job.signature().job_name;
+  return b;
+}
+
+std::vector<std::string> alive_ops(const C::PlanBuild& b) {
+  std::vector<std::string> r;
+  for (size_t i = 0; i < b.graph->nodes.size(); ++i)
+    if (b.alive[i]) r.push_back(b.graph->nodes[i].op->name());
+  return r;
+}
+
+int node_of(const flow::Graph& g, flow::OpKind k) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op->kind() == k) return static_cast<int>(i);
+  return -1;
+}
+
+class CompilerPasses : public ::testing::Test {
+ protected:
+  void SetUp() override { flow::session::reset(); }
+};
+
+}  // namespace
+
+TEST_F(CompilerPasses, PruneKeepsWhatTheReturnsReadAndStopsAtConstants) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("prune"),
+                                   {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({3})},
+                                   [](Blob x, Blob) -> flow::Numpy {
+                                     flow::exp(x);  // read by nothing returned
+                                     return flow::add(flow::neg(x), x);
+                                   });
+  C::PlanBuild b = build_of(*job.compiled());
+  C::prune(b);
+  EXPECT_EQ(alive_ops(b), (std::vector<std::string>{"placeholder", "placeholder", "neg", "add"}));
+  // A blob known when compiling needs no producer.
+  const int neg = node_of(*b.graph, flow::OpKind::Neg);
+  b.constants[b.graph->nodes[neg].outputs[0]] = Tensor({2, 3}, flow::Float);
+  C::prune(b);
+  EXPECT_EQ(alive_ops(b), (std::vector<std::string>{"placeholder", "placeholder", "add"}));
+}
+
+TEST_F(CompilerPasses, FuseMergesBiasAndReluIntoTheMatmul) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("fuse"), {flow::Numpy::Placeholder({2, 3})},
+                                   [](Blob x) -> flow::Numpy {
+                                     return flow::layers::dense(x, 4, {.activation = flow::nn::relu, .name = "d"});
+                                   });
+  C::PlanBuild b = build_of(*job.compiled());
+  C::prune(b);
+  C::fuse(b);
+  std::vector<std::string> ops;
+  for (size_t i = 0; i < b.graph->nodes.size(); ++i)
+    if (b.alive[i] && b.graph->nodes[i].op->kind() != flow::OpKind::Variable)
+      ops.push_back(b.graph->nodes[i].op->name() + std::string("[") + b.graph->nodes[i].op->attrs() + "]");
+  EXPECT_EQ(ops, (std::vector<std::string>{"placeholder[index=0 name=arg0 shape=(2, 3) dtype=float32]",
+                                           "matmul[transpose_a=0 transpose_b=1 bias=1 relu=1]"}));
+  C::PlanBuild off = build_of(*job.compiled());
+  off.opts.fusion = false;
+  C::prune(off);
+  C::fuse(off);
+  EXPECT_EQ(alive_ops(off).size(), 6u);  // placeholder, 2 variables, matmul, bias_add, relu
+}
+
+TEST_F(CompilerPasses, OrderRunsUpdatesLast) {
+  auto job = flow::global_function(flow::Train, flow::function_config().name("order"), {flow::Numpy::Placeholder({2, 3})},
+                                   [](Blob x) -> flow::Numpy {
+                                     Blob l = flow::reduce_mean(flow::layers::dense(x, 1, {.name = "od"}));
+                                     flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0).minimize(l);
+                                     return l;
+                                   });
+  C::PlanBuild b = build_of(*job.compiled());
+  for (size_t i = 0; i < b.graph->nodes.size(); ++i)
+    if (b.graph->nodes[i].op->has_side_effects()) b.updates.push_back(static_cast<int>(i));
+  ASSERT_EQ(b.updates.size(), 2u);  // weight and bias
+  C::prune(b);
+  C::order(b);
+  ASSERT_GE(b.order.size(), 2u);
+  EXPECT_EQ(std::vector<int>(b.order.end() - 2, b.order.end()), b.updates);
+}
+
+TEST_F(CompilerPasses, MemoryReusesTheBytesOfBlobsThatAreDead) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("memory"),
+                                   {flow::Numpy::Placeholder({64, 64})}, [](Blob x) -> flow::Numpy {
+                                     Blob a = flow::exp(x), b = flow::neg(a), c = flow::exp(b), d = flow::neg(c);
+                                     return flow::reshape(d, {4096});
+                                   });
+  C::PlanBuild b = build_of(*job.compiled());
+  C::prune(b);
+  C::fuse(b);
+  C::order(b);
+  C::plan_memory(b);
+  const size_t blob = 64 * 64 * 4;
+  EXPECT_EQ(b.unshared_bytes, 4 * blob);
+  EXPECT_EQ(b.arena_bytes, 2 * blob);  // each blob lives from its producer to its reader
+  const int reshape = node_of(*b.graph, flow::OpKind::Reshape);
+  const int out = b.graph->nodes[reshape].outputs[0], in = b.graph->nodes[reshape].inputs[0];
+  EXPECT_EQ(b.bind[out].root, in);  // a view shares its input's bytes
+  EXPECT_EQ(b.bind[b.inputs[0]].kind, C::BlobBinding::Placeholder);
+  auto plan = C::bind(b);
+  EXPECT_EQ(plan->op_sequence(), (std::vector<std::string>{"exp", "neg", "exp", "neg", "reshape[shape=(4096,)]"}));
+  EXPECT_EQ(plan->arena_bytes(), 2 * blob);
+}
+
+TEST_F(CompilerPasses, SpecializeFoldsShapesAndStopsAtDataDependentOps) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("spec"),
+                                   {flow::Numpy::Placeholder({-1, 6}, flow::Float, "x")},
+                                   [](Blob x) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                     Blob s = flow::shape_of(x);
+                                     Blob y = flow::reshape_to(x, flow::concat({s, flow::constant(Tensor::from<int64_t>({1}, {1}))}, 0));
+                                     return {y, flow::nonzero(x)};
+                                   });
+  const flow::JobDefinition& d = job.compiled()->definition();
+  C::Specialized sp = C::specialize(*d.graph, {}, 0, {{d.inputs[0], {{3, 6}, flow::Float}}});
+  const flow::Graph& g = *sp.graph;
+  const int shape = node_of(g, flow::OpKind::ShapeOf), concat = node_of(g, flow::OpKind::Concat);
+  EXPECT_EQ(sp.known.at(g.nodes[shape].outputs[0]).to_vector<int64_t>(), (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(sp.known.at(g.nodes[concat].outputs[0]).to_vector<int64_t>(), (std::vector<int64_t>{3, 6, 1}));
+  EXPECT_EQ(g.blobs[g.nodes[node_of(g, flow::OpKind::ReshapeTo)].outputs[0]].spec.shape, (Shape{3, 6, 1}));
+  // nonzero's count needs x's values: the walk stops there.
+  EXPECT_EQ(sp.cut, node_of(g, flow::OpKind::NonZero));
+  // Shapes that do not fit the definition name the placeholder.
+  const std::string e = error_of([&] { C::specialize(*d.graph, {}, 0, {{d.inputs[0], {{3, 5}, flow::Float}}}); });
+  EXPECT_NE(e.find("[specialize] placeholder 'x' is (-1, 6) float32, given (3, 5) float32"), std::string::npos) << e;
+}
