@@ -145,6 +145,12 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   }
   plan->bf16_ = b.opts.bf16 && cpu::bf16_usable(b.opts.job_name);
   for (const Plan::Step& st : plan->steps_) plan->flops_ += step_flops(G.nodes[st.node], G);
+  {
+    std::vector<internal::VariableEntry*> held;
+    for (auto& v : plan->variables_) held.push_back(static_cast<internal::VariableEntry*>(v.get()));
+    if (plan->step_var_) held.push_back(static_cast<internal::VariableEntry*>(plan->step_var_.get()));
+    plan->held_ = internal::HeldVariables::in_order(std::move(held));
+  }
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
