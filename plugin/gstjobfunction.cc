@@ -126,6 +126,7 @@ enum {
   PROP_MESSAGE_INTERVAL,
   PROP_NUM_THREADS,
   PROP_SUMMARY_DIR,
+  PROP_PRECISION,
   PROP_SIGNATURE,
   PROP_STEPS,
 };
@@ -626,6 +627,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
       case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
+      case PROP_PRECISION: s.precision = str(); break;
       case PROP_SUMMARY_DIR: s.summary_dir = str(); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
@@ -658,6 +660,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
       case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
       case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
+      case PROP_PRECISION: g_value_set_string(value, s.precision.c_str()); break;
       case PROP_SUMMARY_DIR: g_value_set_string(value, opt(s.summary_dir)); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
@@ -788,10 +791,16 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_NUM_THREADS,
       g_param_spec_uint("num-threads", "Threads",
-                        "CPU threads (OpenMP) of this job's kernels (0 = $JOBFLOW_NUM_THREADS or one per core). In "
-                        "pipelines on few cores, 1 often wins for small per-frame jobs: the pipeline's own threads "
-                        "then do not preempt the kernel's team",
+                        "CPU threads (OpenMP) of this job's kernels (0 = $JOBFLOW_NUM_THREADS, else chosen per call: "
+                        "one for small jobs, else one per core not kept busy by other processes)",
                         0, 1024, 0, rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_PRECISION,
+      g_param_spec_string("precision", "Precision",
+                          "fp32, or bf16: convolutions in bfloat16 with float32 accumulation where the CPU has AMX "
+                          "or AVX512_BF16 (float32 after a one-line notice elsewhere). Empty: the job file's "
+                          "jobflow.precision, else fp32",
+                          nullptr, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SUMMARY_DIR,
       g_param_spec_string("summary-dir", "Summary folder",

@@ -52,6 +52,7 @@ LoadError option_error(const FunctionSettings& s, const onnx::OptionError& e) {
   if (o == "optimizer") return {"optimizer", s.optimizer, e.what()};
   if (o == "checkpoint") return {"checkpoint", s.checkpoint, e.what()};
   if (o == "device") return {"device", s.device, e.what()};
+  if (o == "precision") return {"precision", s.precision, e.what()};
   return {"job", s.job, e.what()};  // a field the element does not set
 }
 
@@ -69,6 +70,9 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
   opts.device = s.device;
   opts.max_in_flight = s.max_in_flight;
   opts.num_threads = static_cast<int>(s.num_threads);
+  if (!s.precision.empty() && s.precision != "fp32" && s.precision != "bf16")
+    throw LoadError{"precision", s.precision, "is not fp32 or bf16"};
+  opts.precision = s.precision;
   if (s.loss != kLossNone || !s.optimizer.empty()) {
     if (s.loss == kLossNone)
       throw LoadError{"loss", function_loss_nick(s.loss), "optimizer is set but loss is not: a train job needs both"};

@@ -38,6 +38,7 @@ struct FunctionSettings {
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
   guint num_threads = 0;
+  std::string precision;  // "" (the file's), fp32, bf16
   std::string summary_dir;
 };
 

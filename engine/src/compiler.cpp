@@ -1,6 +1,6 @@
 // The compiler's driver: Plan::compile runs the passes of compiler/passes.h
-// in order (prune, fuse, order, memory, bind); Plan::run is one call of the
-// plan it built. The plan cache (compiler/plan_cache.cpp) specializes the
+// in order (prune, fuse, order, layouts, memory, bind); Plan::run is one
+// call of the plan it built. The plan cache (compiler/plan_cache.cpp) specializes the
 // graph of a job with dynamic shapes first and then compiles it the same way.
 #include "compiler.h"
 
@@ -32,6 +32,7 @@ std::shared_ptr<Plan> Plan::compile(compiler::PlanBuild& b) {
   compiler::prune(b);
   compiler::fuse(b);
   compiler::order(b);
+  compiler::layouts(b);
   compiler::plan_memory(b);
   return compiler::bind(b);
 }
@@ -59,6 +60,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   ctx.step = step;
   ctx.seed = opts_.seed;
   ctx.training = opts_.type == JobType::Train;
+  ctx.bf16 = bf16_;
   ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step) : 0.0;
   if (!profile_) {
     for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
@@ -69,6 +71,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
       prof_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   }
+  for (auto& v : written_) static_cast<internal::VariableEntry*>(v.get())->version.fetch_add(1, std::memory_order_acq_rel);
   // Drop the references to the caller's tensors.
   for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();
   ++step_;

@@ -14,15 +14,22 @@
 //      post-ops / a GEMM with bias), when the intermediate blobs have no
 //      other reader;
 //   3. order: optimizer updates run after every other node of the step;
-//   4. plan memory: every intermediate blob gets an offset in one arena,
+//   4. layouts (predict jobs on the CPU): batch norm folded into the
+//      convolution before it, element-wise ops and residual adds fused as
+//      post-ops, oneDNN's blocked formats kept along chains with reorders
+//      where they end, and with FunctionConfig::enable_auto_mixed_precision
+//      convolutions in bfloat16 (compiler/layout.cpp). A plan compiled per
+//      call shape gets them too: the passes see concrete shapes there;
+//   5. plan memory: every intermediate blob gets an offset in one arena,
 //      reusing space between blobs whose lifetimes do not overlap (views
 //      such as reshape share their input's bytes); variables are bound to
 //      the session's tensors and placeholders to the call's inputs;
-//   5. bind: each node gets its backend and its preallocated tensor views,
+//   6. bind: each node gets its backend and its preallocated tensor views,
 //      so a call allocates nothing but the returned tensors.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +53,12 @@ struct PlanOptions {
   std::string job_name;
   JobType type = JobType::Predict;
   bool fusion = true;
+  // FunctionConfig::enable_auto_mixed_precision: convolutions in bfloat16
+  // (compiler/layout.cpp) where the CPU has AMX or AVX512_BF16.
+  bool bf16 = false;
+  // The job's fixed OpenMP thread count (FunctionConfig::num_threads or
+  // $JOBFLOW_NUM_THREADS); 0: chosen per call (cpu/threads.h).
+  int threads = 0;
   uint64_t seed = 0;
   optimizer::Scheduler schedule;  // train jobs
   // Train jobs: the session variable that counts their steps (OneFlow's
@@ -75,6 +88,10 @@ class Plan {
   // Sum of all intermediate blob sizes (what a plan without reuse needs).
   size_t unshared_bytes() const { return unshared_bytes_; }
   size_t num_nodes() const { return steps_.size(); }
+  // Floating-point operations of one call, estimated from the convolutions
+  // and matrix products (2 per multiply-add) and one per element written
+  // by the other nodes: what the runtime sizes a job's thread team by.
+  double flops_per_call() const { return flops_; }
   // Steps run: the step variable's value for train jobs, else the calls.
   int64_t steps_run() const;
   void set_steps_run(int64_t s);
@@ -113,6 +130,7 @@ class Plan {
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)
   std::vector<internal::VariableEntry*> held_;  // what a step holds (HeldVariables), step variable included
   std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
@@ -120,6 +138,8 @@ class Plan {
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;
+  bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
+  double flops_ = 0;
   std::vector<double> prof_seconds_;  // per step
 };
 
@@ -148,7 +168,10 @@ class Program {
   ~Program();
 
   // One call: picks (or compiles) the plan of the inputs' shapes and runs it.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // `before` (may be empty) is called with each plan about to run (every
+  // segment's): the runtime picks the call's thread count from its work.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                          const std::function<void(const Plan&)>& before = nullptr);
   bool is_dynamic() const { return static_cast<bool>(dyn_); }
   // The static plan, or the plan of the latest call; Error when a dynamic
   // job has not been called yet.

@@ -298,6 +298,10 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   po.job_name = job;
   po.type = S.type;
   po.fusion = S.config.enable_fusion();
+  po.bf16 = S.config.enable_auto_mixed_precision();
+  po.threads = S.config.num_threads();
+  if (po.threads <= 0)
+    if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) po.threads = std::max(0, std::atoi(env));
   po.seed = S.config.seed();
   if (S.opt) po.schedule = S.opt->scheduler();
   if (S.type == JobType::Train) {
@@ -333,6 +337,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   def.trainable = trainable_names;
   def.seed = S.config.seed();
   def.default_device = S.config.default_placement().device;
+  def.bf16 = S.config.enable_auto_mixed_precision();
   compiled->set_definition(std::move(def));
   if (summary_loss >= 0) install_summary(*compiled, S.config.summary_dir(), summary_loss, S.opt->scheduler());
   std::weak_ptr<CompiledJob> weak = compiled;

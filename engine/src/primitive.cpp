@@ -164,6 +164,7 @@ constexpr OpRow kOps[] = {
     {OpKind::BitShift, "bit_shift"},
     {OpKind::Resize, "resize"},
     {OpKind::ResizeGrad, "resize_grad"},
+    {OpKind::Reorder, "reorder"},
 };
 
 // As ggml's GGML_OP_COUNT check: a kind added to the enum needs its row
@@ -178,7 +179,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 146, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 147, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

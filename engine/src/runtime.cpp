@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "compiler.h"
+#include "cpu/threads.h"
 #include "session_internal.h"
 
 namespace jobflow {
@@ -108,6 +109,8 @@ struct CompiledJobImpl {
   JobDefinition def_;
   size_t max_in_flight_;
   int threads_ = 0;
+  bool auto_threads_ = false;  // count not fixed: per call from the work and the free cores (cpu/threads.h)
+  void set_call_threads(const Plan& plan) const;  // on the thread about to run `plan`
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
@@ -149,6 +152,7 @@ detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Program> plan, Signatur
     if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
   if (num_threads < 0) throw Error("[" + sig_.job_name + "] num_threads must be >= 0, got " + std::to_string(num_threads));
   threads_ = num_threads > 0 ? num_threads : omp_get_max_threads();
+  auto_threads_ = num_threads == 0;
   spin_us_ = spin_us();
   worker_ = std::thread([this, num_threads] {
     // OpenMP's thread count is per calling thread: this sets it for every
@@ -178,6 +182,11 @@ detail::CompiledJobImpl::~CompiledJobImpl() {
   cv_deliver_.notify_all();
   worker_.join();
   callbacker_.join();
+}
+
+void detail::CompiledJobImpl::set_call_threads(const Plan& plan) const {
+  const int t = auto_threads_ ? cpu::auto_threads(plan.flops_per_call(), threads_) : threads_;
+  if (t > 0 && omp_get_max_threads() != t) omp_set_num_threads(t);
 }
 
 int spin_us() {
@@ -356,12 +365,14 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
     cv_here_.wait(lk, [&] { return queue_.empty() && !worker_running_ && submits_open_ == 0; });
     ++in_flight_;  // sync() and CheckPoint.save wait for it like any call
   }
-  if (threads_ > 0 && omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
   std::vector<Tensor> result;
   std::exception_ptr err;
   try {
     std::lock_guard<std::mutex> exec(exec_mu_);
-    result = plan_->run(inputs);  // the step counts even if the observer then fails
+    // The thread count per plan: a job with dynamic shapes does more or less
+    // work per call with its shapes. The step counts even if the observer
+    // then fails.
+    result = plan_->run(inputs, [this](const Plan& p) { set_call_threads(p); });
     if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
@@ -394,9 +405,9 @@ void detail::CompiledJobImpl::worker_loop() {
     lk.unlock();
     std::vector<Tensor> result;
     std::exception_ptr err;
-      try {
+    try {
       std::lock_guard<std::mutex> exec(exec_mu_);
-      result = plan_->run(c->inputs);
+      result = plan_->run(c->inputs, [this](const Plan& p) { set_call_threads(p); });
       if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();

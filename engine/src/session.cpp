@@ -104,6 +104,7 @@ void VariableStore::ensure_initialized(VariableEntry& e) {
   if (e.initialized) return;
   HeldVariables held({&e}, true);
   e.init.fill(e.value, name_seed(e.name, seed_));
+  e.version.fetch_add(1, std::memory_order_acq_rel);
   e.initialized = true;
 }
 
@@ -112,6 +113,7 @@ void VariableStore::init_all() {
   for (auto& [n, e] : vars_) {
     HeldVariables held({e.get()}, true);
     e->init.fill(e->value, name_seed(n, seed_));
+    e->version.fetch_add(1, std::memory_order_acq_rel);
     e->initialized = true;
   }
   pending_.clear();
@@ -177,6 +179,7 @@ void VariableStore::load(std::map<std::string, Tensor> values, const std::string
     }
     HeldVariables held({it->second.get()}, true);
     std::memcpy(it->second->value.raw(), v.raw(), v.nbytes());
+    it->second->version.fetch_add(1, std::memory_order_acq_rel);
     it->second->initialized = true;
   }
 }
@@ -287,6 +290,7 @@ void assign(const std::string& name, const Tensor& value) {
   VariableStore::get().sync_all();
   internal::HeldVariables held({e.get()}, true);  // a step of another thread's job may be running
   std::memcpy(e->value.raw(), value.raw(), value.nbytes());
+  e->version.fetch_add(1, std::memory_order_acq_rel);
   e->initialized = true;
 }
 void sync_all() { VariableStore::get().sync_all(); }

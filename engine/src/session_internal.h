@@ -25,6 +25,13 @@ struct VariableEntry {
   bool trainable = true;
   std::atomic<bool> initialized{false};
   Tensor value;  // stable storage for the lifetime of the entry
+  // Bumped by every change of `value` the engine makes: initialization,
+  // load, assign, and each call of a job whose ops update it (train steps,
+  // moving statistics). Plans keep derived forms of weights (reordered to a
+  // blocked layout, batch norm folded in, bf16) and rebuild them when it
+  // changes. Writes through the tensor session::variable() returns are not
+  // seen: use session::assign.
+  std::atomic<uint64_t> version{0};
   // Jobs on different threads share variables (a train and an eval job fed
   // from one pipeline): a step holds every variable it uses for its whole
   // length, exclusively when it writes them (a train step), shared when it

@@ -3,6 +3,7 @@
 //   jobflow inspect FILE
 //   jobflow export [--all | NAME...] --out DIR [--checkpoint DIR] [--external SUBDIR]
 //   jobflow run FILE [--data IDX_DIR | --input FILE.{idx,npy} ...] [--out DIR] [--batches N] [--checkpoint DIR]
+//               [--precision fp32|bf16]
 //   jobflow onnx-test DIR... [-v] [--min-pass N]
 //   jobflow --help | --version
 //
@@ -56,6 +57,7 @@ const char* kUsage =
     "                             variables are written as a checkpoint in DIR/SUBDIR that the\n"
     "                             files point into (ONNX external data)\n"
     "  run FILE [--data DIR | --input FILE ...] [--out DIR] [--batches N] [--checkpoint DIR]\n"
+    "      [--precision fp32|bf16]\n"
     "                             runs a predict job over the Fashion-MNIST test set (--data, default\n"
     "                             $JOBFLOW_DATA or /usr/share/datasets/fashion-mnist) or over NumPy\n"
     "                             .npy or IDX files (--input, one per placeholder in order: split\n"
@@ -63,7 +65,9 @@ const char* kUsage =
     "                             smaller, passed whole when it is dynamic); prints the accuracy\n"
     "                             when the job returns (labels, logits) or logits of the test set.\n"
     "                             --out DIR: writes every output as DIR/<output name>.npy, the\n"
-    "                             calls' results concatenated along dim 0\n"
+    "                             calls' results concatenated along dim 0. --precision bf16:\n"
+    "                             convolutions in bfloat16 (AMX or AVX512_BF16; float32 with a\n"
+    "                             notice elsewhere); default: the file's jobflow.precision, else fp32\n"
     "  onnx-test DIR... [-v] [--min-pass N]\n"
     "                             runs ONNX backend test cases (folders with model.onnx and\n"
     "                             test_data_set_*); fails when a case fails, when fewer than N\n"
@@ -264,7 +268,7 @@ bool ends_with(const std::string& s, const std::string& e) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string file, data, checkpoint, out_dir;
+  std::string file, data, checkpoint, out_dir, precision;
   std::vector<std::string> inputs;
   int64_t max_batches = -1;
   bool use_data = false;
@@ -283,6 +287,8 @@ int cmd_run(const std::vector<std::string>& args) {
     else if (a == "--batches") max_batches = std::atoll(value().c_str());
     else if (a.rfind("--batches=", 0) == 0) max_batches = std::atoll(a.substr(10).c_str());
     else if (a == "--checkpoint") checkpoint = value();
+    else if (a == "--precision") precision = value();
+    else if (a.rfind("--precision=", 0) == 0) precision = a.substr(12);
     else if (!a.empty() && a[0] == '-') usage_error("run: unknown option '" + a + "'");
     else if (file.empty()) file = a;
     else usage_error("run: one FILE only");
@@ -291,6 +297,9 @@ int cmd_run(const std::vector<std::string>& args) {
   if (use_data && !inputs.empty()) usage_error("run: --data and --input exclude each other");
   flow::onnx::LoadOptions lo;
   lo.checkpoint = checkpoint;
+  if (!precision.empty() && precision != "fp32" && precision != "bf16")
+    usage_error("run: --precision is fp32 or bf16, got '" + precision + "'");
+  lo.precision = precision;
   auto job = flow::onnx::load(file, lo);
   const flow::Signature& sig = job->signature();
   if (sig.type != flow::JobType::Predict)

@@ -63,8 +63,8 @@ class FunctionConfig:
     """flow.FunctionConfig() / flow.function_config(): the settings of a job.
 
     OneFlow's: default_data_type, default_logical_view,
-    enable_auto_mixed_precision (accepted; Jobflow computes in the dtypes the
-    job declares), and for the older API train.primary_lr /
+    enable_auto_mixed_precision (convolutions in bfloat16 where the CPU has
+    AMX or AVX512_BF16, as in C++), and for the older API train.primary_lr /
     train.model_update_conf. Jobflow's (as in C++): default_placement,
     max_in_flight, num_threads, seed, enable_fusion, name, summary_dir.
     Every setter returns the config.
@@ -143,6 +143,8 @@ class FunctionConfig:
             c.set_seed(self._seed)
         if self._fusion is not None:
             c.set_enable_fusion(self._fusion)
+        if self._amp:
+            c.set_enable_auto_mixed_precision(True)
         if self._summary_dir is not None:
             c.set_summary_dir(self._summary_dir)
         c.set_name(name)

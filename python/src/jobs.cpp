@@ -583,7 +583,8 @@ void bind_jobs(py::module_& m) {
   });
   m.def("onnx_load", [](const std::string& path, std::optional<JobType> type, const std::string& loss,
                         const std::string& loss_output, const std::string& optimizer, const std::string& checkpoint,
-                        const std::string& device, size_t max_in_flight, int num_threads, const std::string& name) {
+                        const std::string& device, size_t max_in_flight, int num_threads, const std::string& name,
+                        const std::string& precision) {
     onnx::LoadOptions o;
     o.type = type;
     o.loss = loss;
@@ -594,6 +595,7 @@ void bind_jobs(py::module_& m) {
     o.max_in_flight = max_in_flight;
     o.num_threads = num_threads;
     o.name = name;
+    o.precision = precision;
     std::shared_ptr<CompiledJob> job;
     {
       py::gil_scoped_release unlocked;

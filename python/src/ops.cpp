@@ -280,6 +280,7 @@ void bind_ops(py::module_& m) {
       .def("set_num_threads", [](FunctionConfig& c, int n) { c.num_threads(n); })
       .def("set_seed", [](FunctionConfig& c, uint64_t s) { c.seed(s); })
       .def("set_enable_fusion", [](FunctionConfig& c, bool on) { c.enable_fusion(on); })
+      .def("set_enable_auto_mixed_precision", [](FunctionConfig& c, bool on) { c.enable_auto_mixed_precision(on); })
       .def("set_name", [](FunctionConfig& c, std::string n) { c.name(std::move(n)); })
       .def("set_summary_dir", [](FunctionConfig& c, std::string d) { c.summary_dir(std::move(d)); })
       .def_property_readonly("name", [](const FunctionConfig& c) { return c.name(); })

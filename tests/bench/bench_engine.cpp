@@ -6,6 +6,9 @@
 //   mlp_train      the same with the seeds' mlp
 //   lenet_predict  a predict job returning the logits
 //   mlp_predict    the same with the mlp
+//   lenet_train_bf16, lenet_predict_bf16
+//                  LeNet with FunctionConfig::enable_auto_mixed_precision
+//                  (convolutions in bfloat16; bench_torch.py: torch.autocast)
 // Each: warm-up calls, then `steps` timed calls, repeated 3 times; the median
 // is printed as a machine-readable line "name value unit".
 //
@@ -43,7 +46,7 @@ struct Options {
   std::fprintf(rc ? stderr : stdout,
                "usage: %s [--quick] [--only NAME[,NAME...]] [--warmup N] [--train-steps N]\n"
                "          [--predict-steps N] [--repeats N] [--data DIR]\n"
-               "NAME: lenet_train, mlp_train, lenet_predict, mlp_predict\n",
+               "NAME: lenet_train, mlp_train, lenet_predict, mlp_predict, lenet_train_bf16, lenet_predict_bf16\n",
                argv0);
   std::exit(rc);
 }
@@ -98,8 +101,8 @@ using Net = flow::Blob (*)(flow::Blob, bool);
 flow::Blob lenet_net(flow::Blob x, bool train) { return seeds::lenet(x, train); }
 flow::Blob mlp_net(flow::Blob x, bool) { return seeds::mlp(x); }
 
-auto make_train_job(Net net, const char* name) {
-  return flow::global_function(flow::Train, flow::function_config().name(name),
+auto make_train_job(Net net, const char* name, bool bf16 = false) {
+  return flow::global_function(flow::Train, flow::function_config().name(name).enable_auto_mixed_precision(bf16),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
        flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
       [net](flow::Blob images, flow::Blob labels) -> flow::Numpy {
@@ -115,8 +118,8 @@ auto make_train_job(Net net, const char* name) {
       });
 }
 
-auto make_predict_job(Net net, const char* name) {
-  return flow::global_function(flow::Predict, flow::function_config().name(name),
+auto make_predict_job(Net net, const char* name, bool bf16 = false) {
+  return flow::global_function(flow::Predict, flow::function_config().name(name).enable_auto_mixed_precision(bf16),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images")},
       [net](flow::Blob images) -> flow::Numpy {
         auto placement = flow::scope::placement("cpu", "0:0");
@@ -149,7 +152,8 @@ int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   auto wanted = [&](const char* n) { return o.only.empty() || o.only.count(n); };
   for (const auto& n : o.only)
-    if (n != "lenet_train" && n != "mlp_train" && n != "lenet_predict" && n != "mlp_predict") {
+    if (n != "lenet_train" && n != "mlp_train" && n != "lenet_predict" && n != "mlp_predict" &&
+        n != "lenet_train_bf16" && n != "lenet_predict_bf16") {
       std::fprintf(stderr, "%s: unknown benchmark '%s'\n", argv[0], n.c_str());
       usage(argv[0], 2);
     }
@@ -167,12 +171,16 @@ int main(int argc, char** argv) try {
   struct Model {
     const char* name;
     Net net;
+    bool bf16;
   };
-  for (const Model& m : {Model{"lenet", lenet_net}, Model{"mlp", mlp_net}}) {
-    const std::string train_name = std::string(m.name) + "_train";
-    const std::string predict_name = std::string(m.name) + "_predict";
+  // bf16: enable_auto_mixed_precision (convolutions in bfloat16; the rows
+  // say the same whether or not this CPU has AVX512_BF16 or AMX).
+  for (const Model& m : {Model{"lenet", lenet_net, false}, Model{"mlp", mlp_net, false}, Model{"lenet", lenet_net, true}}) {
+    const std::string sfx = m.bf16 ? "_bf16" : "";
+    const std::string train_name = std::string(m.name) + "_train" + sfx;
+    const std::string predict_name = std::string(m.name) + "_predict" + sfx;
     if (wanted(train_name.c_str())) {
-      auto job = make_train_job(m.net, (train_name + "_job").c_str());
+      auto job = make_train_job(m.net, (train_name + "_job").c_str(), m.bf16);
       float last = 0;
       double s = time_median(o, o.train_steps, [&](size_t i) {
         flow::Tensor loss = job(tr.images[i], tr.labels[i]);
@@ -183,7 +191,7 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
     if (wanted(predict_name.c_str())) {
-      auto job = make_predict_job(m.net, (predict_name + "_job").c_str());
+      auto job = make_predict_job(m.net, (predict_name + "_job").c_str(), m.bf16);
       double s = time_median(o, o.predict_steps, [&](size_t i) {
         flow::Tensor logits = job(te.images[i]);
         (void)logits;

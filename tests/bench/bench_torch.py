@@ -95,7 +95,7 @@ def time_median(step, nbatches, warmup, steps, repeats):
     return secs[len(secs) // 2]
 
 
-def bench_train(make, data, a):
+def bench_train(make, data, a, bf16=False):
     xs, ys = data
     torch.manual_seed(0)
     model = make()
@@ -105,7 +105,9 @@ def bench_train(make, data, a):
 
     def step(i):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[i]), ys[i])
+        # bf16: torch.autocast on the CPU (float32 master weights, as Jobflow's bf16 jobs)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn(model(xs[i]), ys[i])
         loss.backward()
         opt.step()
         loss.item()  # the loss comes back to the host, as in the engine's synchronous call
@@ -113,14 +115,14 @@ def bench_train(make, data, a):
     return a.train_steps / time_median(step, len(xs), a.warmup, a.train_steps, a.repeats)
 
 
-def bench_predict(make, data, a):
+def bench_predict(make, data, a, bf16=False):
     xs, _ = data
     torch.manual_seed(0)
     model = make()
     model.eval()
 
     def step(i):
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             model(xs[i])
 
     return a.predict_steps * BATCH / time_median(step, len(xs), a.warmup, a.predict_steps, a.repeats)
@@ -134,7 +136,8 @@ def main():
     p.add_argument("--predict-steps", type=int)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", default="1,2", help="thread counts to try (default 1,2)")
-    p.add_argument("--only", default="", help="comma-separated subset of lenet_train,mlp_train,lenet_predict,mlp_predict")
+    p.add_argument("--only", default="", help="comma-separated subset of lenet_train,mlp_train,lenet_predict,mlp_predict,"
+                   "lenet_train_bf16,lenet_predict_bf16")
     p.add_argument("--data", default=os.environ.get("JOBFLOW_DATA") or "/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
     if a.train_steps is None:
@@ -155,6 +158,8 @@ def main():
         ("lenet_predict", "images/s", lambda: bench_predict(lenet, test, a)),
         ("mlp_train", "steps/s", lambda: bench_train(mlp, train, a)),
         ("mlp_predict", "images/s", lambda: bench_predict(mlp, test, a)),
+        ("lenet_train_bf16", "steps/s", lambda: bench_train(lenet, train, a, bf16=True)),
+        ("lenet_predict_bf16", "images/s", lambda: bench_predict(lenet, test, a, bf16=True)),
     ]
     for name, unit, fn in benches:
         if only and name not in only:

@@ -322,7 +322,15 @@ TEST_F(JobFiles, FusionDoesNotChangeTheFile) {
   }
   auto loaded = flow::onnx::load((d / "b.onnx").string(), {});
   const Tensor x = random_images(11);
-  EXPECT_TRUE(unfused(x).equal(loaded->run({x})[0]));
+  // The loaded predict plan runs the layout pass (blocked formats, fused
+  // post-ops, prepared weights): its oneDNN kernels sum in another order
+  // than the unfused plan's, so the two agree to float32 rounding.
+  const Tensor want = unfused(x), got = loaded->run({x})[0];
+  ASSERT_EQ(want.shape(), got.shape());
+  double scale = 0, worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.at(i)));
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(want.at(i) - got.at(i)));
+  EXPECT_LE(worst, 1e-5 * scale) << "largest difference " << worst << " for outputs up to " << scale;
 }
 
 TEST_F(JobFiles, EvalReturnsPlaceholderThroughIdentity) {

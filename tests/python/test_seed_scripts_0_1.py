@@ -89,4 +89,9 @@ def test_get_lenet_eval_of_a_list(tmp_path):
     maker.write_text(MAKE_LENET_CHECKPOINT)
     run(str(maker), tmp_path, os.path.join(OLD, "synchronize_batch_job.py"), data=data)
     # The page evaluates on the training set (its loop zips train_images).
-    assert accuracy(run("synchronize_batch_job.py", tmp_path, data=data)) >= 40.0
+    # After 20 steps at lr 0.1 the accuracy depends on the float summation
+    # order, that is on the threads each step ran with (chosen per call from
+    # the machine's load when nothing fixes them): 47.3% at one thread,
+    # 44.4% at two, 39.5% with the first steps at two and the rest at one.
+    # Chance is 10%.
+    assert accuracy(run("synchronize_batch_job.py", tmp_path, data=data)) >= 30.0

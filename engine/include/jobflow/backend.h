@@ -50,4 +50,10 @@ const Backend& backend_for(const std::string& tag, bool* fell_back = nullptr);
 // the CUDA backend's library loads (whether or not a device is present).
 std::vector<std::string> compiled_backends();
 
+// The instruction set oneDNN uses on this CPU, in words, with its bfloat16
+// support: "AVX-512 with bfloat16 dot products, no AMX (avx512_core_bf16)".
+// Benchmarks print it; bf16 jobs (enable_auto_mixed_precision) need AMX or
+// AVX512_BF16 and run in float32 elsewhere.
+std::string cpu_isa();
+
 }  // namespace jobflow

@@ -65,6 +65,16 @@ class FunctionConfig {
   uint64_t seed() const { return seed_; }
   FunctionConfig& enable_fusion(bool on) { fusion_ = on; return *this; }
   bool enable_fusion() const { return fusion_; }
+  // OneFlow's mixed precision: convolutions (and, in predict jobs, the
+  // activations between them) in bfloat16 with float32 accumulation;
+  // element-wise ops, reductions, the returns, and a train job's weights,
+  // gradients and optimizer state stay float32. Uses AMX where the CPU has
+  // it, AVX512_BF16 otherwise; elsewhere the job runs in float32 after a
+  // one-line notice (jobflow::cpu_isa() says which). Results then differ
+  // from float32 by about bfloat16's precision (8 bits of mantissa):
+  // docs/performance.md gives the measured differences.
+  FunctionConfig& enable_auto_mixed_precision(bool on) { bf16_ = on; return *this; }
+  bool enable_auto_mixed_precision() const { return bf16_; }
   FunctionConfig& name(std::string n) { name_ = std::move(n); return *this; }
   const std::string& name() const { return name_; }
   // Train jobs: write TensorBoard event files into `dir` (summary.h): at
@@ -98,6 +108,7 @@ class FunctionConfig {
   int threads_ = 0;
   uint64_t seed_ = 0;
   bool fusion_ = true;
+  bool bf16_ = false;
   std::string name_;
   std::string summary_dir_;
   size_t plan_cache_size_ = 16;

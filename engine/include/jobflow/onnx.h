@@ -62,6 +62,9 @@ struct LoadOptions {
   size_t max_in_flight = 4;
   // OpenMP threads of the job's worker (0 = $JOBFLOW_NUM_THREADS or OpenMP's default).
   int num_threads = 0;
+  // "fp32" or "bf16" (FunctionConfig::enable_auto_mixed_precision); empty:
+  // the file's jobflow.precision, else fp32.
+  std::string precision;
   // Job name (default: the graph's name, or the file's stem).
   std::string name;
   // Limits for untrusted files: checked before anything is allocated.

@@ -75,9 +75,12 @@ enum class OpKind : uint16_t {
   BitShift,
   // ops/resize.cpp
   Resize, ResizeGrad,
+  // compiler/layout.cpp: a change of memory format (oneDNN blocked <-> plain,
+  // float32 <-> bfloat16) that only plans contain, never a job's definition.
+  Reorder,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::ResizeGrad) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Reorder) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.
@@ -99,6 +102,9 @@ struct ExecContext {
   double lr = 0.0;         // learning rate of this step (train jobs)
   uint64_t seed = 0;       // job seed (dropout, etc.)
   bool training = false;   // train job
+  // FunctionConfig::enable_auto_mixed_precision on a CPU with bfloat16
+  // instructions: convolutions compute in bfloat16 (float32 accumulation).
+  bool bf16 = false;
 };
 
 class Primitive {

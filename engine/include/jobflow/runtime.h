@@ -123,6 +123,7 @@ struct JobDefinition {
   std::vector<std::string> trainable;                 // variables updated by the optimizer
   uint64_t seed = 0;
   std::string default_device = "cpu";
+  bool bf16 = false;  // FunctionConfig::enable_auto_mixed_precision (the file's jobflow.precision)
 };
 
 class CompiledJob {

@@ -1,12 +1,16 @@
 // The last pass: the Plan itself. Allocates the arena, gives each node its
 // backend and its input and output tensors as prebuilt views (into the
 // arena, the variables, the constants), and records the slots that read the
-// call's inputs as patches.
+// call's inputs as patches, the variables its steps write (their versions
+// key the weights the layouts pass prepared) and the work of one call (the
+// runtime's thread count).
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 
 #include "compiler/passes.h"
+#include "cpu/isa.h"
 #include "jobflow/backend.h"
 #include "session_internal.h"
 #include "state_ops.h"
@@ -14,6 +18,34 @@
 namespace jobflow::compiler {
 namespace {
 constexpr size_t kAlign = 64;
+
+// Work of one node (Plan::flops_per_call).
+double step_flops(const Node& n, const Graph& g) {
+  auto numel_of = [&](int b) { return static_cast<double>(numel(g.blobs[b].spec.shape)); };
+  double out = 0;
+  for (int b : n.outputs) out += numel_of(b);
+  const OpKind k = n.op->kind();
+  if ((k == OpKind::Conv2d || k == OpKind::Conv2dBackwardData || k == OpKind::Conv2dBackwardWeights) &&
+      n.inputs.size() >= 2) {
+    // Each element of the larger side (y, or dy) is a sum over C/groups x R x S products.
+    const Shape& w = k == OpKind::Conv2d ? g.blobs[n.inputs[1]].spec.shape
+                                         : (k == OpKind::Conv2dBackwardData ? g.blobs[n.inputs[0]].spec.shape : Shape{});
+    const int dy = k == OpKind::Conv2d ? n.outputs[0] : n.inputs[1];
+    double per = 0;
+    if (w.size() == 4) per = static_cast<double>(w[1] * w[2] * w[3]);
+    else if (k == OpKind::Conv2dBackwardWeights) per = numel_of(n.outputs[0]) / std::max<double>(1, g.blobs[dy].spec.shape.at(1));
+    return 2 * numel_of(dy) * per;
+  }
+  if (k == OpKind::MatMul && n.inputs.size() >= 2) {
+    const Shape& a = g.blobs[n.inputs[0]].spec.shape;
+    if (a.size() >= 2) {
+      const int64_t K = n.op->attr_int("transpose_a") ? a[a.size() - 2] : a.back();
+      return 2 * numel_of(n.outputs[0]) * static_cast<double>(K);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<Plan> bind(PlanBuild& b) {
@@ -64,6 +96,11 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
     for (int in : node.inputs) st.in.push_back(view_of(in));
     for (int out : node.outputs) st.out.push_back(view_of(out));
     if (auto* v = dynamic_cast<const internal::VariableOp*>(node.op.get())) plan->variables_.push_back(v->entry());
+    if (node.op->has_side_effects())  // updates variables in place: derived weights must see it
+      for (int in : node.inputs)
+        if (bnd[in].kind == BlobBinding::Variable)
+          if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[bnd[in].root].producer].op.get()))
+            plan->written_.push_back(v->entry());
     // Placeholders and variables do nothing at run time.
     if (dynamic_cast<const internal::PlaceholderOp*>(node.op.get()) ||
         dynamic_cast<const internal::VariableOp*>(node.op.get())) {
@@ -106,6 +143,8 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
                   "' is not an int64 (1,) session variable");
     plan->step_var_ = e;
   }
+  plan->bf16_ = b.opts.bf16 && cpu::bf16_usable(b.opts.job_name);
+  for (const Plan::Step& st : plan->steps_) plan->flops_ += step_flops(G.nodes[st.node], G);
   {
     std::vector<internal::VariableEntry*> held;
     for (auto& v : plan->variables_) held.push_back(static_cast<internal::VariableEntry*>(v.get()));

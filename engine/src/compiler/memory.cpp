@@ -1,6 +1,7 @@
 // The memory plan: where every blob's bytes live. Placeholders are the
 // call's inputs, variables the session's tensors, constants the values
-// folded while compiling; every other blob gets an offset in one arena,
+// folded while compiling; every other blob gets an offset in one arena
+// (sized by the layouts pass where its format is not plain float32),
 // reusing space between blobs whose lifetimes do not overlap.
 #include <algorithm>
 #include <map>
@@ -48,7 +49,10 @@ void plan_memory(PlanBuild& b) {
       if (dynamic_cast<const internal::VariableOp*>(node.op.get())) bb.kind = BlobBinding::Variable;
       else {
         bb.kind = BlobBinding::Arena;
-        bb.bytes = align_up(static_cast<size_t>(numel(G.blobs[bl].spec.shape)) * dtype_size(G.blobs[bl].spec.dtype));
+        // A blob in a blocked or bfloat16 format (the layouts pass) has its own size.
+        const size_t laid = static_cast<size_t>(bl) < b.layout_bytes.size() ? b.layout_bytes[bl] : 0;
+        bb.bytes = align_up(laid ? laid
+                                 : static_cast<size_t>(numel(G.blobs[bl].spec.shape)) * dtype_size(G.blobs[bl].spec.dtype));
         bb.first = bb.last = step_of[n];
       }
     }

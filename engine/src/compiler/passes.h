@@ -9,11 +9,18 @@
 //   prune       keep what the returns and the side effects need (prune.cpp);
 //   fuse        matmul/conv -> bias_add -> relu as one node (fuse.cpp);
 //   order       optimizer updates after every other node (prune.cpp);
+//   layouts     (predict jobs on the CPU) rewrites, memory formats and
+//               precision: batch norm folded into convolutions, post-ops
+//               fused, oneDNN's blocked formats kept along chains, bfloat16
+//               (layout.cpp);
 //   memory      every intermediate blob an offset in one arena (memory.cpp);
 //   bind        each node its backend and preallocated views: the Plan
 //               (bind.cpp).
-// Plan::compile (compiler.cpp) runs prune, fuse, order, memory and bind;
-// the plan cache (plan_cache.cpp) runs specialize first.
+// Plan::compile (compiler.cpp) runs prune, fuse, order, layouts, memory and
+// bind; the plan cache (plan_cache.cpp) runs specialize first, so a plan
+// compiled for a call shape gets the same layouts and precision as a static
+// job's plan (docs/architecture.md, "Design: shapes known at call time, the
+// plan cache and layouts").
 #pragma once
 
 #include <cstddef>
@@ -47,6 +54,8 @@ struct PlanBuild {
   std::vector<char> alive;          // per node
   // order
   std::vector<int> order;           // node ids in run order
+  // layouts
+  std::vector<size_t> layout_bytes; // per blob: arena bytes of a blob in a non-plain format (0: plain)
   // memory
   std::vector<BlobBinding> bind;    // per blob
   size_t arena_bytes = 0, unshared_bytes = 0;
@@ -55,9 +64,31 @@ struct PlanBuild {
 void prune(PlanBuild& b);
 void fuse(PlanBuild& b);
 void order(PlanBuild& b);
+void layouts(PlanBuild& b);
 void plan_memory(PlanBuild& b);
 std::shared_ptr<Plan> bind(PlanBuild& b);
 
+// The layouts pass (layout.cpp), for predict jobs; `b.order` is the order
+// after pruning and fusion. It
+//   1. rewrites: folds a batch norm into the convolution before it, and
+//      fuses into each convolution the element-wise ops and the residual
+//      add that follow it (relu, clip, sigmoid, x * sigmoid(x),
+//      hard_sigmoid, x * hard_sigmoid(x), + residual) as oneDNN post-ops;
+//   2. layouts: gives each blob a memory format, the one oneDNN's
+//      convolution prefers (nChw16c, ...) kept through pooling, global
+//      average pooling, element-wise and binary ops, with a reorder node
+//      where a blocked blob meets a kernel that reads plain memory and
+//      before a return (of the job, or of a segment);
+//   3. precision (opts.bf16): convolutions in bfloat16 with float32
+//      accumulation, their outputs kept in bfloat16 along the chain,
+//      float32 wherever a blob leaves it.
+// It replaces nodes' primitives with cpu/layout_ops.h kernels, appends the
+// new nodes and blobs to the graph, rewrites `b.order`, and sets
+// `b.layout_bytes`. Weights are variables, Constant ops or values folded
+// while specializing (b.constants): prepared once (again when a variable
+// changes). With opts.fusion off, or for train jobs, it does nothing: the
+// graph as written is the reference its tests compare with. oneDNN picks
+// formats for the job's thread count when it is fixed, else for one thread.
 // ---- specialization (jobs whose shapes are known at call time) ----
 
 // A program's graph specialized for concrete shapes, up to the first node

@@ -194,7 +194,7 @@ struct Program::Dynamic {
     return seg;
   }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& in) {
+  std::vector<Tensor> run(const std::vector<Tensor>& in, const std::function<void(const Plan&)>& before) {
     std::string key;
     for (const Tensor& t : in) append_shape(key, t.shape());
     std::shared_ptr<Segment> seg = find(key);
@@ -211,6 +211,7 @@ struct Program::Dynamic {
     auto run_plan = [&](Segment& s, const std::vector<Tensor>& args) {
       if (opts.step_variable.empty()) s.plan->set_steps_run(call);
       last = s.plan;
+      if (before) before(*s.plan);
       return s.plan->run(args);
     };
     if (seg->cut < 0) {  // one segment: the plan's inputs and outputs are the job's
@@ -334,9 +335,12 @@ Program::~Program() {
   if (dyn_ && dyn_->profile && dyn_->calls > 0) std::cerr << dyn_->report();
 }
 
-std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) {
-  if (static_) return static_->run(inputs);
-  return dyn_->run(inputs);
+std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::function<void(const Plan&)>& before) {
+  if (static_) {
+    if (before) before(*static_);
+    return static_->run(inputs);
+  }
+  return dyn_->run(inputs, before);
 }
 
 const Plan& Program::plan() const {

@@ -31,9 +31,11 @@
 //   conv2 bwd_weights         8.7-9.1            4.6-4.7
 // So Blocked everywhere except backward-data with few input channels.
 #include "cpu/dnnl_kernels.h"
+#include "cpu/dnnl_common.h"
 #include "jobflow/tensor.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <array>
 #include <atomic>
@@ -54,15 +56,8 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
-dnnl::stream& cpu_stream() {
-  thread_local dnnl::stream strm(cpu_engine());
-  return strm;
-}
+dnnl::engine& cpu_engine() { return dnnl_engine(); }
+dnnl::stream& cpu_stream() { return dnnl_stream(); }
 
 // ---------------------------------------------------------------------------
 // Cache entries
@@ -80,14 +75,7 @@ struct Operand {
   std::vector<dnnl_exec_arg_t> reorder_args;  // {FROM, TO}, built once
 };
 
-// Executes through the C API with a prebuilt argument array: the C++
-// primitive::execute copies its std::unordered_map into a fresh std::vector on
-// every call, which is exactly the per-call allocation the cache avoids.
-void execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) {
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), cpu_stream().get(), static_cast<int>(args.size()),
-                                                 args.data()),
-                          "could not execute a primitive");
-}
+void execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) { dnnl_execute(prim, args); }
 
 struct Entry {
   dnnl::primitive prim;
@@ -226,20 +214,27 @@ void check(const char* fn, const Conv2dParams& p) {
     conv_fail(fn, p, "output size inconsistent, expected OH=" + std::to_string(oh) + " OW=" + std::to_string(ow));
 }
 
-Key conv_key(const Conv2dParams& p, ConvPass pass, bool bias, bool relu, ConvLayout layout) {
+Key conv_key(const Conv2dParams& p, ConvPass pass, bool bias, bool relu, ConvLayout layout, bool bf16) {
   return Key{static_cast<int64_t>(pass), p.N,        p.C,          p.H,         p.W,         p.K,
              p.R,                        p.S,        p.OH,         p.OW,        p.stride_h,  p.stride_w,
              p.pad_top,                  p.pad_left, p.pad_bottom, p.pad_right, p.dil_h,     p.dil_w,
-             p.groups,                   bias,       relu,         static_cast<int64_t>(layout), 0, 0};
+             p.groups,                   bias,       relu,         static_cast<int64_t>(layout), bf16,
+             // oneDNN fixes a primitive's thread partitioning at creation:
+             // one entry per OpenMP thread count the calling thread runs with.
+             omp_get_max_threads()};
 }
 
 // Memory descriptors and geometry shared by the three passes.
 struct ConvGeom {
   memory::desc src, wei, bias, dst;          // caller layouts (NCHW, OIHW / GOIHW, [K])
   memory::desc src_p, wei_p, bias_p, dst_p;  // what the primitive is offered (same, or `any`)
+  memory::desc src_f32_p, wei_f32_p, dst_f32_p;  // float32 outputs of a bf16 primitive (dst, diff_src, diff_weights)
   memory::dims strides, dil, pad_l, pad_r;
 
-  ConvGeom(const Conv2dParams& p, ConvLayout layout) {
+  // bf16: the primitive computes in bfloat16 (float32 accumulation) on
+  // copies of src/weights/diff_dst converted by the entry's reorders; the
+  // caller's buffers, dst, diff_src, diff_weights and bias stay float32.
+  ConvGeom(const Conv2dParams& p, ConvLayout layout, bool bf16 = false) {
     const memory::dims sd{p.N, p.C, p.H, p.W}, dd{p.N, p.K, p.OH, p.OW}, bd{p.K};
     // Grouped weights: OIHW with O split into G blocks is exactly GOIHW.
     const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
@@ -249,10 +244,18 @@ struct ConvGeom {
     dst = memory::desc(dd, dt::f32, tag::nchw);
     wei = memory::desc(wd, dt::f32, wt);
     bias = memory::desc(bd, dt::f32, tag::a);
-    const bool any = layout == ConvLayout::Blocked;
-    src_p = any ? memory::desc(sd, dt::f32, tag::any) : src;
-    dst_p = any ? memory::desc(dd, dt::f32, tag::any) : dst;
-    wei_p = any ? memory::desc(wd, dt::f32, tag::any) : wei;
+    const bool any = layout == ConvLayout::Blocked || bf16;
+    const dt low = bf16 ? dt::bf16 : dt::f32;
+    src_p = any ? memory::desc(sd, low, tag::any) : src;
+    dst_p = any ? memory::desc(dd, low, tag::any) : dst;
+    wei_p = any ? memory::desc(wd, low, tag::any) : wei;
+    if (bf16) {
+      dst_f32_p = memory::desc(dd, dt::f32, tag::any);
+      src_f32_p = memory::desc(sd, dt::f32, tag::any);
+      wei_f32_p = memory::desc(wd, dt::f32, tag::any);
+    } else {
+      dst_f32_p = dst_p, src_f32_p = src_p, wei_f32_p = wei_p;
+    }
     bias_p = bias;  // bias is 1-D; there is nothing to choose
     strides = {p.stride_h, p.stride_w};
     dil = {p.dil_h - 1, p.dil_w - 1};  // oneDNN counts dilation from 0
@@ -260,12 +263,13 @@ struct ConvGeom {
     pad_r = {p.pad_bottom, p.pad_right};
   }
 
-  dnnl::convolution_forward::desc fwd_desc(bool with_bias) const {
+  dnnl::convolution_forward::desc fwd_desc(bool with_bias, bool f32_dst = false) const {
     using cf = dnnl::convolution_forward;
+    const memory::desc& d = f32_dst ? dst_f32_p : dst_p;
     return with_bias ? cf::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src_p,
-                                wei_p, bias_p, dst_p, strides, dil, pad_l, pad_r)
+                                wei_p, bias_p, d, strides, dil, pad_l, pad_r)
                      : cf::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src_p,
-                                wei_p, dst_p, strides, dil, pad_l, pad_r);
+                                wei_p, d, strides, dil, pad_l, pad_r);
   }
 };
 
@@ -275,15 +279,15 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, ConvLayout layout) {
-  ConvGeom g(p, layout);
+void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, ConvLayout layout, bool bf16) {
+  ConvGeom g(p, layout, bf16);
   dnnl::primitive_attr attr = user_scratchpad_attr();
   if (relu) {
     dnnl::post_ops po;
     po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     attr.set_post_ops(po);
   }
-  dnnl::convolution_forward::primitive_desc pd(g.fwd_desc(has_bias), attr, cpu_engine());
+  dnnl::convolution_forward::primitive_desc pd(g.fwd_desc(has_bias, /*f32_dst=*/true), attr, cpu_engine());
   e.prim = dnnl::convolution_forward(pd);
   e.impl = pd.impl_info_str();
   e.add(DNNL_ARG_SRC, true, g.src, pd.src_desc());
@@ -293,10 +297,10 @@ void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, C
   e.add_scratchpad(pd.scratchpad_desc());
 }
 
-void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout) {
-  ConvGeom g(p, layout);
+void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout, bool bf16) {
+  ConvGeom g(p, layout, bf16);
   dnnl::convolution_forward::primitive_desc hint(g.fwd_desc(false), cpu_engine());
-  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, g.src_p, g.wei_p, g.dst_p,
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, g.src_f32_p, g.wei_p, g.dst_p,
                                           g.strides, g.dil, g.pad_l, g.pad_r);
   dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
   e.prim = dnnl::convolution_backward_data(pd);
@@ -307,13 +311,13 @@ void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout) {
   e.add_scratchpad(pd.scratchpad_desc());
 }
 
-void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, ConvLayout layout) {
-  ConvGeom g(p, layout);
+void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, ConvLayout layout, bool bf16) {
+  ConvGeom g(p, layout, bf16);
   dnnl::convolution_forward::primitive_desc hint(g.fwd_desc(has_bias), cpu_engine());
   using cbw = dnnl::convolution_backward_weights;
-  cbw::desc d = has_bias ? cbw::desc(dnnl::algorithm::convolution_direct, g.src_p, g.wei_p, g.bias_p, g.dst_p,
+  cbw::desc d = has_bias ? cbw::desc(dnnl::algorithm::convolution_direct, g.src_p, g.wei_f32_p, g.bias_p, g.dst_p,
                                      g.strides, g.dil, g.pad_l, g.pad_r)
-                         : cbw::desc(dnnl::algorithm::convolution_direct, g.src_p, g.wei_p, g.dst_p, g.strides,
+                         : cbw::desc(dnnl::algorithm::convolution_direct, g.src_p, g.wei_f32_p, g.dst_p, g.strides,
                                      g.dil, g.pad_l, g.pad_r);
   cbw::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
   e.prim = cbw(pd);
@@ -326,7 +330,7 @@ void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, Conv
 }
 
 // Finds/creates the entry for one conv pass (this thread's).
-Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu) {
+Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu, bool bf16 = false) {
   ConvLayout layout = g_layout[static_cast<int>(pass)].load(std::memory_order_relaxed);
   if (layout == ConvLayout::Auto) {
     // Measured (LeNet conv1, C=1, N=100): backward-data takes ~5 ms blocked vs
@@ -335,11 +339,12 @@ Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu
     layout = (pass == ConvPass::BackwardData && p.groups == 1 && p.C < 16) ? ConvLayout::Plain
                                                                            : ConvLayout::Blocked;
   }
-  return get_entry(conv_key(p, pass, has_bias, relu, layout), [&](Entry& e) {
+  if (bf16) layout = ConvLayout::Blocked;
+  return get_entry(conv_key(p, pass, has_bias, relu, layout, bf16), [&](Entry& e) {
     switch (pass) {
-      case ConvPass::Forward: build_conv_fwd(e, p, has_bias, relu, layout); break;
-      case ConvPass::BackwardData: build_conv_bwd_data(e, p, layout); break;
-      case ConvPass::BackwardWeights: build_conv_bwd_weights(e, p, has_bias, layout); break;
+      case ConvPass::Forward: build_conv_fwd(e, p, has_bias, relu, layout, bf16); break;
+      case ConvPass::BackwardData: build_conv_bwd_data(e, p, layout, bf16); break;
+      case ConvPass::BackwardWeights: build_conv_bwd_weights(e, p, has_bias, layout, bf16); break;
     }
   });
 }
@@ -392,7 +397,7 @@ Key pool_key(const Pool2dParams& p, PoolPass pass) {
   return Key{static_cast<int64_t>(pass), p.N,         p.C,          p.H,          p.W,
              p.OH,                       p.OW,        p.kh,         p.kw,         p.sh,
              p.sw,                       p.pad_top,   p.pad_left,   p.pad_bottom, p.pad_right,
-             static_cast<int64_t>(p.kind), 0, 0, 0, 0, 0, 0, 0, 0};
+             static_cast<int64_t>(p.kind), omp_get_max_threads(), 0, 0, 0, 0, 0, 0, 0};
 }
 
 // Pooling runs directly on NCHW: it is memory-bound and cheap, so reordering
@@ -435,37 +440,54 @@ Entry& pool_entry(const Pool2dParams& p, PoolPass pass) {
 
 }  // namespace
 
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream strm(dnnl_engine());
+  return strm;
+}
+
+void dnnl_execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t>& args) {
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), dnnl_stream().get(), static_cast<int>(args.size()),
+                                                 args.data()),
+                          "could not execute a primitive");
+}
+
 // ---------------------------------------------------------------------------
 // Public API
 
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
-                    bool fuse_relu) {
+                    bool fuse_relu, bool bf16) {
   check("forward", p);
   if (!x || !w || !y) conv_fail("forward", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::Forward, bias != nullptr, fuse_relu);
+    Entry& e = conv_entry(p, ConvPass::Forward, bias != nullptr, fuse_relu, bf16);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}});
   } catch (const dnnl::error& err) {
     conv_fail("forward", p, std::string("oneDNN error: ") + err.what());
   }
 }
 
-void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx) {
+void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16) {
   check("backward_data", p);
   if (!w || !dy || !dx) conv_fail("backward_data", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::BackwardData, false, false);
+    Entry& e = conv_entry(p, ConvPass::BackwardData, false, false, bf16);
     e.run({{DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
   } catch (const dnnl::error& err) {
     conv_fail("backward_data", p, std::string("oneDNN error: ") + err.what());
   }
 }
 
-void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* dbias) {
+void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* dbias,
+                             bool bf16) {
   check("backward_weights", p);
   if (!x || !dy || !dw) conv_fail("backward_weights", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::BackwardWeights, dbias != nullptr, false);
+    Entry& e = conv_entry(p, ConvPass::BackwardWeights, dbias != nullptr, false, bf16);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, dbias}});
   } catch (const dnnl::error& err) {
     conv_fail("backward_weights", p, std::string("oneDNN error: ") + err.what());

@@ -38,13 +38,16 @@ struct Conv2dParams {
 };
 
 // y = conv(x, w) (+ bias[K] if bias != nullptr), then relu if fuse_relu.
+// bf16 (all three): compute in bfloat16 with float32 accumulation on
+// converted copies of the inputs; every buffer given stays float32 (a train
+// job's float32 master weights and gradients). Needs AVX512_BF16 or AMX.
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
-                    bool fuse_relu = false);
+                    bool fuse_relu = false, bool bf16 = false);
 // dx = gradient of the convolution w.r.t. its input; dx is overwritten.
-void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx);
+void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16 = false);
 // dw (and dbias = sum of dy over N, OH, OW when non-null) are overwritten.
 void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw,
-                             float* dbias /*nullable*/);
+                             float* dbias /*nullable*/, bool bf16 = false);
 
 enum class PoolKind { Max, AvgIncludePad, AvgExcludePad };
 

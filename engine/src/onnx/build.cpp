@@ -309,6 +309,12 @@ class Build {
     cfg.max_in_flight(opts_.max_in_flight == 0 ? 1 : opts_.max_in_flight);
     if (opts_.num_threads < 0) fail(what_, "num_threads must be >= 0, got " + std::to_string(opts_.num_threads));
     cfg.num_threads(opts_.num_threads);
+    const std::string precision = opts_.precision.empty() ? meta(ou::kPrecision) : opts_.precision;
+    if (precision != "" && precision != "fp32" && precision != "bf16") {
+      if (!opts_.precision.empty()) fail_option("precision", what_, "precision is \"" + precision + "\" (fp32 or bf16)");
+      fail(what_, "jobflow.precision is \"" + precision + "\" (fp32 or bf16)");
+    }
+    cfg.enable_auto_mixed_precision(precision == "bf16");
     Device d;
     std::string why;
     if (!parse_device(opts_.device.empty() ? "cpu" : opts_.device, &d, &why)) fail(what_, why);

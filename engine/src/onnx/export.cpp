@@ -262,6 +262,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
   put(onnx_util::kStep, std::to_string(job_.steps_run()));
   put(onnx_util::kSeed, std::to_string(def_.seed));
   put(onnx_util::kDevice, def_.default_device);
+  if (def_.bf16) put(onnx_util::kPrecision, "bf16");
 }
 
 ::onnx::ModelProto Exporter::run(const std::string& path) {

@@ -30,6 +30,7 @@ inline constexpr const char* kStep = "jobflow.step";                  // train s
 inline constexpr const char* kSeed = "jobflow.seed";
 inline constexpr const char* kDevice = "jobflow.device";
 inline constexpr const char* kAccuracy = "jobflow.accuracy";          // "LABELS,LOGITS": flat return indices
+inline constexpr const char* kPrecision = "jobflow.precision";        // "fp32" | "bf16"
 
 // ONNX TensorProto.DataType <-> DType; unsupported types throw naming `what`.
 int32_t to_onnx_dtype(DType t);

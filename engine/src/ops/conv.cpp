@@ -175,10 +175,10 @@ class Conv2d final : public Primitive {
     return {{y, DType::Float32}};
   }
 
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(in[0].shape(), in[1].shape(), out[0].shape(), g_);
     cpu::conv2d_forward(p, in[0].data<float>(), in[1].data<float>(), bias_ ? in[2].data<float>() : nullptr,
-                        out[0].data<float>(), relu_);
+                        out[0].data<float>(), relu_, ctx.bf16);
   }
 
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs, const std::vector<Blob>& cot,
@@ -229,9 +229,9 @@ class Conv2dBackwardData final : public Primitive {
                                            shape_str(in[0].shape) + ", got " + spec_str(in[1]));
     return {{x_, DType::Float32}};
   }
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(x_, in[0].shape(), in[1].shape(), g_);
-    cpu::conv2d_backward_data(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>());
+    cpu::conv2d_backward_data(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), ctx.bf16);
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
@@ -271,10 +271,10 @@ class Conv2dBackwardWeights final : public Primitive {
     if (bias_) o.push_back({{w_[0]}, DType::Float32});
     return o;
   }
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(in[0].shape(), w_, in[1].shape(), g_);
     cpu::conv2d_backward_weights(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(),
-                                 bias_ ? out[1].data<float>() : nullptr);
+                                 bias_ ? out[1].data<float>() : nullptr, ctx.bf16);
   }
   std::shared_ptr<Primitive> with_bias_grad() const override {
     return bias_ ? nullptr : std::make_shared<Conv2dBackwardWeights>(w_, g_, true);

@@ -1,0 +1,497 @@
+// compiler/layout.cpp — rewrites, memory formats and precision of predict
+// plans on the CPU (see passes.h).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <omp.h>
+
+#include "compiler/passes.h"
+#include "cpu/isa.h"
+#include "cpu/layout_ops.h"
+#include "session_internal.h"
+#include "state_ops.h"
+
+namespace jobflow::compiler {
+namespace {
+
+using cpu::MemDesc;
+using dt = dnnl::memory::data_type;
+using alg = dnnl::algorithm;
+
+bool f32_4d(const TensorSpec& s) { return s.dtype == DType::Float32 && s.shape.size() == 4; }
+
+// A convolution and what was fused into it, before its kernel is built.
+struct ConvGroup {
+  cpu::Conv2dParams p{};
+  cpu::ConvFusion f;
+  std::shared_ptr<const Primitive> orig;
+  int residual = -1;  // blob
+};
+
+class Pass {
+ public:
+  explicit Pass(PlanBuild& b)
+      : G(*b.graph), order_(b.order), keep_(b.outputs.begin(), b.outputs.end()), opts_(b.opts),
+        constants_(b.constants) {
+    compute_ = opts_.bf16 && cpu::bf16_usable(opts_.job_name) ? dt::bf16 : dt::f32;
+  }
+
+  void run(std::vector<size_t>& bytes) {
+    fuse_convs();
+    assign();
+    bytes.assign(G.blobs.size(), 0);
+    for (size_t b = 0; b < desc_.size(); ++b)
+      if (desc_[b]) bytes[b] = desc_[b]->get_size();
+  }
+
+ private:
+  Graph& G;
+  std::vector<int>& order_;
+  std::set<int> keep_;
+  const PlanOptions& opts_;
+  const std::map<int, Tensor>& constants_;  // values folded while specializing: weights like Constant ops
+  dt compute_;
+  std::map<int, ConvGroup> groups_;           // node -> its fused convolution
+  std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
+
+  static bool on_cpu(const Node& n) { return n.placement.device == "cpu"; }
+  OpKind kind(int n) const { return G.nodes[n].op->kind(); }
+  const TensorSpec& spec(int b) const { return G.blobs[b].spec; }
+
+  // Readers of each blob among the nodes of `order_` (each once).
+  std::vector<std::vector<int>> readers() const {
+    std::vector<std::vector<int>> r(G.blobs.size());
+    for (int n : order_)
+      for (int b : G.nodes[n].inputs)
+        if (r[b].empty() || r[b].back() != n) r[b].push_back(n);
+    return r;
+  }
+
+  // ------------------------------------------------------------ 1. rewrites
+
+  void fuse_convs() {
+    auto rd = readers();
+    std::vector<int> emit_at(G.nodes.size(), -2);  // -2: itself; -1: nothing; else: that node
+    for (int n : order_) {
+      const Node& node = G.nodes[n];
+      if (kind(n) != OpKind::Conv2d || !on_cpu(node) || node.outputs.size() != 1) continue;
+      if (!f32_4d(spec(node.inputs[0])) || !f32_4d(spec(node.inputs[1]))) continue;
+      const Primitive& op = *node.op;
+      ConvGroup cg;
+      const Shape& x = spec(node.inputs[0]).shape;
+      const Shape& w = spec(node.inputs[1]).shape;
+      int y = node.outputs[0];
+      const Shape& ys = spec(y).shape;
+      const auto st = op.attr_ints("strides"), pd = op.attr_ints("pads"), dl = op.attr_ints("dilations");
+      cg.p = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], ys[2], ys[3], st[0], st[1], pd[0], pd[1], pd[2], pd[3],
+              dl[0], dl[1], op.attr_int("group")};
+      cg.f.bias = op.attr_int("bias") != 0;
+      const bool relu = op.attr_int("relu") != 0;
+      if (relu) cg.f.post.push_back({alg::eltwise_relu});
+      cg.orig = node.op;
+      std::vector<int> inputs = node.inputs;
+      std::vector<int> absorbed;
+      auto live = [&](int b) {
+        std::vector<int> r;
+        for (int c : rd[b])
+          if (emit_at[c] == -2) r.push_back(c);
+        return r;
+      };
+      auto sole = [&](int b) {
+        auto r = live(b);
+        return (r.size() == 1 && !keep_.count(b)) ? r[0] : -1;
+      };
+      auto fits = [&](int r) { return on_cpu(G.nodes[r]) && G.nodes[r].outputs.size() >= 1; };
+      // Batch norm on the channels of the convolution's output.
+      if (!relu) {
+        const int r = sole(y);
+        if (r >= 0 && kind(r) == OpKind::BatchNormalization && fits(r) && G.nodes[r].inputs[0] == y) {
+          const Primitive& bn = *G.nodes[r].op;
+          const int64_t axis = bn.attr_int("axis");
+          if (axis == 1 || axis == -3) {
+            cg.f.bn = true;
+            cg.f.bn_eps = bn.attr_double("epsilon");
+            cg.f.bn_offset = bn.attr_int("offset") != 0;
+            cg.f.bn_scale = bn.attr_int("scale") != 0;
+            for (size_t k = 1; k < G.nodes[r].inputs.size(); ++k) inputs.push_back(G.nodes[r].inputs[k]);
+            absorbed.push_back(r);
+            y = G.nodes[r].outputs[0];
+          }
+        }
+      }
+      // Element-wise ops and one residual add, as post-ops.
+      for (;;) {
+        if (keep_.count(y)) break;
+        auto rs = live(y);
+        if (rs.size() == 1 && fits(rs[0]) && G.nodes[rs[0]].outputs.size() == 1) {
+          const int r = rs[0];
+          const Primitive& e = *G.nodes[r].op;
+          const int out = G.nodes[r].outputs[0];
+          if (spec(out) != spec(y)) break;
+          bool ok = true;
+          switch (kind(r)) {
+            case OpKind::Relu: cg.f.post.push_back({alg::eltwise_relu}); break;
+            case OpKind::Clip:
+              cg.f.post.push_back({alg::eltwise_clip, static_cast<float>(e.attr_double("min")),
+                                   static_cast<float>(e.attr_double("max"))});
+              break;
+            case OpKind::Sigmoid: cg.f.post.push_back({alg::eltwise_logistic}); break;
+            case OpKind::HardSigmoid:  // clip(alpha * x + beta, 0, 1)
+              cg.f.post.push_back({alg::eltwise_linear, static_cast<float>(e.attr_double("alpha")),
+                                   static_cast<float>(e.attr_double("beta"))});
+              cg.f.post.push_back({alg::eltwise_clip, 0.f, 1.f});
+              break;
+            case OpKind::Add: {
+              const auto& in = G.nodes[r].inputs;
+              const int other = in[0] == y ? in[1] : in[0];
+              ok = !cg.f.residual && cg.f.post.empty() && in.size() == 2 && other != y && spec(other) == spec(y);
+              if (ok) {
+                cg.f.residual = true;
+                cg.residual = other;
+              }
+              break;
+            }
+            default: ok = false;
+          }
+          if (!ok) break;
+          absorbed.push_back(r);
+          y = out;
+          continue;
+        }
+        if (rs.size() == 2) {  // x * sigmoid(x) (swish), x * hard_sigmoid(x) (hardswish)
+          int a = -1, m = -1;
+          for (int r : rs) {
+            if ((kind(r) == OpKind::Sigmoid || kind(r) == OpKind::HardSigmoid) && G.nodes[r].inputs[0] == y) a = r;
+            if (kind(r) == OpKind::Mul) m = r;
+          }
+          if (a < 0 || m < 0 || !fits(a) || !fits(m)) break;
+          const int s = G.nodes[a].outputs[0];
+          const auto& mi = G.nodes[m].inputs;
+          if (!((mi[0] == y && mi[1] == s) || (mi[0] == s && mi[1] == y)) || sole(s) != m) break;
+          if (spec(G.nodes[m].outputs[0]) != spec(y)) break;
+          if (kind(a) == OpKind::HardSigmoid) {
+            const double al = G.nodes[a].op->attr_double("alpha"), be = G.nodes[a].op->attr_double("beta");
+            if (std::abs(al - 1.0 / 6) > 1e-6 || std::abs(be - 0.5) > 1e-6) break;
+            cg.f.post.push_back({alg::eltwise_hardswish});
+          } else {
+            cg.f.post.push_back({alg::eltwise_swish, 1.f});
+          }
+          absorbed.push_back(a);
+          absorbed.push_back(m);
+          y = G.nodes[m].outputs[0];
+          continue;
+        }
+        break;
+      }
+      if (cg.f.residual) inputs.push_back(cg.residual);
+      // The fused node keeps the convolution's index and name and takes
+      // the place of the last node it absorbed: every input is defined
+      // by then, and nothing else read the blobs in between.
+      Node fused = node;
+      fused.inputs = inputs;
+      fused.outputs = {y};
+      G.nodes[n] = std::move(fused);
+      G.blobs[y].producer = n;
+      G.blobs[y].out_index = 0;
+      if (!absorbed.empty()) {
+        emit_at[n] = -1;
+        for (int r : absorbed) emit_at[r] = -1;
+        emit_at[absorbed.back()] = n;
+      }
+      groups_[n] = std::move(cg);
+    }
+    std::vector<int> order;
+    for (int n : order_) {
+      if (emit_at[n] == -2) order.push_back(n);
+      else if (emit_at[n] >= 0) order.push_back(emit_at[n]);
+    }
+    order_ = std::move(order);
+  }
+
+  // ------------------------------------------------------------ 2. formats
+
+  // Kernels that read and write blocked memory (when one of their inputs is
+  // blocked; a convolution always, for its prepared weights).
+  enum class Cap { None, Conv, MatMul, Pool, Gap, Eltwise, Binary };
+  // A weight-like input: produced by a variable or a constant, or folded
+  // while specializing.
+  bool is_weight(int b) const {
+    if (constants_.count(b)) return true;
+    const int p = G.blobs[b].producer;
+    if (p < 0) return false;
+    const Primitive* op = G.nodes[p].op.get();
+    return dynamic_cast<const internal::VariableOp*>(op) || op->kind() == OpKind::Constant;
+  }
+  Cap capability(int n) const {
+    const Node& node = G.nodes[n];
+    if (groups_.count(n)) return Cap::Conv;
+    // Matrix products change kernel only for bf16: in float32 the GEMM
+    // path (which already takes the bias and relu) stays as it is.
+    if (kind(n) == OpKind::MatMul && compute_ == dt::bf16 && on_cpu(node) && node.inputs.size() >= 2) {
+      const TensorSpec &a = spec(node.inputs[0]), &w = spec(node.inputs[1]);
+      const bool ok = a.dtype == DType::Float32 && w.dtype == DType::Float32 && a.shape.size() == 2 &&
+                      w.shape.size() == 2 && !node.op->attr_int("transpose_a") && is_weight(node.inputs[1]) &&
+                      (node.inputs.size() == 2 || is_weight(node.inputs[2]));
+      return ok ? Cap::MatMul : Cap::None;
+    }
+    if (!on_cpu(node) || node.inputs.empty() || !f32_4d(spec(node.inputs[0]))) return Cap::None;
+    switch (kind(n)) {
+      case OpKind::MaxPool2d:
+      case OpKind::AvgPool2d: return node.op->attr_int("workspace") == 0 ? Cap::Pool : Cap::None;
+      case OpKind::ReduceMean: {
+        const auto axes = node.op->attr_ints("axes");
+        std::set<int64_t> a;
+        for (int64_t x : axes) a.insert(x < 0 ? x + 4 : x);
+        return a == std::set<int64_t>{2, 3} && node.op->attr_int("keepdims") ? Cap::Gap : Cap::None;
+      }
+      case OpKind::Relu:
+      case OpKind::Sigmoid: return Cap::Eltwise;
+      case OpKind::Clip: return Cap::Eltwise;
+      case OpKind::Add:
+      case OpKind::Mul: {
+        if (node.inputs.size() != 2 || !f32_4d(spec(node.inputs[1]))) return Cap::None;
+        const Shape& a = spec(node.inputs[0]).shape;
+        const Shape& b = spec(node.inputs[1]).shape;
+        const Shape& y = spec(node.outputs[0]).shape;
+        auto bcast = [&](const Shape& s) { return s[0] == y[0] && s[1] == y[1] && s[2] == 1 && s[3] == 1; };
+        if (a == y && (b == y || bcast(b))) return Cap::Binary;
+        if (b == y && bcast(a)) return Cap::Binary;
+        return Cap::None;
+      }
+      default: return Cap::None;
+    }
+  }
+
+  MemDesc desc_of(int b) const {
+    return desc_[b] ? *desc_[b] : cpu::plain_desc(spec(b).shape);
+  }
+
+  int new_blob(int like, const std::string& suffix) {
+    BlobDesc d;
+    d.spec = spec(like);
+    d.name = G.blobs[like].name + suffix;
+    G.blobs.push_back(d);
+    desc_.emplace_back();
+    return static_cast<int>(G.blobs.size()) - 1;
+  }
+
+  // Appends a reorder node from -> to (blob ids) at the end of `out`.
+  void add_reorder(int from, int to, std::vector<int>& out) {
+    Node r;
+    r.name = G.blobs[to].name + "/reorder";
+    r.op = std::make_shared<cpu::LayoutReorder>(spec(to), desc_of(from), desc_of(to));
+    r.inputs = {from};
+    r.outputs = {to};
+    G.nodes.push_back(std::move(r));
+    const int id = static_cast<int>(G.nodes.size()) - 1;
+    G.blobs[to].producer = id;
+    G.blobs[to].out_index = 0;
+    out.push_back(id);
+  }
+
+  void assign() {
+    desc_.assign(G.blobs.size(), std::nullopt);
+    auto rd = readers();
+    // Per logical blob: the id holding its blocked form (-1: none) and its
+    // plain form (-1: not made yet).
+    std::vector<int> blocked(G.blobs.size(), -1), plain(G.blobs.size());
+    for (size_t b = 0; b < plain.size(); ++b) plain[b] = static_cast<int>(b);
+    auto wants_blocked = [&](int b) {
+      for (int r : rd[b])
+        if (capability(r) != Cap::None) return true;
+      return false;
+    };
+    std::vector<int> out;
+    auto plain_of = [&](int b) {
+      if (plain[b] < 0) {
+        const int p = new_blob(b, "/plain");
+        blocked.push_back(-1);
+        plain.push_back(p);
+        add_reorder(blocked[b], p, out);
+        plain[b] = p;
+      }
+      return plain[b];
+    };
+    auto src_of = [&](int b) { return blocked[b] >= 0 ? blocked[b] : b; };
+    // A lowered node's output 0 is blocked: a return gets its plain copy at once.
+    auto produced_blocked = [&](int n, const MemDesc& md) {
+      const int y = G.nodes[n].outputs[0];
+      if (keep_.count(y)) {
+        const int nb = new_blob(y, "/blocked");
+        blocked.push_back(-1);
+        plain.push_back(-1);
+        G.nodes[n].outputs[0] = nb;
+        G.blobs[nb].producer = n;
+        desc_[nb] = md;
+        out.push_back(n);
+        add_reorder(nb, y, out);
+        blocked[y] = nb;
+        plain[y] = y;
+      } else {
+        desc_[y] = md;
+        blocked[y] = y;
+        plain[y] = -1;
+        out.push_back(n);
+      }
+    };
+    for (int n : order_) {
+      Node& node = G.nodes[n];
+      const Cap cap = capability(n);
+      if (cap == Cap::Conv) {
+        ConvGroup& cg = groups_[n];
+        const int x = src_of(node.inputs[0]);
+        node.inputs[0] = x;
+        std::optional<MemDesc> res;
+        if (cg.f.residual) {
+          const int r = src_of(node.inputs.back());
+          node.inputs.back() = r;
+          res = desc_of(r);
+        }
+        const int y = node.outputs[0];
+        const bool plain_dst = !wants_blocked(y);
+        std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
+        bool refresh = false;
+        const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0);
+        for (size_t k = 1; k < weights_end; ++k) {
+          const int p = G.blobs[node.inputs[k]].producer;
+          const Primitive* op = p >= 0 ? G.nodes[p].op.get() : nullptr;
+          if (constants_.count(node.inputs[k])) continue;  // bound once, never recomputed
+          if (auto* v = dynamic_cast<const internal::VariableOp*>(op)) sources[k] = v->entry();
+          else if (!op || op->kind() != OpKind::Constant) refresh = true;
+        }
+        std::shared_ptr<cpu::LayoutConv> op;
+        try {
+          op = std::make_shared<cpu::LayoutConv>(cg.orig, spec(y), cg.p, cg.f, desc_of(x), res ? &*res : nullptr,
+                                                 plain_dst, compute_, sources, refresh);
+        } catch (const dnnl::error& e) {
+          throw Error("[compile] job '" + opts_.job_name + "': node '" + node.name +
+                      "': oneDNN has no convolution for " + cg.orig->attrs() +
+                      (cg.f.text().empty() ? "" : " fused with " + cg.f.text()) + ": " + e.what());
+        }
+        node.op = op;
+        if (cpu::is_plain_f32(op->dst_desc())) out.push_back(n);
+        else produced_blocked(n, op->dst_desc());
+        continue;
+      }
+      if (cap == Cap::MatMul) {
+        const Primitive& mm = *node.op;
+        const Shape& a = spec(node.inputs[0]).shape;
+        const Shape& w = spec(node.inputs[1]).shape;
+        const bool tb = mm.attr_int("transpose_b") != 0;
+        std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
+        for (size_t k = 1; k < node.inputs.size(); ++k)
+          if (!constants_.count(node.inputs[k]))
+            if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[node.inputs[k]].producer].op.get()))
+              sources[k] = v->entry();
+        for (int& b : node.inputs)
+          if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
+        try {
+          node.op = std::make_shared<cpu::LayoutMatMul>(node.op, spec(node.outputs[0]), a[0], a[1], tb ? w[0] : w[1],
+                                                        tb, mm.attr_int("bias") != 0, mm.attr_int("relu") != 0,
+                                                        compute_, sources, false);
+        } catch (const dnnl::error&) {  // runs as written
+        }
+        out.push_back(n);
+        continue;
+      }
+      bool any_blocked = false;
+      for (int b : node.inputs) any_blocked |= blocked[b] >= 0 && plain[b] != b;
+      std::shared_ptr<cpu::LayoutOp> op;
+      if (cap != Cap::None && any_blocked) op = lower(n, cap, blocked);
+      if (op) {
+        for (int& b : node.inputs) b = src_of(b);
+        node.op = op;
+        // In place when the (full-size) input is a blocked blob of the
+        // chain that nothing else reads and nothing returns.
+        const int k = cap == Cap::Binary ? std::static_pointer_cast<cpu::LayoutBinary>(op)->first() : 0;
+        const int x = node.inputs[k];
+        const int orig_x = G.blobs[x].producer >= 0 ? x : -1;
+        if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x &&
+            x < static_cast<int>(rd.size()) && rd[x].size() == 1 && !keep_.count(x) && *desc_[x] == op->dst_desc() &&
+            std::count(node.inputs.begin(), node.inputs.end(), x) == 1)
+          op->set_in_place(k);
+        produced_blocked(n, op->dst_desc());
+        continue;
+      }
+      for (int& b : node.inputs)
+        if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
+      out.push_back(n);
+    }
+    order_ = std::move(out);
+  }
+
+  // A LayoutOp for node n reading its inputs' current forms; null when
+  // oneDNN has no such kernel (the node then runs as written, on plain
+  // copies).
+  std::shared_ptr<cpu::LayoutOp> lower(int n, Cap cap, const std::vector<int>& blocked) {
+    const Node& node = G.nodes[n];
+    auto md = [&](int b) { return desc_of(blocked[b] >= 0 ? blocked[b] : b); };
+    const Primitive& op = *node.op;
+    std::vector<TensorSpec> outs;
+    for (int b : node.outputs) outs.push_back(spec(b));
+    try {
+      switch (cap) {
+        case Cap::Pool: {
+          const Shape& x = spec(node.inputs[0]).shape;
+          const Shape& y = outs[0].shape;
+          const auto k = op.attr_ints("kernel_shape"), s = op.attr_ints("strides"), p = op.attr_ints("pads");
+          cpu::Pool2dParams pp{x[0], x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
+                               kind(n) == OpKind::MaxPool2d ? cpu::PoolKind::Max : cpu::PoolKind::AvgExcludePad};
+          return std::make_shared<cpu::LayoutPool>(node.op, outs, pp, md(node.inputs[0]));
+        }
+        case Cap::Gap: {
+          const Shape& x = spec(node.inputs[0]).shape;
+          cpu::Pool2dParams pp{x[0], x[1], x[2], x[3], 1, 1, x[2], x[3], 1, 1, 0, 0, 0, 0,
+                               cpu::PoolKind::AvgExcludePad};
+          return std::make_shared<cpu::LayoutPool>(node.op, outs, pp, md(node.inputs[0]));
+        }
+        case Cap::Eltwise: {
+          cpu::EltwiseStep e{alg::eltwise_relu};
+          if (kind(n) == OpKind::Sigmoid) e = {alg::eltwise_logistic};
+          if (kind(n) == OpKind::Clip)
+            e = {alg::eltwise_clip, static_cast<float>(op.attr_double("min")), static_cast<float>(op.attr_double("max"))};
+          return std::make_shared<cpu::LayoutEltwise>(node.op, outs[0], e, md(node.inputs[0]));
+        }
+        case Cap::Binary: {
+          const int first = spec(node.inputs[0]).shape == outs[0].shape ? 0 : 1;
+          const alg a = kind(n) == OpKind::Add ? alg::binary_add : alg::binary_mul;
+          return std::make_shared<cpu::LayoutBinary>(node.op, outs[0], a, first, md(node.inputs[first]),
+                                                     md(node.inputs[1 - first]));
+        }
+        default: return nullptr;
+      }
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+};
+
+}  // namespace
+
+void layouts(PlanBuild& b) {
+  b.layout_bytes.assign(b.graph->blobs.size(), 0);
+  if (b.opts.type != JobType::Predict || !b.opts.fusion) return;
+  // oneDNN picks formats (and kernels) for the creating thread's OpenMP
+  // count: choose them for the job's count when it is fixed, else for one
+  // thread. A kernel run with a count for which oneDNN has only its
+  // reference implementation of those formats runs with the count they
+  // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
+  // never makes a team whose partner a busy machine keeps away.
+  const int before = omp_get_max_threads();
+  const int want = b.opts.threads > 0 ? b.opts.threads : 1;
+  if (want != before) omp_set_num_threads(want);
+  try {
+    Pass(b).run(b.layout_bytes);
+  } catch (...) {
+    if (want != before) omp_set_num_threads(before);
+    throw;
+  }
+  if (want != before) omp_set_num_threads(before);
+}
+
+}  // namespace jobflow::compiler

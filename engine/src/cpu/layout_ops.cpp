@@ -1,0 +1,530 @@
+// cpu/layout_ops.cpp — oneDNN kernels on compile-time memory formats (see
+// layout_ops.h).
+#include "cpu/layout_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <omp.h>
+
+#include "cpu/dnnl_common.h"
+#include "session_internal.h"
+
+namespace jobflow::cpu {
+
+using memory = dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+std::string desc_str(const MemDesc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::string type = d.data_type == dnnl_bf16 ? "bf16" : d.data_type == dnnl_f32 ? "f32" : "other";
+  if (d.format_kind != dnnl_blocked) return type + ":any";
+  const int n = d.ndims;
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> dims(n);
+  std::iota(dims.begin(), dims.end(), 0);
+  std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string s;
+  for (int k : dims) {
+    bool blocked = false;
+    for (int i = 0; i < b.inner_nblks; ++i) blocked |= b.inner_idxs[i] == k;
+    s += static_cast<char>((blocked ? 'A' : 'a') + k);
+  }
+  for (int i = 0; i < b.inner_nblks; ++i) s += std::to_string(b.inner_blks[i]) + static_cast<char>('a' + b.inner_idxs[i]);
+  return type + ":" + s;
+}
+
+MemDesc plain_desc(const Shape& shape, dt type) {
+  memory::dims dims(shape.begin(), shape.end());
+  memory::dims strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  return MemDesc(dims, type, strides);
+}
+
+bool is_plain_f32(const MemDesc& md) {
+  memory::dims dims = md.dims();
+  return md == plain_desc(Shape(dims.begin(), dims.end()), dt::f32);
+}
+
+namespace {
+
+dnnl::primitive_attr scratch_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+memory user_mem(const MemDesc& md) { return memory(md, dnnl_engine(), DNNL_MEMORY_NONE); }
+
+const char* alg_name(dnnl::algorithm a) {
+  switch (a) {
+    case dnnl::algorithm::eltwise_relu: return "relu";
+    case dnnl::algorithm::eltwise_clip: return "clip";
+    case dnnl::algorithm::eltwise_logistic: return "logistic";
+    case dnnl::algorithm::eltwise_swish: return "swish";
+    case dnnl::algorithm::eltwise_hardswish: return "hardswish";
+    case dnnl::algorithm::eltwise_linear: return "linear";
+    default: return "eltwise";
+  }
+}
+
+}  // namespace
+
+void PerThreadCount::init(Make make, std::vector<dnnl_exec_arg_t> args) {
+  make_ = std::move(make);
+  args_ = std::move(args);
+  threads0_ = omp_get_max_threads();
+}
+
+namespace {
+bool is_reference(const dnnl::primitive& p) {
+  const char* impl = nullptr;
+  const_dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_primitive_get_primitive_desc(p.get(), &pd) != dnnl_success) return false;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+  return std::string(impl).rfind("ref", 0) == 0;
+}
+}  // namespace
+
+void PerThreadCount::execute() const {
+  const int t = omp_get_max_threads();
+  for (const Variant& v : variants_)
+    if (v.threads == t) return dnnl_execute(v.prim, v.args);
+  Variant v;
+  v.threads = t;
+  MemDesc sp;
+  v.prim = make_(&sp);
+  if (t != threads0_ && is_reference(v.prim)) {
+    // The formats suit threads0_'s kernels only: build for that count (the
+    // primitive then runs its own team of that size).
+    omp_set_num_threads(threads0_);
+    try {
+      v.prim = make_(&sp);
+    } catch (...) {
+      omp_set_num_threads(t);
+      throw;
+    }
+    omp_set_num_threads(t);
+  }
+  v.args = args_;
+  if (sp.get_size() != 0) {
+    v.scratch = memory(sp, dnnl_engine());
+    v.args.push_back({DNNL_ARG_SCRATCHPAD, v.scratch.get()});
+  }
+  variants_.push_back(std::move(v));
+  dnnl_execute(variants_.back().prim, variants_.back().args);
+}
+
+void PerThreadCount::init_reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  const MemDesc f = from.get_desc(), t = to.get_desc();
+  init(
+      [f, t](MemDesc* sp) {
+        dnnl::reorder::primitive_desc pd(dnnl_engine(), f, dnnl_engine(), t);
+        *sp = MemDesc();
+        return dnnl::primitive(dnnl::reorder(pd));
+      },
+      {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}});
+}
+
+Attrs LayoutOp::attributes() const {
+  Attrs a = orig_->attributes();
+  const std::string f = fused();
+  if (!f.empty()) a.push_back({"fused", f});
+  if (in_place_ >= 0) a.push_back({"in_place", int64_t{1}});
+  a.push_back({"layout", desc_str(dst_)});
+  return a;
+}
+
+// ---------------------------------------------------------------- conv
+
+std::string ConvFusion::text() const {
+  std::string s;
+  auto add = [&](const std::string& t) { s += (s.empty() ? "" : "+") + t; };
+  if (bn) add("bn");
+  if (residual) add("sum");
+  for (const auto& e : post) add(alg_name(e.alg));
+  return s;
+}
+
+std::string LayoutConv::fused() const {
+  // The original's own relu (relu=1) is among its attributes already.
+  ConvFusion f = f_;
+  if (orig_->attr_int("relu") && !f.post.empty()) f.post.erase(f.post.begin());
+  return f.text();
+}
+
+LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
+                       const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dt compute,
+                       std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+    : LayoutOp(std::move(orig), {std::move(out)}), p_(p), f_(std::move(f)), sources_(std::move(sources)),
+      refresh_(refresh), bf16_(compute == dt::bf16) {
+  auto& eng = dnnl_engine();
+  const memory::dims sd{p.N, p.C, p.H, p.W}, dd{p.N, p.K, p.OH, p.OW};
+  const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
+                                        : memory::dims{p.groups, p.K / p.groups, p.C / p.groups, p.R, p.S};
+  user_w_md_ = MemDesc(wd, dt::f32, p.groups == 1 ? tag::oihw : tag::goihw);
+  const bool has_bias = f_.bias || f_.bn;
+  const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
+  const MemDesc dst_md = plain_dst ? MemDesc(dd, dt::f32, tag::nchw) : MemDesc(dd, compute, tag::any);
+  using cf = dnnl::convolution_forward;
+  const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1}, pl{p.pad_top, p.pad_left},
+      pr{p.pad_bottom, p.pad_right};
+  cf::desc d = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                   wei_any, bias_md, dst_md, strides, dil, pl, pr)
+                        : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                   wei_any, dst_md, strides, dil, pl, pr);
+  dnnl::primitive_attr attr = scratch_attr();
+  dnnl::post_ops po;
+  if (f_.residual) po.append_sum(1.f);
+  for (const auto& e : f_.post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+  attr.set_post_ops(po);
+  cf::primitive_desc pd(d, attr, eng);
+  impl_ = pd.impl_info_str();
+  dst_ = pd.dst_desc();
+  // The formats are chosen now; the primitive is built on the worker.
+  const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = pd.dst_desc();
+  cf::desc fixed = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
+                                       wei_f, bias_md, dst_f, strides, dil, pl, pr)
+                            : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
+                                       wei_f, dst_f, strides, dil, pl, pr);
+
+  src_user_ = user_mem(src_md);
+  reorder_src_ = src_md != pd.src_desc();
+  if (reorder_src_) {
+    src_prim_ = memory(pd.src_desc(), eng);
+    src_reorder_.init_reorder(src_user_, src_prim_);
+  }
+  wei_ = memory(pd.weights_desc(), eng);
+  if (has_bias) bias_ = memory(bias_md, eng);
+  dst_mem_ = user_mem(dst_);
+  if (f_.residual) {
+    res_user_ = user_mem(*res_md);
+    res_reorder_.init_reorder(res_user_, dst_mem_);
+    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  }
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+                                       {DNNL_ARG_WEIGHTS, wei_.get()},
+                                       {DNNL_ARG_DST, dst_mem_.get()}};
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, bias_.get()});
+  conv_.init(
+      [fixed, attr](MemDesc* sp) {
+        cf::primitive_desc p(fixed, attr, dnnl_engine());
+        *sp = p.scratchpad_desc();
+        return dnnl::primitive(cf(p));
+      },
+      std::move(args));
+  versions_.assign(sources_.size(), 0);
+}
+
+Attrs LayoutConv::attributes() const {
+  Attrs a = LayoutOp::attributes();
+  if (bf16_) a.push_back({"precision", std::string("bf16")});
+  return a;
+}
+
+void LayoutConv::prepare(const std::vector<Tensor>& in) const {
+  bool stale = !prepared_ || refresh_;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i] && sources_[i]->version.load(std::memory_order_acquire) != versions_[i]) stale = true;
+  if (!stale) return;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i]) versions_[i] = sources_[i]->version.load(std::memory_order_acquire);
+  const float* w = in[1].data<float>();
+  const int64_t K = p_.K, per = in[1].numel() / K;
+  int next = 2;
+  const float* b = f_.bias ? in[next++].data<float>() : nullptr;
+  float* bias = (f_.bias || f_.bn) ? static_cast<float*>(bias_.get_data_handle()) : nullptr;
+  if (f_.bn) {
+    const float* mean = in[next++].data<float>();
+    const float* var = in[next++].data<float>();
+    const float* off = f_.bn_offset ? in[next++].data<float>() : nullptr;
+    const float* sc = f_.bn_scale ? in[next++].data<float>() : nullptr;
+    folded_w_.resize(static_cast<size_t>(K * per));
+    for (int64_t k = 0; k < K; ++k) {
+      // y = (conv + b - mean) * a + offset, a = scale / sqrt(var + eps)
+      const double a = (sc ? sc[k] : 1.0) / std::sqrt(static_cast<double>(var[k]) + f_.bn_eps);
+      bias[k] = static_cast<float>(((b ? b[k] : 0.0) - mean[k]) * a + (off ? off[k] : 0.0));
+      for (int64_t j = 0; j < per; ++j) folded_w_[k * per + j] = static_cast<float>(w[k * per + j] * a);
+    }
+    w = folded_w_.data();
+  } else if (b) {
+    std::memcpy(bias, b, sizeof(float) * K);
+  }
+  memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
+  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+  dnnl_stream().wait();
+  prepared_ = true;
+}
+
+void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  prepare(in);
+  src_user_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  if (reorder_src_) src_reorder_.execute();
+  if (f_.residual) {
+    res_user_.set_data_handle(in[res_input_].raw());
+    res_reorder_.execute();
+  }
+  conv_.execute();
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- matmul
+
+LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
+                           bool transpose_b, bool bias, bool relu, dt compute,
+                           std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+    : LayoutOp(std::move(orig), {std::move(out)}), bias_(bias), bf16_(compute == dt::bf16), refresh_(refresh),
+      sources_(std::move(sources)) {
+  auto& eng = dnnl_engine();
+  user_w_md_ = MemDesc({N, K}, dt::f32, transpose_b ? tag::ab : tag::ba);
+  const MemDesc src_user({M, K}, dt::f32, tag::ab), src_any({M, K}, compute, tag::any);
+  const MemDesc wei_any({N, K}, compute, tag::any), bias_md({N}, dt::f32, tag::a), dst_md({M, N}, dt::f32, tag::ab);
+  using ip = dnnl::inner_product_forward;
+  ip::desc d = bias ? ip::desc(dnnl::prop_kind::forward_inference, src_any, wei_any, bias_md, dst_md)
+                    : ip::desc(dnnl::prop_kind::forward_inference, src_any, wei_any, dst_md);
+  dnnl::primitive_attr attr = scratch_attr();
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  ip::primitive_desc pd(d, attr, eng);
+  dst_ = pd.dst_desc();
+  ip::desc fixed = bias ? ip::desc(dnnl::prop_kind::forward_inference, pd.src_desc(), pd.weights_desc(), bias_md, dst_md)
+                        : ip::desc(dnnl::prop_kind::forward_inference, pd.src_desc(), pd.weights_desc(), dst_md);
+  src_user_ = user_mem(src_user);
+  reorder_src_ = src_user != pd.src_desc();
+  if (reorder_src_) {
+    src_prim_ = memory(pd.src_desc(), eng);
+    src_reorder_.init_reorder(src_user_, src_prim_);
+  }
+  wei_ = memory(pd.weights_desc(), eng);
+  if (bias) bias_mem_ = memory(bias_md, eng);
+  dst_mem_ = user_mem(dst_);
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
+                                       {DNNL_ARG_WEIGHTS, wei_.get()},
+                                       {DNNL_ARG_DST, dst_mem_.get()}};
+  if (bias) args.push_back({DNNL_ARG_BIAS, bias_mem_.get()});
+  prim_.init(
+      [fixed, attr](MemDesc* sp) {
+        ip::primitive_desc p(fixed, attr, dnnl_engine());
+        *sp = p.scratchpad_desc();
+        return dnnl::primitive(ip(p));
+      },
+      std::move(args));
+  versions_.assign(sources_.size(), 0);
+}
+
+Attrs LayoutMatMul::attributes() const {
+  Attrs a = orig_->attributes();  // in and out stay plain float32
+  if (bf16_) a.push_back({"precision", std::string("bf16")});
+  return a;
+}
+
+void LayoutMatMul::prepare(const std::vector<Tensor>& in) const {
+  bool stale = !prepared_ || refresh_;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i] && sources_[i]->version.load(std::memory_order_acquire) != versions_[i]) stale = true;
+  if (!stale) return;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i]) versions_[i] = sources_[i]->version.load(std::memory_order_acquire);
+  memory user(user_w_md_, dnnl_engine(), in[1].raw());
+  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+  dnnl_stream().wait();
+  if (bias_) std::memcpy(bias_mem_.get_data_handle(), in[2].raw(), in[2].nbytes());
+  prepared_ = true;
+}
+
+void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  prepare(in);
+  src_user_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  if (reorder_src_) src_reorder_.execute();
+  prim_.execute();
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- pool
+
+LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
+                       const MemDesc& src_md)
+    : LayoutOp(std::move(orig), std::move(out)) {
+  auto& eng = dnnl_engine();
+  const dnnl::algorithm alg = p.kind == PoolKind::Max            ? dnnl::algorithm::pooling_max
+                              : p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
+                                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+  const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
+                                {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+  dnnl::pooling_forward::primitive_desc pd(d, scratch_attr(), eng);
+  dst_ = pd.dst_desc();
+  src_ = user_mem(src_md);
+  dst_mem_ = user_mem(dst_);
+  dnnl::pooling_forward::desc fixed(dnnl::prop_kind::forward_inference, alg, src_md, dst_, {p.sh, p.sw}, {p.kh, p.kw},
+                                    {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+  prim_.init(
+      [fixed](MemDesc* sp) {
+        dnnl::pooling_forward::primitive_desc q(fixed, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::pooling_forward(q));
+      },
+      {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
+}
+
+void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  prim_.execute();
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- eltwise
+
+LayoutEltwise::LayoutEltwise(std::shared_ptr<const Primitive> orig, TensorSpec out, EltwiseStep e,
+                             const MemDesc& src_md)
+    : LayoutOp(std::move(orig), {std::move(out)}) {
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, e.alg, src_md, e.alpha, e.beta);
+  dnnl::eltwise_forward::primitive_desc pd(d, dnnl_engine());
+  dst_ = pd.dst_desc();
+  src_ = user_mem(src_md);
+  dst_mem_ = user_mem(dst_);
+  prim_.init(
+      [d](MemDesc* sp) {
+        dnnl::eltwise_forward::primitive_desc q(d, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::eltwise_forward(q));
+      },
+      {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
+}
+
+void LayoutEltwise::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  prim_.execute();
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- binary
+
+LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out, dnnl::algorithm alg, int first,
+                           const MemDesc& src0_md, const MemDesc& src1_md)
+    : LayoutOp(std::move(orig), {std::move(out)}), first_(first) {
+  auto& eng = dnnl_engine();
+  dnnl::binary::desc d(alg, src0_md, src1_md, src0_md);
+  dnnl::binary::primitive_desc pd(d, scratch_attr(), eng);
+  dst_ = pd.dst_desc();
+  src0_ = user_mem(src0_md);
+  src1_ = user_mem(src1_md);
+  dst_mem_ = user_mem(dst_);
+  prim_.init(
+      [d](MemDesc* sp) {
+        dnnl::binary::primitive_desc q(d, scratch_attr(), dnnl_engine());
+        *sp = q.scratchpad_desc();
+        return dnnl::primitive(dnnl::binary(q));
+      },
+      {{DNNL_ARG_SRC_0, src0_.get()}, {DNNL_ARG_SRC_1, src1_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
+  // The channel-wise case, recognised from the blocking of both operands.
+  const auto d0 = src0_md.dims(), d1 = src1_md.dims();
+  const dnnl_memory_desc_t &m0 = src0_md.data, &m1 = src1_md.data;
+  if (d0.size() == 4 && d1.size() == 4 && d1[0] == d0[0] && d1[1] == d0[1] && d1[2] == 1 && d1[3] == 1 &&
+      d0[2] * d0[3] > 1 && m0.data_type == dnnl_f32 && m1.data_type == dnnl_f32 && m0.format_kind == dnnl_blocked &&
+      m1.format_kind == dnnl_blocked && m0.offset0 == 0 && m1.offset0 == 0) {
+    const auto& b0 = m0.format_desc.blocking;
+    const auto& b1 = m1.format_desc.blocking;
+    Channelwise c;
+    c.mul = alg == dnnl::algorithm::binary_mul;
+    c.N = d0[0], c.C = d0[1], c.HW = d0[2] * d0[3];
+    c.x_n = b0.strides[0];
+    bool ok0 = false;
+    if (b0.inner_nblks == 0) {  // channels-last: acdb
+      ok0 = b0.strides[1] == 1 && b0.strides[3] == c.C && b0.strides[2] == c.C * d0[3];
+    } else if (b0.inner_nblks == 1 && b0.inner_idxs[0] == 1) {  // aBcd8b / aBcd16b
+      c.block = b0.inner_blks[0];
+      ok0 = b0.strides[3] == c.block && b0.strides[2] == c.block * d0[3] && b0.strides[1] == c.block * c.HW;
+    }
+    // src1: n and c offsets only (H = W = 1).
+    bool ok1 = false;
+    c.s_n = b1.strides[0];
+    if (b1.inner_nblks == 0) ok1 = b1.strides[1] == 1;
+    else if (b1.inner_nblks == 1 && b1.inner_idxs[0] == 1) {
+      ok1 = true;
+      c.s_block = b1.strides[1];
+      ok1 = b1.inner_blks[0] == (c.block ? c.block : b1.inner_blks[0]);
+      if (c.block == 0) ok1 = false;  // mixed blockings: leave it to oneDNN
+    }
+    c.on = ok0 && ok1 && (c.block == 0 ? b1.inner_nblks == 0 : b1.inner_nblks == 1);
+    cw_ = c;
+  }
+}
+
+void LayoutBinary::channelwise(const float* x, const float* s, float* y) const {
+  const Channelwise& c = cw_;
+  if (c.block == 0) {  // channels-last: each pixel is C contiguous channels
+#pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t p = 0; p < c.HW; ++p) {
+        const float* xs = x + n * c.x_n + p * c.C;
+        const float* ss = s + n * c.s_n;
+        float* ys = y + n * c.x_n + p * c.C;
+        if (c.mul)
+#pragma omp simd
+          for (int64_t k = 0; k < c.C; ++k) ys[k] = xs[k] * ss[k];
+        else
+#pragma omp simd
+          for (int64_t k = 0; k < c.C; ++k) ys[k] = xs[k] + ss[k];
+      }
+    return;
+  }
+  const int64_t B = c.block, blocks = (c.C + B - 1) / B;
+#pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const float* xs = x + n * c.x_n + cb * B * c.HW;
+      const float* ss = s + n * c.s_n + cb * c.s_block;
+      float* ys = y + n * c.x_n + cb * B * c.HW;
+      for (int64_t p = 0; p < c.HW; ++p)
+        if (c.mul)
+#pragma omp simd
+          for (int64_t k = 0; k < B; ++k) ys[p * B + k] = xs[p * B + k] * ss[k];
+        else
+#pragma omp simd
+          for (int64_t k = 0; k < B; ++k) ys[p * B + k] = xs[p * B + k] + ss[k];
+    }
+}
+
+void LayoutBinary::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  if (cw_.on) {
+    channelwise(static_cast<const float*>(in[first_].raw()), static_cast<const float*>(in[1 - first_].raw()),
+                static_cast<float*>(out[0].raw()));
+    return;
+  }
+  src0_.set_data_handle(in[first_].raw());
+  src1_.set_data_handle(in[1 - first_].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  prim_.execute();
+  dnnl_stream().wait();
+}
+
+// ---------------------------------------------------------------- reorder
+
+LayoutReorder::LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to)
+    : spec_(std::move(spec)), from_(from), to_(to) {
+  src_ = user_mem(from_);
+  dst_mem_ = user_mem(to_);
+  prim_.init_reorder(src_, dst_mem_);
+}
+
+Attrs LayoutReorder::attributes() const { return {{"from", desc_str(from_)}, {"to", desc_str(to_)}}; }
+
+void LayoutReorder::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  src_.set_data_handle(in[0].raw());
+  dst_mem_.set_data_handle(out[0].raw());
+  prim_.execute();
+  dnnl_stream().wait();
+}
+
+}  // namespace jobflow::cpu

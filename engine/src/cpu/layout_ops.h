@@ -1,0 +1,256 @@
+// cpu/layout_ops.h — the kernels of plans whose blobs have oneDNN memory
+// formats chosen at compile time (compiler/layout.cpp).
+//
+// The layout pass replaces a predict job's convolutions, poolings, global
+// average pools, element-wise activations and binary add/mul by these
+// primitives. Each holds oneDNN primitives built once for the shapes and
+// memory descriptors the pass chose (plain row-major, or blocked such as
+// nChw16c; float32 or bfloat16), so a call only re-points memory handles:
+//
+//   LayoutConv     convolution with bias, folded batch norm, a residual
+//                  added in (post-op sum) and element-wise post-ops (relu,
+//                  clip, logistic, swish, hardswish, linear). Its weights
+//                  (and the folded bias) are reordered into the primitive's
+//                  format once and again only when a variable they come
+//                  from changes (VariableEntry::version);
+//   LayoutPool     max/average pooling, and global average pooling (a mean
+//                  over H and W with keepdims);
+//   LayoutEltwise  relu, clip, logistic on a blocked blob;
+//   LayoutBinary   add, mul (src1 may broadcast over H, W);
+//   LayoutReorder  a change of format (OpKind::Reorder): where a blocked
+//                  blob meets a kernel that reads plain memory, and before
+//                  a job return.
+//
+// They report the kind of the op they compute (conv2d, max_pool2d, ...), so
+// profiles and plans read as before, with the fused steps and the output
+// format among their attributes ("fused=bn+sum+relu layout=f32:aBcd16b").
+// Not thread-safe: a plan runs one call at a time.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/dnnl_kernels.h"
+#include "jobflow/primitive.h"
+
+namespace jobflow::internal {
+struct VariableEntry;
+}
+
+namespace jobflow::cpu {
+
+using MemDesc = dnnl::memory::desc;
+
+// oneDNN fixes a primitive's thread partitioning when it is created (from
+// the creating thread's OpenMP count), and a plan is compiled on one thread
+// but runs on the job's worker with the job's count (which may change per
+// call, cpu/threads.h). So a kernel keeps one primitive per thread count it
+// has run with, built from fixed memory descriptors on first use.
+class PerThreadCount {
+ public:
+  // make(scratchpad): creates the primitive for the calling thread and sets
+  // *scratchpad to its scratchpad's descriptor. `args`: every argument but
+  // the scratchpad (handles re-pointed by the caller, never replaced).
+  using Make = std::function<dnnl::primitive(MemDesc* scratchpad)>;
+  // Remembers the creating thread's OpenMP count: the formats were chosen
+  // for it, and a count for which oneDNN has only its reference kernel for
+  // them runs with this one instead.
+  void init(Make make, std::vector<dnnl_exec_arg_t> args);
+  // A reorder from `from` to `to` (handles re-pointed by the caller).
+  void init_reorder(const dnnl::memory& from, const dnnl::memory& to);
+  void execute() const;
+
+ private:
+  struct Variant {
+    int threads;
+    dnnl::primitive prim;
+    dnnl::memory scratch;
+    std::vector<dnnl_exec_arg_t> args;
+  };
+  Make make_;
+  std::vector<dnnl_exec_arg_t> args_;
+  int threads0_ = 1;
+  mutable std::vector<Variant> variants_;
+};
+
+// "f32:abcd", "bf16:aBcd16b" (oneDNN's letters: a capital is a blocked dim).
+std::string desc_str(const MemDesc& md);
+// Row-major memory of `shape`.
+MemDesc plain_desc(const Shape& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+bool is_plain_f32(const MemDesc& md);
+
+class LayoutOp : public Primitive {
+ public:
+  LayoutOp(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out)
+      : orig_(std::move(orig)), out_(std::move(out)) {}
+  OpKind kind() const override { return orig_->kind(); }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return out_; }
+  Attrs attributes() const override;
+  // The format of output 0.
+  const MemDesc& dst_desc() const { return dst_; }
+  // In place: output 0 takes the buffer of input `in_place` (the pass sets
+  // it when nothing reads that input afterwards; element-wise and binary
+  // kernels only).
+  void set_in_place(int input) { in_place_ = input; }
+  int aliases_input(int out) const override { return out == 0 ? in_place_ : -1; }
+
+ protected:
+  virtual std::string fused() const { return ""; }
+  std::shared_ptr<const Primitive> orig_;
+  std::vector<TensorSpec> out_;
+  MemDesc dst_;
+  int in_place_ = -1;
+};
+
+struct EltwiseStep {
+  dnnl::algorithm alg;
+  float alpha = 0.f, beta = 0.f;
+};
+
+// What a LayoutConv computes besides the convolution, in this order: bias,
+// batch norm (folded into the weights and bias), + residual, then `post`.
+struct ConvFusion {
+  bool bias = false;
+  bool bn = false, bn_offset = false, bn_scale = false;
+  double bn_eps = 0.0;
+  bool residual = false;
+  std::vector<EltwiseStep> post;
+  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original
+};
+
+class LayoutConv final : public LayoutOp {
+ public:
+  // Inputs: x, w, [bias], [mean, variance, [offset], [scale]], [residual].
+  // `sources[i]`: the variable input i reads (its version keys the
+  // prepared weights), null for other inputs; `refresh` = some weight input
+  // is neither a variable nor a constant (prepared at every call).
+  // `src_md`/`res_md`: the formats x and the residual arrive in;
+  // `plain_dst`: write row-major float32 (a return or a plain reader).
+  LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
+             const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dnnl::memory::data_type compute,
+             std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  // With "precision=bf16" when it computes in bfloat16.
+  Attrs attributes() const override;
+  // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16").
+  const std::string& impl() const { return impl_; }
+
+ protected:
+  std::string fused() const override;
+
+ private:
+  void prepare(const std::vector<Tensor>& in) const;
+  Conv2dParams p_;
+  ConvFusion f_;
+  std::vector<std::shared_ptr<internal::VariableEntry>> sources_;
+  bool refresh_;
+  bool bf16_ = false;
+  int res_input_ = -1;
+  std::string impl_;
+  PerThreadCount conv_;
+  MemDesc user_w_md_;
+  mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
+  PerThreadCount src_reorder_, res_reorder_;
+  bool reorder_src_ = false;
+  mutable bool prepared_ = false;
+  mutable std::vector<uint64_t> versions_;
+  mutable std::vector<float> folded_w_;
+};
+
+// A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
+// [relu] of a bf16 predict plan whose weights come from variables or
+// constants: oneDNN's inner product in bfloat16 (float32 accumulation) with
+// the weights converted once per version, float32 row-major in and out.
+class LayoutMatMul final : public LayoutOp {
+ public:
+  LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
+               bool transpose_b, bool bias, bool relu, dnnl::memory::data_type compute,
+               std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  Attrs attributes() const override;
+
+ private:
+  void prepare(const std::vector<Tensor>& in) const;
+  bool bias_, bf16_, refresh_;
+  std::vector<std::shared_ptr<internal::VariableEntry>> sources_;
+  PerThreadCount prim_;
+  MemDesc user_w_md_;
+  mutable dnnl::memory src_user_, src_prim_, wei_, bias_mem_, dst_mem_;
+  PerThreadCount src_reorder_;
+  bool reorder_src_ = false;
+  mutable bool prepared_ = false;
+  mutable std::vector<uint64_t> versions_;
+};
+
+class LayoutPool final : public LayoutOp {
+ public:
+  // Max or average pooling of x (format `src_md`); a global average pool is
+  // an average with the whole plane as its window.
+  LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
+             const MemDesc& src_md);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+
+ private:
+  PerThreadCount prim_;
+  mutable dnnl::memory src_, dst_mem_;
+};
+
+class LayoutEltwise final : public LayoutOp {
+ public:
+  LayoutEltwise(std::shared_ptr<const Primitive> orig, TensorSpec out, EltwiseStep e, const MemDesc& src_md);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+
+ private:
+  PerThreadCount prim_;
+  mutable dnnl::memory src_, dst_mem_;
+};
+
+class LayoutBinary final : public LayoutOp {
+ public:
+  // in[first] is oneDNN's src0 (the full-size operand), the other src1
+  // (same shape, or broadcast over H and W).
+  LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out, dnnl::algorithm alg, int first,
+               const MemDesc& src0_md, const MemDesc& src1_md);
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  bool channelwise() const { return cw_.on; }  // runs its own loop (below)
+  int first() const { return first_; }
+
+ private:
+  // src1 (N, C, 1, 1) scaling or shifting float32 channels-last or
+  // channel-blocked src0 (a squeeze-and-excitation's mul): a direct loop,
+  // which oneDNN 2.6's generic binary kernel runs several times slower.
+  struct Channelwise {
+    bool on = false, mul = true;
+    int64_t N = 0, C = 0, HW = 0;
+    int64_t block = 0;              // 0: channels-last; else the channel block (8, 16)
+    int64_t x_n = 0, s_n = 0;       // strides of n in src0 and src1 (elements)
+    int64_t s_block = 0;            // src1: stride of a channel block (0: plain channels)
+  } cw_;
+  void channelwise(const float* x, const float* s, float* y) const;
+  int first_;
+  PerThreadCount prim_;
+  mutable dnnl::memory src0_, src1_, dst_mem_;
+};
+
+class LayoutReorder final : public Primitive {
+ public:
+  LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to);
+  OpKind kind() const override { return OpKind::Reorder; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return {spec_}; }
+  Attrs attributes() const override;
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
+  const MemDesc& dst_desc() const { return to_; }
+
+ private:
+  TensorSpec spec_;
+  MemDesc from_, to_;
+  PerThreadCount prim_;
+  mutable dnnl::memory src_, dst_mem_;
+};
+
+}  // namespace jobflow::cpu

@@ -1,0 +1,30 @@
+// cpu/threads.h — how many OpenMP threads a job's call gets when the job
+// does not fix its count (FunctionConfig::num_threads(0) and no
+// $JOBFLOW_NUM_THREADS).
+//
+// Two things decide it, both measured, neither known to the user:
+//   * the work per call (the plan's FLOPs): below kSmallWorkFlops a call
+//     runs on one thread, because each parallel region's fork and join (and
+//     the partner thread's spin) costs more than the second core gives back,
+//     and in a pipeline the team's partner is preempted by the pipeline's own
+//     threads (issue 15: a per-frame LeNet at 0.24x the bare engine);
+//   * the cores free: the CPU time other processes used over the last
+//     sampling period (/proc/stat minus this process's /proc/self/stat);
+//     each started fifth of a core they use takes a thread away, so a job
+//     on a shared machine does not build a team whose partner the
+//     scheduler keeps away: oneDNN splits each region statically, and a
+//     preempted partner stalls every region.
+// The sample is taken at most every 250 ms and shared by every job.
+#pragma once
+
+namespace jobflow::cpu {
+
+inline constexpr double kSmallWorkFlops = 50e6;
+
+// Cores other processes kept busy over the last sampling period (0 when
+// /proc is not readable).
+double busy_elsewhere();
+// Threads for one call of a job doing `flops` per call, at most `max`.
+int auto_threads(double flops, int max);
+
+}  // namespace jobflow::cpu

@@ -1,0 +1,310 @@
+// The layout pass of predict plans (engine/src/compiler/layout.cpp): every
+// rewrite (batch norm folded into the convolution, element-wise ops and the
+// residual add as post-ops, blocked formats kept through pooling, global
+// average pooling and binary ops, reorders at the boundaries, prepared
+// weights following their variables) is checked by running the same graph
+// with the pass (enable_fusion(true), the default) and without it
+// (enable_fusion(false): the graph as written), on the same variables.
+#include <gtest/gtest.h>
+
+#include <jobflow/jobflow.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler.h"
+#include "cpu/dnnl_common.h"
+#include "cpu/layout_ops.h"
+
+namespace flow = jobflow;
+using flow::Blob;
+using flow::Shape;
+using flow::Tensor;
+
+namespace {
+
+Tensor random(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(std::move(s), flow::Float);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  return t;
+}
+
+// Largest |a - b| relative to the largest |b|.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double scale = 1e-30, worst = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
+  for (int64_t i = 0; i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
+  return worst / scale;
+}
+
+int count(const std::vector<std::string>& ops, const std::string& prefix) {
+  return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const std::string& o) { return o.rfind(prefix, 0) == 0; }));
+}
+
+// An op whose output keeps a non-plain format (blocked, or channels-last:
+// oneDNN picks per shape).
+bool keeps_format(const std::vector<std::string>& ops, const std::string& prefix) {
+  return std::any_of(ops.begin(), ops.end(), [&](const std::string& o) {
+    return o.rfind(prefix, 0) == 0 && o.find("layout=f32:") != std::string::npos &&
+           o.find("layout=f32:abcd") == std::string::npos;
+  });
+}
+
+bool any_has(const std::vector<std::string>& ops, const std::string& prefix, const std::string& text) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [&](const std::string& o) { return o.rfind(prefix, 0) == 0 && o.find(text) != std::string::npos; });
+}
+
+Blob var(const std::string& name, Shape s, float lo = -0.3f, float hi = 0.3f) {
+  return flow::get_variable(name, s, flow::Float, flow::random_uniform_initializer(lo, hi), false);
+}
+
+Blob conv(Blob x, const std::string& name, int64_t k, int64_t ksize, int64_t groups = 1, int64_t stride = 1) {
+  return flow::nn::conv2d(x, var(name, {k, x.shape()[1] / groups, ksize, ksize}), stride, "SAME", 1, groups);
+}
+
+struct Both {
+  Tensor fused, ref;
+  std::vector<std::string> ops;  // the fused plan's
+  std::string plan;
+};
+
+// Defines the body twice, with and without the pass, and runs both on x.
+Both run_both(const std::string& name, const Tensor& x, const std::function<Blob(Blob)>& body) {
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(name + (fusion ? "" : "_ref")).enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder(x.shape())},
+                                 [&](Blob b) -> flow::Numpy { return body(b); });
+  };
+  auto f = define(true), r = define(false);
+  Both out{f(x), r(x), f.compiled()->plan().op_sequence(), f.compiled()->describe()};
+  return out;
+}
+
+class Layout : public ::testing::Test {
+ protected:
+  void SetUp() override { flow::session::reset(); }
+};
+
+TEST_F(Layout, BatchNormFoldsIntoTheConvolution) {
+  const Tensor x = random({2, 8, 10, 10}, 1);
+  auto r = run_both("bn_fold", x, [](Blob b) {
+    Blob y = flow::nn::bias_add(conv(b, "bn_w", 16, 3), var("bn_b", {16}), 1);
+    return flow::nn::batch_normalization(y, var("bn_mean", {16}), var("bn_var", {16}, 0.5f, 1.5f),
+                                         var("bn_offset", {16}), var("bn_scale", {16}, 0.5f, 2.f), 1e-3, 1);
+  });
+  EXPECT_EQ(count(r.ops, "batch_normalization"), 0) << r.plan;
+  EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=bn")) << r.plan;
+  EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
+}
+
+TEST_F(Layout, ResidualAddAndReluAreConvolutionPostOps) {
+  const Tensor x = random({2, 16, 8, 8}, 2);
+  auto r = run_both("residual", x, [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "res_w0", 32, 3));
+    Blob h = flow::nn::relu(conv(a, "res_w1", 32, 3));
+    return flow::nn::relu(flow::add(conv(h, "res_w2", 32, 3), a));
+  });
+  EXPECT_EQ(count(r.ops, "conv2d"), 3) << r.plan;
+  EXPECT_EQ(count(r.ops, "add"), 0) << r.plan;
+  EXPECT_EQ(count(r.ops, "relu"), 0) << r.plan;
+  EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
+  // The chain stays blocked: the last convolution writes the return plainly.
+  EXPECT_EQ(count(r.ops, "reorder"), 0) << r.plan;
+  EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
+}
+
+TEST_F(Layout, ActivationsBecomeConvolutionPostOps) {
+  struct Case {
+    const char* name;
+    std::function<Blob(Blob)> act;
+    const char* fused;
+  };
+  const std::vector<Case> cases = {
+      {"clip", [](Blob y) { return flow::clip(y, 0.0, 6.0); }, "fused=clip"},
+      {"sigmoid", [](Blob y) { return flow::math::sigmoid(y); }, "fused=logistic"},
+      {"swish", [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); }, "fused=swish"},
+      {"hardswish", [](Blob y) { return flow::mul(y, flow::nn::hard_sigmoid(y, 1.0 / 6, 0.5)); }, "fused=hardswish"},
+      {"hard_sigmoid", [](Blob y) { return flow::nn::hard_sigmoid(y, 0.2, 0.5); }, "fused=linear+clip"},
+  };
+  const Tensor x = random({2, 8, 9, 9}, 3, -3.f, 3.f);
+  for (const Case& c : cases) {
+    const std::string n = c.name;
+    auto r = run_both("act_" + n, x, [&](Blob b) {
+      Blob h = c.act(conv(b, "act_w0_" + n, 24, 3));
+      return c.act(conv(h, "act_w1_" + n, 16, 1));
+    });
+    EXPECT_EQ(r.ops.size(), 2u) << n << "\n" << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", c.fused)) << n << "\n" << r.plan;
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+  }
+}
+
+TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
+  // A mobile block: conv, max pool, depthwise conv, pointwise conv, a
+  // squeeze-and-excitation (global average pool, 1x1 conv, sigmoid, mul
+  // broadcast over H and W), a residual add of two blocked blobs, and a
+  // plain kernel at the end (reshape + matmul).
+  const Tensor x = random({2, 3, 20, 20}, 4);
+  auto r = run_both("chain", x, [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "ch_w0", 32, 3, 1, 2));
+    Blob p = flow::nn::max_pool2d(a, 3, 2, "SAME");
+    Blob d = flow::clip(conv(p, "ch_dw", 32, 3, 32), 0.0, 6.0);
+    Blob e = conv(d, "ch_pw", 32, 1);
+    Blob g = flow::reduce_mean(e, {2, 3}, true);
+    Blob s = flow::math::sigmoid(conv(g, "ch_se", 32, 1));
+    Blob m = flow::add(flow::mul(e, s), p);
+    Blob f = flow::reshape(flow::reduce_mean(m, {2, 3}, true), {2, 32});
+    return flow::matmul(f, var("ch_fc", {32, 5}));
+  });
+  EXPECT_TRUE(keeps_format(r.ops, "max_pool2d")) << r.plan;
+  EXPECT_TRUE(keeps_format(r.ops, "reduce_mean")) << r.plan;
+  EXPECT_TRUE(keeps_format(r.ops, "mul")) << r.plan;
+  EXPECT_TRUE(keeps_format(r.ops, "add")) << r.plan;
+  // One reorder: the pooled features before the reshape.
+  EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;
+  // The add writes over the product, which nothing else reads.
+  EXPECT_TRUE(any_has(r.ops, "add", "in_place=1")) << r.plan;
+  EXPECT_FALSE(any_has(r.ops, "mul", "in_place=1")) << r.plan;  // e is read by the pool too
+  EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
+}
+
+TEST_F(Layout, ABlockedBlobReturnedAndReadFurther) {
+  const Tensor x = random({1, 8, 12, 12}, 5);
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "ret" : "ret_ref").enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                   Blob y = flow::nn::relu(conv(b, "ret_w", 16, 3));
+                                   return {y, flow::nn::max_pool2d(flow::nn::relu(conv(y, "ret_w2", 16, 3)), 2, 2)};
+                                 });
+  };
+  auto f = define(true), r = define(false);
+  auto [a1, b1] = f(x);
+  auto [a2, b2] = r(x);
+  EXPECT_LE(rel_diff(a1, a2), 1e-5) << f.compiled()->describe();
+  EXPECT_LE(rel_diff(b1, b2), 1e-5) << f.compiled()->describe();
+}
+
+TEST_F(Layout, PreparedWeightsFollowTheirVariables) {
+  const Tensor x = random({2, 4, 6, 6}, 6);
+  auto body = [](Blob b) -> flow::Numpy { return flow::nn::relu(flow::nn::conv2d(b, var("pw_w", {8, 4, 3, 3}), 1, "SAME")); };
+  auto f = flow::global_function(flow::Predict, flow::function_config().name("pw"), {flow::Numpy::Placeholder(x.shape())}, body);
+  auto r = flow::global_function(flow::Predict, flow::function_config().name("pw_ref").enable_fusion(false),
+                                 {flow::Numpy::Placeholder(x.shape())}, body);
+  EXPECT_LE(rel_diff(f(x), r(x)), 1e-5);
+  // session::assign: the prepared (reordered) weights are rebuilt.
+  flow::session::assign("pw_w", random({8, 4, 3, 3}, 7));
+  const Tensor after = r(x);
+  EXPECT_GT(rel_diff(f(x), random({2, 8, 6, 6}, 8)), 0.1);
+  EXPECT_LE(rel_diff(f(x), after), 1e-5);
+  // A train job updating the variable: the predict job sees every step.
+  auto train = flow::global_function(flow::Train, flow::function_config().name("pw_train"),
+                                     {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+                                       Blob w = flow::get_variable("pw_w", {8, 4, 3, 3}, flow::Float,
+                                                                   flow::random_uniform_initializer(-0.3, 0.3), true);
+                                       Blob loss = flow::reduce_mean(flow::square(flow::nn::conv2d(b, w, 1, "SAME")));
+                                       flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.5}), 0)
+                                           .minimize(loss);
+                                       return loss;
+                                     });
+  train(x);
+  const Tensor stepped = r(x);
+  EXPECT_GT(rel_diff(stepped, after), 1e-4);
+  EXPECT_LE(rel_diff(f(x), stepped), 1e-5);
+}
+
+}  // namespace
+
+namespace {
+
+// A job whose batch is known at call time compiles a plan per call shape
+// (the plan cache): each of them gets the pass (batch norm folded, post-ops,
+// the blocked chain, one reorder before the plain kernels), computes what the
+// graph as written computes, and has its own work per call, from which the
+// runtime picks the call's thread count.
+TEST_F(Layout, PlansCompiledPerCallShapeGetThePass) {
+  auto body = [](Blob b) {
+    Blob y = conv(b, "dyn_w0", 16, 3);
+    y = flow::nn::batch_normalization(y, var("dyn_mean", {16}), var("dyn_var", {16}, 0.5f, 1.5f), var("dyn_off", {16}),
+                                      var("dyn_scale", {16}, 0.5f, 2.f), 1e-3, 1);
+    Blob p = flow::nn::max_pool2d(flow::nn::relu(y), 2, 2);
+    Blob m = flow::nn::relu(flow::add(conv(p, "dyn_w1", 16, 3), p));
+    Blob f = flow::reshape(flow::reduce_mean(m, {2, 3}, true), {-1, 16});
+    return flow::matmul(f, var("dyn_fc", {16, 5}));
+  };
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "dyn" : "dyn_ref").enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder({-1, 8, 12, 12}, flow::Float, "x")},
+                                 [&](Blob b) -> flow::Numpy { return body(b); });
+  };
+  auto f = define(true), r = define(false);
+  std::map<int64_t, double> flops;
+  for (int64_t n : {1, 3, 2, 3}) {
+    const Tensor x = random({n, 8, 12, 12}, 20 + static_cast<uint64_t>(n));
+    const Tensor got = f(x), want = r(x);
+    ASSERT_EQ(got.shape(), (Shape{n, 5}));
+    const flow::Plan& plan = f.compiled()->plan();
+    const auto ops = plan.op_sequence();
+    const std::string text = plan.describe();
+    EXPECT_LE(rel_diff(got, want), 1e-5) << text;
+    EXPECT_EQ(count(ops, "batch_normalization"), 0) << text;
+    EXPECT_TRUE(any_has(ops, "conv2d", "fused=bn+relu")) << text;
+    EXPECT_TRUE(any_has(ops, "conv2d", "fused=sum+relu")) << text;
+    EXPECT_TRUE(keeps_format(ops, "reduce_mean")) << text;
+    EXPECT_EQ(count(ops, "reorder"), 1) << text;
+    flops[n] = plan.flops_per_call();
+  }
+  EXPECT_EQ(f.compiled()->plan_cache_stats().plans, 3u);
+  EXPECT_GT(flops[1], 0.0);
+  EXPECT_NEAR(flops[3] / flops[1], 3.0, 1e-9);
+  EXPECT_NEAR(flops[2] / flops[1], 2.0, 1e-9);
+}
+
+// LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN
+// picks channels-last for the shapes above; aBcd16b with padded channels
+// here), against the plain product.
+TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("cw").enable_fusion(false),
+                                   {flow::Numpy::Placeholder({2, 20, 5, 5}), flow::Numpy::Placeholder({2, 20, 1, 1})},
+                                   [](Blob a, Blob b) -> flow::Numpy { return flow::mul(a, b); });
+  std::shared_ptr<const flow::Primitive> mul;
+  for (const auto& n : job.compiled()->plan().graph().nodes)
+    if (n.op->kind() == flow::OpKind::Mul) mul = n.op;
+  ASSERT_TRUE(mul);
+  const Tensor x = random({2, 20, 5, 5}, 9), s = random({2, 20, 1, 1}, 10);
+  const Tensor want = job(x, s);
+  for (tag t : {tag::aBcd16b, tag::aBcd8b, tag::acdb}) {
+    const dnnl::memory::desc bx({2, 20, 5, 5}, dt::f32, t), bs({2, 20, 1, 1}, dt::f32, t);
+    auto& eng = flow::cpu::dnnl_engine();
+    auto to = [&](const Tensor& v, const dnnl::memory::desc& md) {
+      dnnl::memory user(flow::cpu::plain_desc(v.shape()), eng, v.raw()), m(md, eng);
+      dnnl::reorder(user, m).execute(flow::cpu::dnnl_stream(), user, m);
+      return m;
+    };
+    dnnl::memory mx = to(x, bx), ms = to(s, bs), my(bx, eng);
+    flow::cpu::LayoutBinary op(mul, {{2, 20, 5, 5}, flow::Float}, dnnl::algorithm::binary_mul, 0, bx, bs);
+    EXPECT_TRUE(op.channelwise()) << static_cast<int>(t);
+    flow::ExecContext ctx;
+    op.eval_cpu({Tensor::wrap(mx.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr),
+                 Tensor::wrap(ms.get_data_handle(), {2, 20, 1, 1}, flow::Float, nullptr)},
+                {Tensor::wrap(my.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr)}, ctx);
+    Tensor got({2, 20, 5, 5}, flow::Float);
+    dnnl::memory back(flow::cpu::plain_desc(got.shape()), eng, got.raw());
+    dnnl::reorder(my, back).execute(flow::cpu::dnnl_stream(), my, back);
+    flow::cpu::dnnl_stream().wait();
+    EXPECT_TRUE(got.equal(want)) << static_cast<int>(t);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,209 @@
+// bf16 (FunctionConfig::enable_auto_mixed_precision) against float32, per
+// op and for a train step. Tolerances (docs/performance.md, "bf16"):
+// bfloat16 keeps 8 bits of mantissa, so each product's inputs are rounded
+// by up to 2^-9 relative; summed over a convolution's window the result
+// differs from float32 by well under 1% of the output's largest magnitude.
+// The tests allow 2% (largest |bf16 - fp32| / largest |fp32|) per op and
+// for a chain, 3% for the gradient step of a train job. On a CPU without
+// AMX or AVX512_BF16 the job runs in float32: the results are then equal.
+#include <gtest/gtest.h>
+
+#include <jobflow/backend.h>
+#include <jobflow/jobflow.h>
+#include <jobflow/onnx.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler.h"
+#include "cpu/isa.h"
+
+namespace flow = jobflow;
+using flow::Blob;
+using flow::Shape;
+using flow::Tensor;
+
+namespace {
+
+constexpr double kOpTolerance = 2e-2;
+constexpr double kStepTolerance = 3e-2;
+
+Tensor random(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(std::move(s), flow::Float);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  return t;
+}
+
+double rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double scale = 1e-30, worst = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
+  for (int64_t i = 0; i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
+  return worst / scale;
+}
+
+bool have_bf16() { return flow::cpu::bf16_support() != flow::cpu::Bf16Support::None; }
+
+Blob var(const std::string& name, Shape s, bool trainable = false) {
+  return flow::get_variable(name, s, flow::Float, flow::random_uniform_initializer(-0.3, 0.3), trainable);
+}
+
+class Precision : public ::testing::Test {
+ protected:
+  void SetUp() override { flow::session::reset(); }
+
+  // Runs body in float32 and in bf16 on the same variables; checks the
+  // agreement and that the bf16 plan computes in bf16 where it can.
+  void check(const std::string& name, const Tensor& x, const std::function<Blob(Blob)>& body) {
+    auto define = [&](bool bf16) {
+      return flow::global_function(flow::Predict,
+                                   flow::function_config().name(name + (bf16 ? "_bf16" : "")).enable_auto_mixed_precision(bf16),
+                                   {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy { return body(b); });
+    };
+    auto f32 = define(false), b16 = define(true);
+    const Tensor want = f32(x), got = b16(x);
+    const std::string plan = b16.compiled()->describe();
+    if (!have_bf16()) {
+      EXPECT_TRUE(got.equal(want)) << plan;
+      return;
+    }
+    EXPECT_NE(plan.find("precision=bf16"), std::string::npos) << plan;
+    EXPECT_LE(rel_diff(got, want), kOpTolerance) << name << "\n" << plan;
+    EXPECT_GT(rel_diff(got, want), 0.0) << name << ": bf16 gave float32's bits\n" << plan;
+  }
+};
+
+Blob conv(Blob x, const std::string& name, int64_t k, int64_t ks, int64_t groups = 1) {
+  return flow::nn::conv2d(x, var(name, {k, x.shape()[1] / groups, ks, ks}), 1, "SAME", 1, groups);
+}
+
+TEST_F(Precision, Convolution) {
+  check("p_conv", random({2, 16, 12, 12}, 1), [](Blob b) { return conv(b, "p_conv_w", 32, 3); });
+}
+
+// Every plan of a job with dims known at call time computes in bf16.
+TEST_F(Precision, PlansCompiledPerCallShape) {
+  auto define = [&](bool bf16) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(bf16 ? "p_dyn_bf16" : "p_dyn").enable_auto_mixed_precision(bf16),
+        {flow::Numpy::Placeholder({-1, 8, 12, -1}, flow::Float, "x")}, [&](Blob b) -> flow::Numpy {
+          Blob a = flow::nn::relu(conv(b, "p_dyn_w0", 16, 3));
+          return conv(flow::nn::max_pool2d(a, 2, 2), "p_dyn_w1", 8, 3);
+        });
+  };
+  auto f32 = define(false), b16 = define(true);
+  for (const Shape& s : {Shape{1, 8, 12, 12}, Shape{3, 8, 12, 16}}) {
+    const Tensor x = random(s, 40 + static_cast<uint64_t>(s[0]));
+    const Tensor want = f32(x), got = b16(x);
+    const std::string plan = b16.compiled()->plan().describe();
+    ASSERT_EQ(got.shape(), (Shape{s[0], 8, 6, s[3] / 2}));
+    if (!have_bf16()) {
+      EXPECT_TRUE(got.equal(want)) << plan;
+      continue;
+    }
+    EXPECT_NE(plan.find("precision=bf16"), std::string::npos) << plan;
+    EXPECT_LE(rel_diff(got, want), kOpTolerance) << plan;
+    EXPECT_GT(rel_diff(got, want), 0.0) << "bf16 gave float32's bits\n" << plan;
+  }
+  EXPECT_EQ(b16.compiled()->plan_cache_stats().plans, 2u);
+}
+
+TEST_F(Precision, ConvolutionWithBiasAndRelu) {
+  check("p_convb", random({2, 8, 12, 12}, 2), [](Blob b) {
+    return flow::nn::relu(flow::nn::bias_add(conv(b, "p_convb_w", 16, 3), var("p_convb_b", {16}), 1));
+  });
+}
+
+TEST_F(Precision, DepthwiseAndPointwise) {
+  check("p_dw", random({2, 32, 10, 10}, 3), [](Blob b) {
+    return conv(flow::clip(conv(b, "p_dw_w", 32, 3, 32), 0.0, 6.0), "p_pw_w", 24, 1);
+  });
+}
+
+TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
+  check("p_chain", random({2, 8, 16, 16}, 4), [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "p_ch_w0", 16, 3));
+    Blob p = flow::nn::max_pool2d(a, 2, 2);
+    Blob e = conv(p, "p_ch_w1", 16, 3);
+    Blob s = flow::math::sigmoid(conv(flow::reduce_mean(e, {2, 3}, true), "p_ch_se", 16, 1));
+    return flow::nn::relu(flow::add(flow::mul(e, s), p));
+  });
+}
+
+TEST_F(Precision, MatrixProductWithBiasAndRelu) {
+  check("p_mm", random({8, 64}, 8), [](Blob b) {
+    Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("p_mm_w", {64, 32})), var("p_mm_b", {32}), 1));
+    return flow::matmul(h, var("p_mm_w2", {10, 32}), false, true);
+  });
+}
+
+TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
+  const Tensor x = random({4, 3, 10, 10}, 5);
+  const Tensor w0 = random({8, 3, 3, 3}, 6, -0.3f, 0.3f);
+  auto step = [&](bool bf16) {
+    flow::session::reset();
+    auto job = flow::global_function(
+        flow::Train, flow::function_config().name(bf16 ? "p_train_bf16" : "p_train").enable_auto_mixed_precision(bf16),
+        {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+          Blob h = flow::nn::relu(flow::nn::conv2d(b, var("p_tw", {8, 3, 3, 3}, true), 1, "SAME"));
+          Blob y = flow::nn::conv2d(h, var("p_tw2", {4, 8, 3, 3}, true), 1, "SAME");
+          Blob loss = flow::reduce_mean(flow::square(y));
+          flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {1.0}), 0).minimize(loss);
+          return loss;
+        });
+    flow::session::assign("p_tw", w0);
+    flow::session::assign("p_tw2", random({4, 8, 3, 3}, 7, -0.3f, 0.3f));
+    Tensor loss = job(x);
+    Tensor w1 = flow::session::variable("p_tw").clone();
+    EXPECT_EQ(w1.dtype(), flow::Float);  // master weights stay float32
+    return std::make_pair(loss, w1);
+  };
+  auto [l32, w32] = step(false);
+  auto [l16, w16] = step(true);
+  auto delta = [&](const Tensor& w) {
+    Tensor d(w.shape(), flow::Float);
+    for (int64_t i = 0; i < w.numel(); ++i) d.data<float>()[i] = w.data<float>()[i] - w0.data<float>()[i];
+    return d;
+  };
+  if (!have_bf16()) {
+    EXPECT_TRUE(w16.equal(w32));
+    return;
+  }
+  EXPECT_LE(rel_diff(l16, l32), kOpTolerance);
+  EXPECT_LE(rel_diff(delta(w16), delta(w32)), kStepTolerance);
+  EXPECT_GT(rel_diff(delta(w16), delta(w32)), 0.0);
+}
+
+TEST_F(Precision, JobFilesCarryThePrecision) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("p_file").enable_auto_mixed_precision(true),
+                                   {flow::Numpy::Placeholder({1, 4, 6, 6})},
+                                   [](Blob b) -> flow::Numpy { return conv(b, "p_file_w", 4, 3); });
+  EXPECT_TRUE(job.compiled()->definition().bf16);
+  const char* tmp = std::getenv("JOBFLOW_TEST_TMP");
+  const std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") / "precision";
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "p_file.onnx").string();
+  flow::onnx::save(*job.compiled(), file);
+  EXPECT_TRUE(flow::onnx::load(file)->definition().bf16);  // jobflow.precision = bf16
+  flow::onnx::LoadOptions lo;
+  lo.precision = "fp32";
+  EXPECT_FALSE(flow::onnx::load(file, lo)->definition().bf16);  // the option wins
+  lo.precision = "fp16";
+  try {
+    flow::onnx::load(file, lo);
+    ADD_FAILURE() << "precision fp16 was accepted";
+  } catch (const flow::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("precision is \"fp16\" (fp32 or bf16)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
