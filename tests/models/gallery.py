@@ -235,8 +235,7 @@ def gallery_model(name, report):
     modes = [("b1", False, [1])] if detect else [("b1", False, [1]), ("dyn", True, [1, 3, 8])]
     for mode, dynamic, _ in modes:
         path = os.path.join(cache, f"{name}_{mode}.onnx")
-        key_ok = os.path.exists(path + ".key") and open(path + ".key").read().strip() == zoo.fingerprint()
-        if not (os.path.exists(path) and key_ok) and model is None:
+        if model is None and not zoo.is_current(path):
             model = zoo.build(name)
         files.append(zoo.export(name, path, batch=1, dynamic=dynamic, model=model))
     report["export_s"] = time.perf_counter() - t0

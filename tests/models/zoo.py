@@ -19,6 +19,7 @@ only when it is missing or was written by another version of this module or
 of torch/torchvision (a "<path>.key" file beside it holds fingerprint()), so
 the cache in a build folder regenerates itself when the exporter changes.
 """
+import functools
 import hashlib
 import os
 
@@ -58,6 +59,7 @@ MODELS = {
 OUTPUTS = {"classify": ["logits"], "segment": ["out"], "detect": ["boxes", "scores", "labels"]}
 
 
+@functools.lru_cache(maxsize=None)
 def fingerprint():
     """This module's source and the torch/torchvision versions, hashed."""
     import torch
@@ -199,14 +201,20 @@ def output_names(name, model=None):
     return [f"feat{i}" for i in range(len(y))]
 
 
+def is_current(path):
+    """Whether PATH is there, written by this exporter and torch."""
+    if not (os.path.exists(path) and os.path.exists(path + ".key")):
+        return False
+    with open(path + ".key") as f:
+        return f.read().strip() == fingerprint()
+
+
 def export(name, path, batch=1, dynamic=False, model=None):
     """Writes PATH unless it is there with this exporter's fingerprint.
     `model` (from build(name)) saves building it again for a second file."""
+    if is_current(path):
+        return path
     key = fingerprint()
-    if os.path.exists(path) and os.path.exists(path + ".key"):
-        with open(path + ".key") as f:
-            if f.read().strip() == key:
-                return path
     import torch
     torch.set_num_threads(1)
     if model is None:
