@@ -11,7 +11,9 @@
 
 #include <gst/gst.h>
 
+#include <algorithm>
 #include <exception>
+#include <initializer_list>
 #include <mutex>
 #include <utility>
 
@@ -125,6 +127,23 @@ R guarded(GstElement* element, const char* what, R failed, F body) {
 inline GType enum_type(GType* type, const char* name, const GEnumValue* values) {
   if (g_once_init_enter(type)) g_once_init_leave(type, g_enum_register_static(name, values));
   return *type;
+}
+
+/* Copies the metas of `src` onto `dest` (writable) through each meta's
+ * own transform (a whole-buffer copy), except those of the APIs in `skip`
+ * and those tied to the memory: what a new output buffer keeps of its
+ * input when the output is not a copy of it (jobdemux's results keep their
+ * frame's metas, jobdecode's frame modes the tensor buffer's). */
+inline void copy_metas_except(GstBuffer* dest, GstBuffer* src, std::initializer_list<GType> skip) {
+  gpointer state = nullptr;
+  while (GstMeta* m = gst_buffer_iterate_meta(src, &state)) {
+    const GType api = m->info->api;
+    if (!m->info->transform_func || std::find(skip.begin(), skip.end(), api) != skip.end() ||
+        gst_meta_api_type_has_tag(api, g_quark_from_static_string(GST_META_TAG_MEMORY_STR)))
+      continue;
+    GstMetaTransformCopy copy = {FALSE, 0, static_cast<gsize>(-1)};
+    m->info->transform_func(dest, m, src, _gst_meta_transform_copy, &copy);
+  }
 }
 
 /* Events that keep their place among buffers (queued with them). */

@@ -223,11 +223,23 @@ GstEvent* caps_event(GstJobBatch* self, GstCaps* caps, std::shared_ptr<const Bat
   cfg->max_latency = settings.max_latency;
   cfg->short_batches = settings.short_batches;
   cfg->out_specs = cfg->in_specs;
-  for (TensorSpec& s : cfg->out_specs) {
+  for (size_t i = 0; i < cfg->out_specs.size(); ++i) {
+    /* The caps' dims times batch-size: checked, never a wrapped product. */
+    TensorSpec& s = cfg->out_specs[i];
+    int64_t bytes = 0;
+    std::string why = "the element count overflows 64 bits";
+    bool fits = true;
     if (s.shape.empty())
       s.shape = {static_cast<int64_t>(cfg->batch_size)};
     else
-      s.shape[0] *= cfg->batch_size;
+      fits = jobflow::size_mul(s.shape[0], static_cast<int64_t>(cfg->batch_size), &s.shape[0]);
+    if (!fits || !jobflow::checked_nbytes(s.shape, s.dtype, &bytes, &why)) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("A batch of %u frames of tensor %zu %s is too large: %s", cfg->batch_size, i,
+                         jobflow::spec_str(cfg->in_specs[i]).c_str(), why.c_str()),
+                        ("%" GST_PTR_FORMAT, caps));
+      return nullptr;
+    }
   }
   for (const TensorSpec& s : cfg->in_specs) {
     cfg->frame_bytes.push_back(jobflow::gst::spec_bytes(s));

@@ -40,6 +40,7 @@ using jobflow::TensorSpec;
 enum Layout { kNCHW = 0, kNHWC = 1 };
 enum Resize { kStretch = 0, kLetterbox = 1 };
 enum OutType { kOutFloat32 = 0, kOutUInt8 = 1, kOutNative = 2 };
+enum ChannelMode { kChannelsAll = 0, kChannelsMix = 1, kChannelsSelect = 2 };
 enum class Media { None, Video, Audio, Octet };
 
 constexpr guint kDefaultFramesPerTensor = 1;
@@ -54,12 +55,67 @@ struct Settings {
   guint frames_per_tensor = kDefaultFramesPerTensor;
   std::string input_dims;
   std::string input_type = "uint8";
+  guint hop = 0;  // 0 = frames_per_tensor (windows side by side)
+  ChannelMode channel_mode = kChannelsAll;
+  guint channel = 0;
+  std::string fields;
+  guint record_size = 0;  // 0 = the fields' (or input-dims') size
   /* video: the model's input size, and how frames are fitted to it */
   guint width = 0, height = 0;  // 0 = the frame's
   Resize resize = kStretch;
   guint pad_value = 0;
   bool attach_frame = true;
 };
+
+/* One field of an octet-stream record: `count` values of `type` at byte
+ * `offset` of the record. */
+struct Field {
+  DType type = DType::UInt8;
+  size_t count = 1;
+  size_t offset = 0;
+};
+
+/* "int64,float32:6" -> fields (offsets packed, little-endian records).
+ * False, with *error naming the part, when the text does not parse. */
+bool parse_fields(const std::string& text, std::vector<Field>* out, std::string* error) {
+  out->clear();
+  size_t offset = 0;
+  gchar** parts = g_strsplit(text.c_str(), ",", -1);
+  bool ok = true;
+  for (gchar** p = parts; *p && ok; ++p) {
+    std::string part = g_strstrip(*p);
+    Field f;
+    std::string type = part;
+    const size_t colon = part.find(':');
+    if (colon != std::string::npos) {
+      type = part.substr(0, colon);
+      const std::string count = part.substr(colon + 1);
+      gchar* end = nullptr;
+      const guint64 c = g_ascii_strtoull(count.c_str(), &end, 10);
+      if (count.empty() || *end != '\0' || c == 0 || c > (1u << 24)) {
+        *error = "count \"" + count + "\" of field \"" + part + "\" is not a whole number >= 1";
+        ok = false;
+        break;
+      }
+      f.count = static_cast<size_t>(c);
+    }
+    if (!jobflow::gst::dtype_from_nns(type, &f.type)) {
+      *error = "type \"" + type + "\" of field \"" + part +
+               "\" is not one of float32, float64, int32, int64, int8, uint8";
+      ok = false;
+      break;
+    }
+    f.offset = offset;
+    offset += f.count * jobflow::dtype_size(f.type);
+    out->push_back(f);
+  }
+  g_strfreev(parts);
+  if (ok && out->empty()) {
+    *error = "no fields";
+    ok = false;
+  }
+  return ok;
+}
 
 /* Everything built from caps + settings; dropped on stop/new caps. */
 struct State {
@@ -74,10 +130,17 @@ struct State {
   std::shared_ptr<GstCaps> caps;  // the input caps (JobflowFrameMeta)
   double scale_x = 1, scale_y = 1, pad_x = 0, pad_y = 0;
   GstAudioInfo ainfo{};
-  /* octet-stream */
+  /* octet-stream: a record of fields (input-dims + input-type: one field) */
   Shape unit_shape;
-  DType in_dtype = DType::UInt8;
-  size_t unit_bytes = 0;  // bytes of one input unit (frame / audio frame / octet unit)
+  DType in_dtype = DType::UInt8;  // the fields' type when they share one
+  std::vector<Field> fields;
+  size_t record_values = 0;       // values per record (the fields' counts)
+  size_t fields_bytes = 0;        // bytes the fields take (unit_bytes - padding)
+  size_t unit_bytes = 0;  // bytes of one input unit (frame / audio frame / octet record)
+  /* audio and octet windows */
+  guint hop = 1;          // units from one window's start to the next
+  size_t skip_bytes = 0;  // hop > window: bytes still to drop before the next window
+  int in_channels = 1;    // audio: the input's channels (st.channels: the output's)
   /* common */
   int channels = 1;
   bool native = false;           // copy values, no arithmetic
@@ -108,7 +171,8 @@ GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     GST_STATIC_CAPS("other/tensors, format=(string)static, num_tensors=(int)1, framerate=(fraction)[0/1, MAX]"));
 
 enum { PROP_0, PROP_LAYOUT, PROP_DTYPE, PROP_SCALE, PROP_MEAN, PROP_STD, PROP_FRAMES_PER_TENSOR, PROP_INPUT_DIMS,
-       PROP_INPUT_TYPE, PROP_WIDTH, PROP_HEIGHT, PROP_RESIZE, PROP_PAD_VALUE, PROP_ATTACH_FRAME };
+       PROP_INPUT_TYPE, PROP_HOP, PROP_CHANNEL_MODE, PROP_CHANNEL, PROP_FIELDS, PROP_RECORD_SIZE, PROP_WIDTH,
+       PROP_HEIGHT, PROP_RESIZE, PROP_PAD_VALUE, PROP_ATTACH_FRAME };
 
 GType layout_get_type() {
   static GType type = 0;
@@ -136,6 +200,16 @@ GType dtype_get_type() {
       {kOutNative, "the input's element type, values as they are", "native"},
       {0, nullptr, nullptr}};
   return jobflow::gst::enum_type(&type, "GstJobConvertDType", values);
+}
+
+GType channel_mode_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {kChannelsAll, "Every channel of the input", "all"},
+      {kChannelsMix, "One channel, the mean of the input's channels", "mix"},
+      {kChannelsSelect, "One channel, the input's channel number 'channel'", "select"},
+      {0, nullptr, nullptr}};
+  return jobflow::gst::enum_type(&type, "GstJobConvertChannelMode", values);
 }
 
 /* "0.5, 0.25,0.1" -> {0.5, 0.25, 0.1}; "" -> {}. */
@@ -245,10 +319,28 @@ bool check_settings(GstJobConvert* self) {
   }
   if (!cfg.input_dims.empty()) {
     Shape shape;
-    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || jobflow::numel(shape) <= 0) {
+    int64_t count = 0;
+    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &shape) || !jobflow::checked_numel(shape, &count) ||
+        count <= 0) {
       GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                         ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
                         ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
+      return false;
+    }
+  }
+  if (!cfg.fields.empty()) {
+    std::vector<Field> fields;
+    std::string error;
+    if (!parse_fields(cfg.fields, &fields, &error)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'fields': \"%s\"", cfg.fields.c_str()),
+                        ("%s; expected TYPE[:COUNT],... e.g. \"int64,float32:6\"", error.c_str()));
+      return false;
+    }
+    if (!cfg.input_dims.empty()) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                        ("Properties 'fields' (\"%s\") and 'input-dims' (\"%s\") are both set", cfg.fields.c_str(),
+                         cfg.input_dims.c_str()),
+                        ("an octet-stream record is either fields or one input-dims tensor of input-type"));
       return false;
     }
   }
@@ -335,7 +427,14 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
       return false;
     }
     st.media = Media::Audio;
-    st.channels = GST_AUDIO_INFO_CHANNELS(&st.ainfo);
+    st.in_channels = GST_AUDIO_INFO_CHANNELS(&st.ainfo);
+    if (cfg.channel_mode == kChannelsSelect && cfg.channel >= static_cast<guint>(st.in_channels)) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("Property 'channel' is %u but the input has %d channel(s)", cfg.channel, st.in_channels),
+                        ("channels are numbered from 0 (channel-mode=select)"));
+      return false;
+    }
+    st.channels = cfg.channel_mode == kChannelsAll ? st.in_channels : 1;
     st.unit_bytes = GST_AUDIO_INFO_BPF(&st.ainfo);
     const bool s16 = GST_AUDIO_INFO_FORMAT(&st.ainfo) == GST_AUDIO_FORMAT_S16LE;
     in_type = DType::Float32;
@@ -359,35 +458,86 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
     st.out_spec.shape = cfg.layout == kNCHW ? Shape{c, n} : Shape{n, c};
   } else if (g_str_equal(name, "application/octet-stream")) {
     st.media = Media::Octet;
-    if (cfg.input_dims.empty()) {
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'input-dims' is not set"),
-                        ("application/octet-stream carries no shape: set input-dims (innermost first, "
-                         "e.g. \"28:28:1\") and input-type"));
-      return false;
+    if (!cfg.fields.empty()) {
+      /* Records of fields: (K,) values per record, one channel per value. */
+      std::string error;
+      if (!parse_fields(cfg.fields, &st.fields, &error)) {
+        GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("Invalid value for property 'fields': \"%s\"", cfg.fields.c_str()),
+                          ("%s; expected TYPE[:COUNT],... e.g. \"int64,float32:6\"", error.c_str()));
+        return false;
+      }
+      in_type = st.fields[0].type;
+      bool one_type = true;
+      for (const Field& f : st.fields) {
+        st.record_values += f.count;
+        one_type = one_type && f.type == in_type;
+      }
+      if (!one_type && cfg.dtype != kOutFloat32) {
+        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                          ("Property 'dtype' is \"%s\" but property 'fields' (\"%s\") mixes types",
+                           cfg.dtype == kOutUInt8 ? "uint8" : "native", cfg.fields.c_str()),
+                          ("records of several types convert to float32 only (dtype=float32)"));
+        return false;
+      }
+      st.unit_shape = {static_cast<int64_t>(st.record_values)};
+      st.channels = static_cast<int>(st.record_values);
+    } else {
+      if (cfg.input_dims.empty()) {
+        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'input-dims' is not set"),
+                          ("application/octet-stream carries no shape: set input-dims (innermost first, "
+                           "e.g. \"28:28:1\") and input-type, or the record's fields"));
+        return false;
+      }
+      int64_t count = 0;
+      if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) ||
+          !jobflow::checked_numel(st.unit_shape, &count) || count <= 0) {
+        GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                          ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
+                          ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
+        return false;
+      }
+      if (!jobflow::gst::dtype_from_nns(cfg.input_type, &in_type)) {
+        GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
+                          ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
+                          ("expected one of float32, float64, int32, int64, int8, uint8"));
+        return false;
+      }
+      st.record_values = static_cast<size_t>(count);
+      st.fields = {Field{in_type, st.record_values, 0}};
+      st.channels = 1;
     }
-    if (!jobflow::gst::dims_from_string(cfg.input_dims, 0, &st.unit_shape) || jobflow::numel(st.unit_shape) <= 0) {
+    int64_t unit_bytes = 0;
+    std::string why;
+    if (!jobflow::checked_nbytes(st.unit_shape, in_type, &unit_bytes, &why)) {
       GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
-                        ("Invalid value for property 'input-dims': \"%s\"", cfg.input_dims.c_str()),
-                        ("expected positive dimensions innermost first, e.g. \"28:28:1\""));
-      return false;
-    }
-    if (!jobflow::gst::dtype_from_nns(cfg.input_type, &in_type)) {
-      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
-                        ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
-                        ("expected one of float32, float64, int32, int64, int8, uint8"));
+                        ("Invalid value for property '%s': \"%s\": %s", cfg.fields.empty() ? "input-dims" : "fields",
+                         cfg.fields.empty() ? cfg.input_dims.c_str() : cfg.fields.c_str(), why.c_str()),
+                        (nullptr));
       return false;
     }
     st.in_dtype = in_type;
-    st.unit_bytes = static_cast<size_t>(jobflow::numel(st.unit_shape)) * jobflow::dtype_size(in_type);
-    eight_bit = in_type == DType::UInt8;
-    st.channels = 1;
+    for (const Field& f : st.fields) st.fields_bytes += f.count * jobflow::dtype_size(f.type);
+    st.unit_bytes = st.fields_bytes;
+    if (cfg.record_size != 0) {
+      if (cfg.record_size < st.fields_bytes) {
+        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                          ("Property 'record-size' is %u bytes but the record's values take %zu", cfg.record_size,
+                           st.fields_bytes),
+                          ("record-size is the whole record, padding included (0 = no padding)"));
+        return false;
+      }
+      st.unit_bytes = cfg.record_size;
+    }
+    eight_bit = std::all_of(st.fields.begin(), st.fields.end(), [](const Field& f) { return f.type == DType::UInt8; });
     gst_structure_get_fraction(s, "framerate", &fps_n, &fps_d);
     if (fps_n > 0) st.frame_duration = gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n);
     st.out_spec.shape = st.unit_shape;
     if (n > 1) st.out_spec.shape.insert(st.out_spec.shape.begin(), static_cast<int64_t>(n));
-    if (cfg.dtype == kOutUInt8 && in_type != DType::UInt8) {
+    if (cfg.dtype == kOutUInt8 && !eight_bit) {
       GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("Property 'dtype' is \"uint8\" but property 'input-type' is \"%s\"", cfg.input_type.c_str()),
+                        ("Property 'dtype' is \"uint8\" but property '%s' is \"%s\"",
+                         cfg.fields.empty() ? "input-type" : "fields",
+                         cfg.fields.empty() ? cfg.input_type.c_str() : cfg.fields.c_str()),
                         ("dtype=uint8 needs 8-bit input; use float32 or native"));
       return false;
     }
@@ -397,6 +547,18 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
   }
 
   if (st.media == Media::Video) in_type = DType::UInt8;
+  if (st.media != Media::Audio && cfg.channel_mode != kChannelsAll) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'channel-mode' applies to audio, the input is %s", name),
+                      ("set channel-mode=all (the default) for video and octet streams"));
+    return false;
+  }
+  if (st.media == Media::Video && cfg.hop != 0) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Property 'hop' (%u) applies to audio and octet streams, not video",
+                                                cfg.hop),
+                      ("video frames are grouped frames-per-tensor at a time; use hop=0"));
+    return false;
+  }
+  st.hop = cfg.hop != 0 ? cfg.hop : n;
   st.native = cfg.dtype != kOutFloat32;
   st.out_spec.dtype = st.native ? in_type : DType::Float32;
 
@@ -437,12 +599,22 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
         st.lut[ch * 256 + v] = static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
   }
 
-  st.out_bytes = static_cast<size_t>(jobflow::numel(st.out_spec.shape)) * jobflow::dtype_size(st.out_spec.dtype);
+  int64_t out_bytes = 0;
+  std::string why;
+  if (!jobflow::checked_nbytes(st.out_spec.shape, st.out_spec.dtype, &out_bytes, &why)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("The output tensor %s is too large: %s",
+                                                 jobflow::spec_str(st.out_spec).c_str(), why.c_str()),
+                      ("%" GST_PTR_FORMAT, caps));
+    return false;
+  }
+  st.out_bytes = static_cast<size_t>(out_bytes);
   st.out_frame_bytes = st.out_bytes / n;
 
+  /* One tensor per window: video every n frames, audio and octet every hop units. */
   int out_n = 0, out_d = 1;
   if (fps_n > 0)
-    gst_util_fraction_multiply(fps_n, fps_d, 1, static_cast<gint>(n), &out_n, &out_d);
+    gst_util_fraction_multiply(fps_n, fps_d, 1, static_cast<gint>(st.media == Media::Video ? n : st.hop), &out_n,
+                               &out_d);
   GstCaps* out_caps = jobflow::gst::caps_from_specs({st.out_spec}, out_n, out_d);
   GST_DEBUG_OBJECT(self, "input %" GST_PTR_FORMAT " -> output %" GST_PTR_FORMAT, caps, out_caps);
 
@@ -509,45 +681,82 @@ double load_value(const guint8* p, DType t) {
   return 0.0;
 }
 
-/* `frames` audio frames (interleaved) or octet units into `dst`. */
-void convert_samples(const State& st, const guint8* src, guint frames, guint8* dst) {
-  if (st.media == Media::Octet) {
-    const size_t count = st.unit_bytes * frames / jobflow::dtype_size(st.in_dtype);
-    if (st.native) {
-      std::memcpy(dst, src, st.unit_bytes * frames);
-      return;
-    }
-    float* out = reinterpret_cast<float*>(dst);
+/* `frames` octet records into `dst`: (frames, values per record). */
+void convert_records(const State& st, const guint8* src, guint frames, guint8* dst) {
+  const size_t k = st.record_values;
+  if (st.native) {  // one type (configure checked): the fields are the record's first bytes
+    for (guint r = 0; r < frames; ++r)
+      std::memcpy(dst + r * st.fields_bytes, src + r * st.unit_bytes, st.fields_bytes);
+    return;
+  }
+  float* out = reinterpret_cast<float*>(dst);
+  if (st.fields.size() == 1 && st.unit_bytes == st.fields_bytes) {  // contiguous values of one type
+    const size_t count = k * frames;
     const size_t esz = jobflow::dtype_size(st.in_dtype);
-    if (!st.lut.empty()) {
+    if (!st.lut.empty() && st.channels == 1) {
       for (size_t i = 0; i < count; ++i) out[i] = st.lut[src[i]];
       return;
     }
-    const double a = st.scale * st.inv_std[0], b = -st.mean[0] * st.inv_std[0];
-    for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load_value(src + i * esz, st.in_dtype) * a + b);
+    if (st.channels == 1) {
+      const double a = st.scale * st.inv_std[0], b = -st.mean[0] * st.inv_std[0];
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load_value(src + i * esz, st.in_dtype) * a + b);
+      return;
+    }
+  }
+  /* Records of fields: value j of a record is channel j (its own mean/std). */
+  for (guint r = 0; r < frames; ++r) {
+    const guint8* rec = src + static_cast<size_t>(r) * st.unit_bytes;
+    float* o = out + static_cast<size_t>(r) * k;
+    size_t j = 0;
+    for (const Field& f : st.fields) {
+      const size_t esz = jobflow::dtype_size(f.type);
+      for (size_t i = 0; i < f.count; ++i, ++j) {
+        const size_t ch = st.channels == 1 ? 0 : j;
+        o[j] = static_cast<float>((load_value(rec + f.offset + i * esz, f.type) * st.scale - st.mean[ch]) *
+                                  st.inv_std[ch]);
+      }
+    }
+  }
+}
+
+/* `frames` audio frames (interleaved) or octet records into `dst`. */
+void convert_samples(const State& st, const guint8* src, guint frames, guint8* dst) {
+  if (st.media == Media::Octet) {
+    convert_records(st, src, frames, dst);
     return;
   }
-  /* audio, interleaved input (F, C) */
-  const int c = st.channels;
+  /* audio, interleaved input (F, IC) -> (C, F) or (F, C), C = IC or 1 */
+  const int ic = st.in_channels, c = st.channels;
   const bool nchw = st.cfg.layout == kNCHW;
   const bool s16 = GST_AUDIO_INFO_FORMAT(&st.ainfo) == GST_AUDIO_FORMAT_S16LE;
+  const ChannelMode mode = st.cfg.channel_mode;
+  auto sample = [&](guint f, int ch) -> double {
+    const size_t i = static_cast<size_t>(f) * ic + ch;
+    if (s16) {
+      gint16 x;
+      std::memcpy(&x, src + i * 2, 2);
+      return GINT16_FROM_LE(x);
+    }
+    float x;
+    std::memcpy(&x, src + i * 4, 4);
+    return x;
+  };
   float* out = reinterpret_cast<float*>(dst);
   for (guint f = 0; f < frames; ++f) {
     for (int ch = 0; ch < c; ++ch) {
-      const size_t i = static_cast<size_t>(f) * c + ch;
       double v;
-      if (s16) {
-        gint16 x;
-        std::memcpy(&x, src + i * 2, 2);
-        v = GINT16_FROM_LE(x);
+      if (mode == kChannelsAll) {
+        v = sample(f, ch);
+      } else if (mode == kChannelsSelect) {
+        v = sample(f, static_cast<int>(st.cfg.channel));
       } else {
-        float x;
-        std::memcpy(&x, src + i * 4, 4);
-        v = x;
+        v = 0.0;
+        for (int k = 0; k < ic; ++k) v += sample(f, k);
+        v /= ic;
       }
       const float r = st.native ? static_cast<float>(v)
                                 : static_cast<float>((v * st.scale - st.mean[ch]) * st.inv_std[ch]);
-      out[nchw ? static_cast<size_t>(ch) * frames + f : i] = r;
+      out[nchw ? static_cast<size_t>(ch) * frames + f : static_cast<size_t>(f) * c + ch] = r;
     }
   }
 }
@@ -613,8 +822,16 @@ GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
   gst_adapter_push(adapter, buf);
   const guint n = st->cfg.frames_per_tensor;
   const size_t chunk = st->unit_bytes * n;
+  const size_t hop = st->unit_bytes * st->hop;
   GstFlowReturn ret = GST_FLOW_OK;
-  while (ret == GST_FLOW_OK && gst_adapter_available(adapter) >= chunk) {
+  for (;;) {
+    if (st->skip_bytes > 0) {  // hop > window: the units between two windows
+      const size_t k = std::min<size_t>(st->skip_bytes, gst_adapter_available(adapter));
+      gst_adapter_flush(adapter, k);
+      st->skip_bytes -= k;
+      if (st->skip_bytes > 0) break;
+    }
+    if (ret != GST_FLOW_OK || gst_adapter_available(adapter) < chunk) break;
     guint64 distance = 0;
     GstClockTime pts = gst_adapter_prev_pts(adapter, &distance);
     if (GST_CLOCK_TIME_IS_VALID(pts) && distance > 0) {
@@ -631,7 +848,10 @@ GstFlowReturn chain_adapter(GstJobConvert* self, GstBuffer* buf) {
     const guint8* src = static_cast<const guint8*>(gst_adapter_map(adapter, chunk));
     convert_samples(*st, src, n, map.data);
     gst_adapter_unmap(adapter);
-    gst_adapter_flush(adapter, chunk);
+    /* The next window starts `hop` units after this one's start. */
+    const size_t step = std::min(hop, gst_adapter_available(adapter));
+    gst_adapter_flush(adapter, step);
+    st->skip_bytes = hop - step;
     gst_buffer_unmap(out, &map);
     GST_BUFFER_PTS(out) = pts;
     if (GST_CLOCK_TIME_IS_VALID(st->frame_duration)) GST_BUFFER_DURATION(out) = st->frame_duration * n;
@@ -669,10 +889,18 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
       }
       case GST_EVENT_EOS:
       case GST_EVENT_FLUSH_STOP:
-        if (GST_EVENT_TYPE(event) == GST_EVENT_EOS && self->impl->state.filled > 0)
-          GST_INFO_OBJECT(self, "EOS: dropping %u frame(s) of an incomplete tensor", self->impl->state.filled);
+      case GST_EVENT_SEGMENT:
+        /* A new segment is a new timeline (concat's next file, a seek): a
+         * window or tensor is never made of units from two of them, and the
+         * pts of one begun in the old segment would mean nothing in the new. */
+        if (GST_EVENT_TYPE(event) != GST_EVENT_FLUSH_STOP &&
+            (self->impl->state.filled > 0 || gst_adapter_available(self->impl->adapter) > 0))
+          GST_INFO_OBJECT(self, "%s: dropping %u frame(s) and %" G_GSIZE_FORMAT " byte(s) of an incomplete tensor",
+                          GST_EVENT_TYPE_NAME(event), self->impl->state.filled,
+                          gst_adapter_available(self->impl->adapter));
         drop_pending(&self->impl->state);
         gst_adapter_clear(self->impl->adapter);
+        self->impl->state.skip_bytes = 0;
         break;
       default:
         break;
@@ -728,6 +956,11 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_FRAMES_PER_TENSOR: s.frames_per_tensor = g_value_get_uint(value); break;
       case PROP_INPUT_DIMS: s.input_dims = str(); break;
       case PROP_INPUT_TYPE: s.input_type = str(); break;
+      case PROP_HOP: s.hop = g_value_get_uint(value); break;
+      case PROP_CHANNEL_MODE: s.channel_mode = static_cast<ChannelMode>(g_value_get_enum(value)); break;
+      case PROP_CHANNEL: s.channel = g_value_get_uint(value); break;
+      case PROP_FIELDS: s.fields = str(); break;
+      case PROP_RECORD_SIZE: s.record_size = g_value_get_uint(value); break;
       case PROP_WIDTH: s.width = g_value_get_uint(value); break;
       case PROP_HEIGHT: s.height = g_value_get_uint(value); break;
       case PROP_RESIZE: s.resize = static_cast<Resize>(g_value_get_enum(value)); break;
@@ -749,6 +982,11 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_FRAMES_PER_TENSOR: g_value_set_uint(value, s.frames_per_tensor); break;
       case PROP_INPUT_DIMS: g_value_set_string(value, s.input_dims.c_str()); break;
       case PROP_INPUT_TYPE: g_value_set_string(value, s.input_type.c_str()); break;
+      case PROP_HOP: g_value_set_uint(value, s.hop); break;
+      case PROP_CHANNEL_MODE: g_value_set_enum(value, s.channel_mode); break;
+      case PROP_CHANNEL: g_value_set_uint(value, s.channel); break;
+      case PROP_FIELDS: g_value_set_string(value, s.fields.c_str()); break;
+      case PROP_RECORD_SIZE: g_value_set_uint(value, s.record_size); break;
       case PROP_WIDTH: g_value_set_uint(value, s.width); break;
       case PROP_HEIGHT: g_value_set_uint(value, s.height); break;
       case PROP_RESIZE: g_value_set_enum(value, s.resize); break;
@@ -797,8 +1035,37 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_FRAMES_PER_TENSOR,
       g_param_spec_uint("frames-per-tensor", "Frames per tensor",
-                        "Video frames (N), audio frames (samples per channel) or octet units per output tensor",
+                        "Video frames (N), audio frames (samples per channel) or octet records per output tensor: "
+                        "the window length of audio and octet streams",
                         1, G_MAXINT, kDefaultFramesPerTensor, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_HOP,
+      g_param_spec_uint("hop", "Hop",
+                        "Audio and octet streams: audio frames / records from one window's start to the next's "
+                        "(0 = frames-per-tensor: windows side by side; less overlaps them, more skips the units "
+                        "between them)",
+                        0, G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_CHANNEL_MODE,
+      g_param_spec_enum("channel-mode", "Channel mode",
+                        "Audio: every channel (all), their mean as one channel (mix), or channel 'channel' (select)",
+                        channel_mode_get_type(), kChannelsAll, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_CHANNEL,
+      g_param_spec_uint("channel", "Channel", "Audio with channel-mode=select: the channel kept (from 0)", 0,
+                        G_MAXINT, 0, flags));
+  g_object_class_install_property(
+      gobject_class, PROP_FIELDS,
+      g_param_spec_string("fields", "Fields",
+                          "application/octet-stream records: the fields in order as TYPE[:COUNT], comma-separated "
+                          "(\"int64,float32:6\"); each value is one channel of mean/std; instead of input-dims",
+                          "", flags));
+  g_object_class_install_property(
+      gobject_class, PROP_RECORD_SIZE,
+      g_param_spec_uint("record-size", "Record size",
+                        "application/octet-stream: bytes of one record, padding after the values included (0 = "
+                        "the values' size)",
+                        0, G_MAXINT, 0, flags));
   g_object_class_install_property(
       gobject_class, PROP_INPUT_DIMS,
       g_param_spec_string("input-dims", "Input dimensions",
@@ -844,6 +1111,7 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
                                         "Jobflow");
   gst_type_mark_as_plugin_api(layout_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(dtype_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(channel_mode_get_type(), static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(resize_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 

@@ -10,7 +10,12 @@
  *   audio  nchw (C, F)         nhwc (F, C)         F = frames-per-tensor
  *                                                  (audio frames = samples
  *                                                  per channel)
- *   octet  input-dims when frames-per-tensor == 1, else (N, input-dims...)
+ *   octet  input-dims (or (K,) for `fields` records) when frames-per-tensor
+ *          == 1, else (N, that...)
+ * Audio and octet streams are windows: frames-per-tensor units, one every
+ * `hop` units (default: side by side); audio channels all, mixed to one, or
+ * one selected (channel-mode). Octet records are input-dims of input-type,
+ * or `fields` ("int64,float32:6"), with record-size bytes each.
  * Values (dtype=float32): out = (in * scale - mean[c]) / std[c].
  * docs/elements.md has the full reference. */
 #pragma once

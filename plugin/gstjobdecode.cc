@@ -21,7 +21,9 @@
 #include "decode_dictionary.h"
 #include "element_util.h"
 #include "jobflow_analytics.h"
+#include "jobflow_crop_meta.h"
 #include "jobflow_frame_meta.h"
+#include "jobflow_meta.h"
 #include "tensor_caps.h"
 
 #include <gst/video/video.h>
@@ -90,12 +92,15 @@ struct Settings {
   /* ctc */
   std::string dictionary_path;
   gint blank_index = kDefaultBlankIndex;
+  /* second stage: the input is jobcrop's crops */
+  bool per_region = false;
 };
 
 /* Streaming thread only (and start/stop). */
 struct State {
   Mode mode = kModeLabels;          // fixed from start() to stop()
   bool mask_video = false;          // idem
+  bool per_region = false;          // idem
   std::vector<std::string> labels;  // from the labels file (start)
   std::vector<dec::Anchor> anchors;
   float box_scales[4] = {10, 10, 5, 5};
@@ -110,10 +115,17 @@ struct State {
   size_t nbytes = 0;
   /* frame modes */
   std::vector<GstEvent*> held;      // sticky events waiting for the output caps
+  /* per-region: the frame of the chunks so far, when it has more to come */
+  GstBuffer* pending = nullptr;
 };
+
+/* The output is a frame (or the input tensors): the frame modes, and every
+ * mode per region. */
+bool frame_output(const State& st) { return frame_mode(st.mode) || st.per_region; }
 
 void clear_state(State* st) {
   gst_clear_caps(&st->in_caps);
+  gst_clear_buffer(&st->pending);
   for (GstEvent* e : st->held) gst_event_unref(e);
   *st = State{};
 }
@@ -179,6 +191,7 @@ enum {
   PROP_MASK_VIDEO,
   PROP_DICTIONARY,
   PROP_BLANK_INDEX,
+  PROP_PER_REGION,
 };
 
 GType mode_get_type() {
@@ -325,6 +338,40 @@ void times_of(GstJobDecode* self, GstClockTime pts, GstClockTime* stream, GstClo
 
 /* ------------------------------------------------------------ labels */
 
+/* The best `top-k` classes of row r of a scores buffer, best first, with
+ * their scores (after softmax when on), stopping below `threshold`. */
+std::vector<std::pair<size_t, double>> top_classes(const State& st, const Settings& cfg, const guint8* data, size_t r) {
+  const size_t k = std::min<size_t>(cfg.top_k, st.classes);
+  std::vector<double> scores(st.classes);
+  std::vector<size_t> order(st.classes);
+  for (size_t c = 0; c < st.classes; ++c) {
+    const size_t i = r * st.classes + c;
+    if (st.dtype == DType::Float32) {
+      float v;
+      std::memcpy(&v, data + i * 4, 4);
+      scores[c] = v;
+    } else {
+      std::memcpy(&scores[c], data + i * 8, 8);
+    }
+  }
+  if (cfg.softmax) {
+    const double mx = *std::max_element(scores.begin(), scores.end());
+    double sum = 0.0;
+    for (double& v : scores) sum += (v = std::exp(v - mx));
+    for (double& v : scores) v /= sum;
+  }
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](size_t a, size_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
+  std::vector<std::pair<size_t, double>> best;
+  for (size_t j = 0; j < k; ++j) {
+    if (cfg.threshold > 0.0 && scores[order[j]] < cfg.threshold) break;
+    best.emplace_back(order[j], scores[order[j]]);
+  }
+  return best;
+}
+
 /* Decodes one buffer of scores into `text` (rows joined by newlines) and
  * the rows' bus messages. */
 void decode_labels(GstJobDecode* self, const guint8* data, GstClockTime pts, std::string* out_text,
@@ -334,41 +381,17 @@ void decode_labels(GstJobDecode* self, const guint8* data, GstClockTime pts, std
   GstClockTime running, stream;
   times_of(self, pts, &stream, &running);
   std::string& text = *out_text;
-  const size_t k = std::min<size_t>(cfg.top_k, st.classes);
-  std::vector<double> scores(st.classes);
-  std::vector<size_t> order(st.classes);
   for (size_t r = 0; r < st.rows; ++r) {
-    for (size_t c = 0; c < st.classes; ++c) {
-      const size_t i = r * st.classes + c;
-      if (st.dtype == DType::Float32) {
-        float v;
-        std::memcpy(&v, data + i * 4, 4);
-        scores[c] = v;
-      } else {
-        std::memcpy(&scores[c], data + i * 8, 8);
-      }
-    }
-    if (cfg.softmax) {
-      const double mx = *std::max_element(scores.begin(), scores.end());
-      double sum = 0.0;
-      for (double& v : scores) sum += (v = std::exp(v - mx));
-      for (double& v : scores) v /= sum;
-    }
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](size_t a, size_t b) {
-      return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-    });
+    const std::vector<std::pair<size_t, double>> best = top_classes(st, cfg, data, r);
     GValue labels = G_VALUE_INIT, values = G_VALUE_INIT, indices = G_VALUE_INIT, item = G_VALUE_INIT;
     g_value_init(&labels, GST_TYPE_ARRAY);
     g_value_init(&values, GST_TYPE_ARRAY);
     g_value_init(&indices, GST_TYPE_ARRAY);
     std::string line;
-    for (size_t j = 0; j < k; ++j) {
-      const size_t c = order[j];
-      if (cfg.threshold > 0.0 && scores[c] < cfg.threshold) break;
+    for (const auto& [c, score] : best) {
       const std::string label = label_of(st, c);
       gchar num[32];
-      g_ascii_formatd(num, sizeof num, "%.2f", scores[c]);
+      g_ascii_formatd(num, sizeof num, "%.2f", score);
       if (!line.empty()) line += ", ";
       line += label + " (" + num + ")";
       if (cfg.message) {
@@ -377,7 +400,7 @@ void decode_labels(GstJobDecode* self, const guint8* data, GstClockTime pts, std
         gst_value_array_append_and_take_value(&labels, &item);
         item = G_VALUE_INIT;
         g_value_init(&item, G_TYPE_DOUBLE);
-        g_value_set_double(&item, scores[c]);
+        g_value_set_double(&item, score);
         gst_value_array_append_and_take_value(&values, &item);
         item = G_VALUE_INIT;
         g_value_init(&item, G_TYPE_INT);
@@ -705,6 +728,10 @@ void decode_segmentation(const State& st, const Tensor& t, Geometry g, JobflowAn
 
 /* The caps a frame-mode output of `in` has. */
 GstCaps* output_caps_for(const State& st, GstBuffer* in) {
+  if (st.per_region) {
+    const JobflowCropMeta* cm = jobflow_buffer_get_crop_meta(in);
+    return gst_caps_ref(cm ? cm->caps : st.in_caps);
+  }
   const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(in);
   if (st.mode == kModeSegmentation && st.mask_video) {
     int w = 0, h = 0, fps_n = 0, fps_d = 1;
@@ -728,17 +755,152 @@ GstCaps* output_caps_for(const State& st, GstBuffer* in) {
   return gst_caps_ref(fm ? fm->caps : st.in_caps);
 }
 
+/* ------------------------------------------------------------ per region */
+
+/* Decodes the slots of a crop buffer (jobcrop's crops after the second
+ * model) and attaches each crop's results to its region in `frame`'s meta:
+ * the region CONTAINs each result and each result IS_PART_OF the region
+ * (DL Streamer's gvaclassify relates its results so). labels: a ClsMtd of
+ * the top-k classes per crop; ctc: a TextMtd per crop; boxes: ODMtds
+ * mapped through the crop to frame pixels. Throws std::runtime_error
+ * naming the shape on a mismatch. */
+void attach_results(GstJobDecode* self, GstBuffer* inbuf, const JobflowCropMeta* cm, GstBuffer* frame) {
+  const State& st = self->impl->state;
+  const Settings cfg = self->impl->settings.copy();
+  JobflowAnalyticsRelationMeta* meta = jobflow_buffer_get_or_add_analytics_relation_meta(frame);
+  if (cm->n_crops == 0) return;  // a frame without crops: its empty GAP buffer
+  std::vector<Tensor> views;
+  std::string error;
+  if (!jobflow::gst::tensors_from_buffer(inbuf, st.specs, &views, &error))
+    throw std::runtime_error("the tensor buffer does not match the caps: " + error);
+  const size_t batch = cm->batch_size;
+  auto per_crop_rows = [&](size_t rows, const Shape& shape) {
+    if (batch == 0 || rows % batch != 0)
+      throw std::runtime_error("per-region=true: the " + std::to_string(rows) + " rows of " + jobflow::shape_str(shape) +
+                               " are not the crops' batch of " + std::to_string(batch) + " (times a whole number)");
+    return rows / batch;
+  };
+  auto child_of = [&](guint region, guint child) { jobflow_analytics_relation_meta_set_parent(meta, child, region); };
+  switch (st.mode) {
+    case kModeLabels: {
+      const size_t per = per_crop_rows(st.rows, st.specs[0].shape);
+      const auto* data = static_cast<const guint8*>(views[0].raw());
+      for (guint i = 0; i < cm->n_crops; ++i) {
+        for (size_t r = 0; r < per; ++r) {
+          const auto best = top_classes(st, cfg, data, i * per + r);
+          if (best.empty()) continue;
+          std::vector<gfloat> levels;
+          std::vector<GQuark> quarks;
+          for (const auto& [c, score] : best) {
+            levels.push_back(static_cast<gfloat>(score));
+            quarks.push_back(g_quark_from_string(label_of(st, c).c_str()));
+          }
+          JobflowAnalyticsClsMtd cls;
+          jobflow_analytics_relation_meta_add_cls_mtd(meta, levels.size(), levels.data(), quarks.data(), &cls);
+          child_of(cm->crops[i].region_id, cls.id);
+        }
+      }
+      break;
+    }
+    case kModeCtc: {
+      const size_t per = per_crop_rows(st.rows, st.specs[0].shape);
+      Tensor t = views[0].dtype() == DType::Float32 ? views[0] : views[0].astype(DType::Float32);
+      const float* data = t.data<float>();
+      std::vector<std::string> dict = st.dictionary;
+      if (st.classes == dict.size() + 2) dict.push_back(" ");
+      for (guint i = 0; i < cm->n_crops; ++i) {
+        for (size_t r = 0; r < per; ++r) {
+          const size_t row = i * per + r;
+          const dec::CtcResult res =
+              dec::ctc_greedy(data + row * st.steps * st.classes, st.steps, st.classes, cfg.blank_index, cfg.softmax);
+          const std::string text = dec::ctc_text(res.classes, dict, cfg.blank_index);
+          JobflowAnalyticsTextMtd txt;
+          jobflow_analytics_relation_meta_add_text_mtd(meta, text.c_str(), res.confidence, &txt);
+          child_of(cm->crops[i].region_id, txt.id);
+        }
+      }
+      break;
+    }
+    case kModeBoxes: {
+      std::vector<Tensor> t;
+      for (const Tensor& v : views) {
+        if (v.ndim() < 2 || static_cast<size_t>(v.shape()[0]) != batch)
+          throw std::runtime_error("per-region=true: each tensor's dim 0 must be the crops' batch of " +
+                                   std::to_string(batch) + ", got " + jobflow::shape_str(v.shape()));
+        t.push_back(v.dtype() == DType::Float32 ? v : v.astype(DType::Float32));
+      }
+      JobflowFrameMeta model{};  // decode_boxes reads the model's input size (scheme=ssd)
+      model.model_width = cm->model_width;
+      model.model_height = cm->model_height;
+      for (guint i = 0; i < cm->n_crops; ++i) {
+        std::vector<Tensor> slot;
+        for (const Tensor& v : t) {
+          Shape shape = v.shape();
+          shape[0] = 1;
+          const size_t bytes = v.nbytes() / batch;
+          slot.push_back(Tensor::wrap(static_cast<guint8*>(v.raw()) + i * bytes, shape, DType::Float32, nullptr));
+        }
+        const JobflowCrop& c = cm->crops[i];
+        for (const dec::Box& b : decode_boxes(st, cfg, slot, &model)) {
+          const std::string label = label_of(st, static_cast<size_t>(std::max(b.label, 0)));
+          JobflowAnalyticsODMtd od;
+          if (c.rotation != 0.0) {  // a deskewed crop: the box turns with it, about its centre
+            double cx = (b.x1 + b.x2) / 2.0, cy = (b.y1 + b.y2) / 2.0;
+            jobflow_crop_to_frame(&c, &cx, &cy);
+            const double w = (b.x2 - b.x1) / c.scale_x, h = (b.y2 - b.y1) / c.scale_y;
+            const gint iw = static_cast<gint>(std::lround(w)), ih = static_cast<gint>(std::lround(h));
+            if (iw <= 0 || ih <= 0) continue;
+            jobflow_analytics_relation_meta_add_oriented_od_mtd(
+                meta, g_quark_from_string(label.c_str()), static_cast<gint>(std::lround(cx - w / 2)),
+                static_cast<gint>(std::lround(cy - h / 2)), iw, ih, static_cast<gfloat>(c.rotation), b.score, &od);
+            child_of(c.region_id, od.id);
+            continue;
+          }
+          double x1 = b.x1, y1 = b.y1, x2 = b.x2, y2 = b.y2;
+          jobflow_crop_to_frame(&c, &x1, &y1);
+          jobflow_crop_to_frame(&c, &x2, &y2);
+          x1 = std::clamp(x1, static_cast<double>(c.x), static_cast<double>(c.x + c.w));
+          x2 = std::clamp(x2, static_cast<double>(c.x), static_cast<double>(c.x + c.w));
+          y1 = std::clamp(y1, static_cast<double>(c.y), static_cast<double>(c.y + c.h));
+          y2 = std::clamp(y2, static_cast<double>(c.y), static_cast<double>(c.y + c.h));
+          const gint ix = static_cast<gint>(std::lround(x1)), iy = static_cast<gint>(std::lround(y1));
+          const gint iw = static_cast<gint>(std::lround(x2)) - ix, ih = static_cast<gint>(std::lround(y2)) - iy;
+          if (iw <= 0 || ih <= 0) continue;
+          jobflow_analytics_relation_meta_add_od_mtd(meta, g_quark_from_string(label.c_str()), ix, iy, iw, ih, b.score,
+                                                     &od);
+          child_of(c.region_id, od.id);
+        }
+      }
+      break;
+    }
+    default:
+      throw std::runtime_error("per-region=true decodes mode=labels, ctc or boxes, not this mode");
+  }
+}
+
+/* The frame a crop buffer's results go on: the one of the chunks before
+ * (taken), or a new copy of the crop meta's frame (its memory shared, its
+ * metas copied) with the input's timestamps. */
+GstBuffer* region_frame(State* st, GstBuffer* input, const JobflowCropMeta* cm) {
+  if (cm->chunk == 0) gst_clear_buffer(&st->pending);  // a new frame: what is held is another's (its last chunk was lost)
+  GstBuffer* out = std::exchange(st->pending, nullptr);
+  if (!out) out = gst_buffer_copy(cm->frame);
+  gst_buffer_copy_into(out, input, GST_BUFFER_COPY_TIMESTAMPS, 0, static_cast<gsize>(-1));
+  return out;
+}
+
 /* ------------------------------------------------------ base transform */
 
 GstCaps* transform_caps(GstBaseTransform* trans, GstPadDirection direction, GstCaps* caps, GstCaps* filter) {
   (void)caps;
   GstJobDecode* self = GST_JOB_DECODE(trans);
   const Mode mode = self->impl->settings.get(&Settings::mode);
+  const bool per_region = self->impl->settings.get(&Settings::per_region);
   GstCaps* out;
   if (direction == GST_PAD_SRC) {
     out = gst_caps_from_string(mode == kModeLabels || mode == kModeCtc ? kScoresCaps
                                                                        : "other/tensors, format=(string)static");
-  } else if (!frame_mode(mode)) {
+  } else if (!frame_mode(mode) && !per_region) {
     out = gst_caps_from_string("text/x-raw, format=(string)utf8");
   } else {
     /* the caps submit_input_buffer() worked out, or anything until then */
@@ -831,7 +993,7 @@ bool parse_caps(GstJobDecode* self, GstCaps* incaps) {
 
 gboolean set_caps(GstBaseTransform* trans, GstCaps* incaps, GstCaps*) {
   GstJobDecode* self = GST_JOB_DECODE(trans);
-  if (frame_mode(self->impl->state.mode)) return TRUE;  // parsed when the CAPS event came
+  if (frame_output(self->impl->state)) return TRUE;  // parsed when the CAPS event came
   return parse_caps(self, incaps);
 }
 
@@ -846,7 +1008,7 @@ gboolean sink_event(GstBaseTransform* trans, GstEvent* event) {
   GstJobDecode* self = GST_JOB_DECODE(trans);
   State& st = self->impl->state;
   auto parent = [&] { return GST_BASE_TRANSFORM_CLASS(gst_job_decode_parent_class)->sink_event(trans, event); };
-  if (!frame_mode(st.mode)) return parent();
+  if (!frame_output(st)) return parent();
   const bool have_out_caps = gst_pad_has_current_caps(GST_BASE_TRANSFORM_SRC_PAD(trans));
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_CAPS: {
@@ -863,6 +1025,7 @@ gboolean sink_event(GstBaseTransform* trans, GstEvent* event) {
       st.held.push_back(event);
       return TRUE;
     case GST_EVENT_FLUSH_STOP:
+      gst_clear_buffer(&st.pending);
       for (GstEvent*& e : st.held)
         if (GST_EVENT_TYPE(e) == GST_EVENT_SEGMENT) gst_clear_event(&e);
       st.held.erase(std::remove(st.held.begin(), st.held.end(), nullptr), st.held.end());
@@ -884,11 +1047,39 @@ GstFlowReturn submit_input_buffer(GstBaseTransform* trans, gboolean is_discont, 
   GstJobDecode* self = GST_JOB_DECODE(trans);
   State& st = self->impl->state;
   auto parent_submit = GST_BASE_TRANSFORM_CLASS(gst_job_decode_parent_class)->submit_input_buffer;
-  if (!frame_mode(st.mode)) return parent_submit(trans, is_discont, input);
+  if (!frame_output(st)) return parent_submit(trans, is_discont, input);
   if (!st.in_caps) {
     gst_buffer_unref(input);
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No caps before the first buffer"), (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (st.per_region) {
+    const JobflowCropMeta* cm = jobflow_buffer_get_crop_meta(input);
+    if (!cm) {
+      gst_buffer_unref(input);
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                        ("jobdecode per-region=true takes jobcrop's crops: this buffer has no JobflowCropMeta"),
+                        ("put jobcrop before the second model"));
+      return GST_FLOW_ERROR;
+    }
+    if (!cm->last) {
+      /* More of this frame's crops follow: their results go on the frame,
+       * which goes out with its last chunk (transform()). */
+      st.pending = region_frame(&st, input, cm);
+      const bool ok = jobflow::gst::guarded(GST_ELEMENT(self), "Decoding", false, [&] {
+        try {
+          attach_results(self, input, cm, st.pending);
+          return true;
+        } catch (const std::runtime_error& e) {
+          GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("jobdecode mode=%s per-region=true: %s", mode_name(st.mode),
+                                                   e.what()),
+                            (nullptr));
+          return false;
+        }
+      });
+      gst_buffer_unref(input);
+      return ok ? GST_FLOW_OK : GST_FLOW_ERROR;
+    }
   }
   GstCaps* want = output_caps_for(st, input);
   GstCaps* decided = self->impl->decided_caps();
@@ -924,6 +1115,13 @@ gboolean start(GstBaseTransform* trans) {
     const Settings cfg = self->impl->settings.copy();
     self->impl->state.mode = cfg.mode;
     self->impl->state.mask_video = cfg.mask_video;
+    self->impl->state.per_region = cfg.per_region;
+    if (cfg.per_region && (cfg.mode == kModeSegmentation || cfg.mode == kModeTextRegions)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS, ("per-region=true decodes mode=labels, ctc or boxes, not mode=%s",
+                                                  mode_name(cfg.mode)),
+                        (nullptr));
+      return FALSE;
+    }
     return load_files(self, cfg);
   } catch (const std::exception& e) {
     GST_ELEMENT_ERROR(self, CORE, STATE_CHANGE, ("Start failed"), ("%s", e.what()));
@@ -939,10 +1137,15 @@ gboolean stop(GstBaseTransform* trans) {
 
 GstFlowReturn prepare_output_buffer(GstBaseTransform* trans, GstBuffer* input, GstBuffer** outbuf) {
   GstJobDecode* self = GST_JOB_DECODE(trans);
-  const State& st = self->impl->state;
-  if (!frame_mode(st.mode)) {
+  State& st = self->impl->state;
+  if (!frame_output(st)) {
     /* The text is as long as it comes out: filled by transform(). */
     *outbuf = gst_buffer_new();
+  } else if (st.per_region) {
+    const JobflowCropMeta* cm = jobflow_buffer_get_crop_meta(input);  // checked in submit_input_buffer
+    if (!cm) return GST_FLOW_ERROR;
+    *outbuf = region_frame(&self->impl->state, input, cm);
+    return GST_FLOW_OK;
   } else if (st.mode == kModeSegmentation && st.mask_video) {
     GstVideoInfo info;
     GstCaps* decided = self->impl->decided_caps();
@@ -954,6 +1157,10 @@ GstFlowReturn prepare_output_buffer(GstBaseTransform* trans, GstBuffer* input, G
                               GST_VIDEO_INFO_HEIGHT(&info));
   } else if (const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(input)) {
     *outbuf = gst_buffer_copy(fm->frame);  // shares the frame's memory; its metas are copied
+    /* and the tensor buffer's own (e.g. jobdemux's JobflowMuxMeta: the
+     * frame's source), but not the tensors' description nor the frame meta */
+    jobflow::gst::copy_metas_except(*outbuf, input, {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_FRAME_META_API_TYPE,
+                                                     JOBFLOW_ANALYTICS_RELATION_META_API_TYPE});
   } else {
     *outbuf = gst_buffer_copy(input);
   }
@@ -1044,9 +1251,36 @@ GstFlowReturn transform_frame(GstJobDecode* self, GstBuffer* inbuf, GstBuffer* o
   return GST_FLOW_OK;
 }
 
+/* Per region, the output frame does not take the crop buffer's own metas
+ * (the crops and their tensor description); the rest as the base class. */
+gboolean transform_meta(GstBaseTransform* trans, GstBuffer* outbuf, GstMeta* meta, GstBuffer* inbuf) {
+  if (GST_JOB_DECODE(trans)->impl->state.per_region &&
+      (meta->info->api == JOBFLOW_CROP_META_API_TYPE || meta->info->api == JOBFLOW_TENSOR_META_API_TYPE))
+    return FALSE;
+  return GST_BASE_TRANSFORM_CLASS(gst_job_decode_parent_class)->transform_meta(trans, outbuf, meta, inbuf);
+}
+
+/* Per region: the last chunk's results on the frame, which goes out. */
+GstFlowReturn transform_regions(GstJobDecode* self, GstBuffer* inbuf, GstBuffer* outbuf) {
+  const JobflowCropMeta* cm = jobflow_buffer_get_crop_meta(inbuf);
+  try {
+    attach_results(self, inbuf, cm, outbuf);
+  } catch (const std::runtime_error& e) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("jobdecode mode=%s per-region=true: %s", mode_name(self->impl->state.mode),
+                                             e.what()),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  if (self->impl->settings.get(&Settings::message))
+    gst_element_post_message(GST_ELEMENT(self), jobflow_analytics_regions_message_new(
+                                                    GST_OBJECT(self), outbuf, &GST_BASE_TRANSFORM(self)->segment));
+  return GST_FLOW_OK;
+}
+
 GstFlowReturn transform(GstBaseTransform* trans, GstBuffer* inbuf, GstBuffer* outbuf) {
   GstJobDecode* self = GST_JOB_DECODE(trans);
   return jobflow::gst::guarded(GST_ELEMENT(self), "Decoding", GST_FLOW_ERROR, [&] {
+    if (self->impl->state.per_region) return transform_regions(self, inbuf, outbuf);
     return frame_mode(self->impl->state.mode) ? transform_frame(self, inbuf, outbuf)
                                               : transform_text(self, inbuf, outbuf);
   });
@@ -1080,6 +1314,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_MASK_VIDEO: s.mask_video = g_value_get_boolean(value); break;
       case PROP_DICTIONARY: s.dictionary_path = str(); break;
       case PROP_BLANK_INDEX: s.blank_index = g_value_get_int(value); break;
+      case PROP_PER_REGION: s.per_region = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -1108,6 +1343,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_MASK_VIDEO: g_value_set_boolean(value, s.mask_video); break;
       case PROP_DICTIONARY: str(s.dictionary_path); break;
       case PROP_BLANK_INDEX: g_value_set_int(value, s.blank_index); break;
+      case PROP_PER_REGION: g_value_set_boolean(value, s.per_region); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -1128,6 +1364,7 @@ static void gst_job_decode_class_init(GstJobDecodeClass* klass) {
   transform_class->stop = stop;
   transform_class->prepare_output_buffer = prepare_output_buffer;
   transform_class->transform = transform;
+  transform_class->transform_meta = transform_meta;
 
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS);
   const auto ready = static_cast<GParamFlags>(flags | GST_PARAM_MUTABLE_READY);
@@ -1208,6 +1445,12 @@ static void gst_job_decode_class_init(GstJobDecodeClass* klass) {
                               nullptr, ready));
   install(PROP_BLANK_INDEX, g_param_spec_int("blank-index", "Blank index", "mode=ctc: the class of the CTC blank", 0,
                                              G_MAXINT, kDefaultBlankIndex, playing));
+  install(PROP_PER_REGION,
+          g_param_spec_boolean("per-region", "Per region",
+                               "The input is jobcrop's crops after a second model: decode each crop (mode labels, ctc "
+                               "or boxes), attach the results to its region on the frame (the region CONTAINs them, "
+                               "they are IS_PART_OF it) and output the frame",
+                               FALSE, ready));
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

@@ -20,7 +20,14 @@
  * it, and a "jobflow-regions" message with their JSON goes on the bus.
  * The output caps are known at the first buffer (the frame's caps), so in
  * frame modes the element negotiates downstream then, holding the segment
- * until the caps are out. A GstBaseTransform: one buffer in, one out. */
+ * until the caps are out.
+ *
+ * per-region=true (labels, ctc, boxes): the input is a second model's
+ * output on jobcrop's crops (JobflowCropMeta); each crop's results (a
+ * ClsMtd, a TextMtd, ODMtds) are attached to its region on the frame —
+ * the region CONTAINs them, they are IS_PART_OF it — and the output is the
+ * frame, after the last of its crop buffers. A GstBaseTransform: one
+ * buffer in, one out (a frame's earlier crop buffers give none). */
 #pragma once
 
 #include <gst/base/gstbasetransform.h>

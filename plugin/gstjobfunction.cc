@@ -262,6 +262,7 @@ GstFlowReturn handle_format(GstJobFunction* self, std::shared_ptr<const OutForma
  * and pushes the result. */
 GstFlowReturn handle_buffer(GstJobFunction* self, SerialQueue::Item& item) {
   Impl& p = *self->impl;
+  if (!item.data) return gst_pad_push(self->srcpad, std::exchange(item.buffer, nullptr));  // an empty GAP buffer
   const Call& call = static_cast<const Call&>(*item.data);
   const LoadedJob& l = *call.loaded;
   std::vector<Tensor> result;
@@ -425,6 +426,13 @@ GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {
       gst_buffer_unref(buf);
       GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No caps before the first buffer"), (nullptr));
       return GST_FLOW_NOT_NEGOTIATED;
+    }
+    if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_GAP) && gst_buffer_get_size(buf) == 0) {
+      /* No data (jobcrop's frame without crops): passed on in its place,
+       * with its metas, without a call. */
+      SerialQueue::Item item;
+      item.buffer = buf;
+      return p.queue.push(std::move(item));
     }
     auto call = std::make_shared<Call>();
     std::string error;

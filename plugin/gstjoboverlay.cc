@@ -216,7 +216,10 @@ void draw(cairo_t* cr, JobflowAnalyticsRelationMeta* meta, const Settings& cfg, 
     std::string text;
     gpointer rs = nullptr;
     JobflowAnalyticsMtd rel;
-    while (jobflow_analytics_relation_meta_get_direct_related(meta, od.id, JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO,
+    /* its attributes: RELATE_TO (tracks, ...) or CONTAIN (a second stage's results) */
+    const auto attributes =
+        static_cast<JobflowAnalyticsRelTypes>(JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO | JOBFLOW_ANALYTICS_REL_TYPE_CONTAIN);
+    while (jobflow_analytics_relation_meta_get_direct_related(meta, od.id, attributes,
                                                               JOBFLOW_ANALYTICS_MTD_TYPE_ANY, &rs, &rel)) {
       const JobflowAnalyticsMtdType type = jobflow_analytics_mtd_get_mtd_type(&rel);
       guint64 id;

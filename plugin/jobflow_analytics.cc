@@ -754,12 +754,16 @@ void jobflow_analytics_relation_meta_write_json(JobflowAnalyticsRelationMeta* me
   static const Store empty;
   const Store& st = meta ? *meta->store : empty;
   const auto& entries = st.entries;
-  /* Entries some region relates to are written inside that region. */
+  /* Entries some region relates to (or CONTAINs: a second stage's results
+   * on the region) are written inside that region. */
+  auto attribute = [](int t) {
+    return t == JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO || t == JOBFLOW_ANALYTICS_REL_TYPE_CONTAIN;
+  };
   std::vector<bool> attached(entries.size(), false);
   for (const Entry& e : entries) {
     if (e.type != type_of(kOD)) continue;
     for (const auto& [other, type] : e.rel)
-      if (type == JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO && entries[other].type != type_of(kOD)) attached[other] = true;
+      if (attribute(type) && entries[other].type != type_of(kOD)) attached[other] = true;
   }
   json_builder_begin_object(b);
   json_builder_set_member_name(b, "regions");
@@ -783,7 +787,7 @@ void jobflow_analytics_relation_meta_write_json(JobflowAnalyticsRelationMeta* me
       const Entry& o = entries[other];
       if (type == JOBFLOW_ANALYTICS_REL_TYPE_IS_PART_OF && o.type == type_of(kOD)) member_int(b, "parent", other);
       if (type == JOBFLOW_ANALYTICS_REL_TYPE_CONTAIN && o.type == type_of(kOD)) children.push_back(other);
-      if (type != JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO) continue;
+      if (!attribute(type)) continue;
       if (const auto* t = std::get_if<Track>(&o.data)) {
         json_builder_set_member_name(b, "track");
         write_track(b, *t);
@@ -803,7 +807,7 @@ void jobflow_analytics_relation_meta_write_json(JobflowAnalyticsRelationMeta* me
       json_builder_begin_array(b);
       for (const auto& [other, type] : e.rel) {
         const auto* c = std::get_if<Cls>(&entries[other].data);
-        if (type != JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO || !c) continue;
+        if (!attribute(type) || !c) continue;
         for (size_t i = 0; i < c->levels.size(); ++i) {
           json_builder_begin_object(b);
           member_string(b, "label", label_text(c->quarks[i]));

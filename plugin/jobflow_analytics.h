@@ -28,11 +28,15 @@
  *
  * and typed, directed relations between entries:
  *
- *   a IS_PART_OF b / b CONTAIN a   a region found inside region b (a second
- *                                  stage's result); set both with
- *                                  jobflow_analytics_relation_meta_set_parent()
+ *   a IS_PART_OF b / b CONTAIN a   a is a second stage's result on region
+ *                                  b: a region found inside it, or the
+ *                                  class / text a second model gave it
+ *                                  (jobdecode per-region=true); set both
+ *                                  with jobflow_analytics_relation_meta_set_parent()
  *   a RELATE_TO b                  region a has the attribute b (its
- *                                  track, class, text or mask)
+ *                                  track, class, text or mask); readers
+ *                                  take a region's attributes from the
+ *                                  entries it RELATEs TO or CONTAINs
  *
  * Example (what `jobdecode mode=boxes` and `jobtrack` do):
  *

@@ -6,9 +6,13 @@
 
 #include "gstjobbatch.h"
 #include "gstjobconvert.h"
+#include "gstjobcrop.h"
 #include "gstjobdatasrc.h"
 #include "gstjobdecode.h"
+#include "gstjobdemux.h"
 #include "gstjobfunction.h"
+#include "gstjobmetapublish.h"
+#include "gstjobmux.h"
 #include "gstjoboverlay.h"
 #include "gstjobsink.h"
 #include "gstjobtrack.h"
@@ -26,8 +30,12 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= jobflow_register_jobdecode(plugin);
   ok &= jobflow_register_jobbatch(plugin);
   ok &= jobflow_register_jobunbatch(plugin);
+  ok &= jobflow_register_jobmux(plugin);
+  ok &= jobflow_register_jobdemux(plugin);
+  ok &= jobflow_register_jobmetapublish(plugin);
   ok &= jobflow_register_jobtrack(plugin);
   ok &= jobflow_register_joboverlay(plugin);
+  ok &= jobflow_register_jobcrop(plugin);
   return ok;
 }
 

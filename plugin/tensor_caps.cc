@@ -253,6 +253,12 @@ bool specs_from_caps(const GstCaps* caps, std::vector<TensorSpec>* specs, std::s
     if (!dtype_from_nns(types[i], &out[i].dtype))
       return fail(std::string(types_field) + ": tensor " + std::to_string(i) + " has type '" + types[i] +
                   "' (supported: float32, float64, int32, int64, int8, uint8)");
+    /* Every size computed from these caps (buffers, batches) starts here. */
+    int64_t bytes = 0;
+    std::string why;
+    if (!checked_nbytes(out[i].shape, out[i].dtype, &bytes, &why))
+      return fail(std::string(dims_field) + ": tensor " + std::to_string(i) + " has dims '" + dims[i] + "' " +
+                  types[i] + ": " + why);
   }
   if (specs) *specs = std::move(out);
   return true;
@@ -432,7 +438,7 @@ bool tensors_from_buffer(GstBuffer* buf, const std::vector<TensorSpec>& specs, s
     if (n_mem == specs.size()) {
       /* The normal case: one memory per tensor, each mapped on its own. */
       for (guint i = 0; i < n_mem; ++i) {
-        const size_t want = static_cast<size_t>(numel(specs[i].shape)) * dtype_size(specs[i].dtype);
+        const size_t want = static_cast<size_t>(checked_nbytes(specs[i].shape, specs[i].dtype, "tensor " + std::to_string(i)));
         auto m = std::make_shared<MappedMemory>();
         GstMemory* mem = gst_buffer_get_memory(buf, i);
         if (!gst_memory_map(mem, &m->info, GST_MAP_READ)) {
@@ -449,9 +455,11 @@ bool tensors_from_buffer(GstBuffer* buf, const std::vector<TensorSpec>& specs, s
       /* Tensors packed in fewer (or more) memories: map the buffer as a
        * whole (GStreamer merges memories, copying only in that case) and
        * slice it. */
-      size_t total = 0;
-      for (const auto& s : specs) total += static_cast<size_t>(numel(s.shape)) * dtype_size(s.dtype);
-      if (gst_buffer_get_size(buf) != total)
+      int64_t total = 0;
+      for (size_t i = 0; i < specs.size(); ++i)
+        if (!size_add(total, checked_nbytes(specs[i].shape, specs[i].dtype, "tensor " + std::to_string(i)), &total))
+          return fail("the tensors' sizes add up to more than 2^63 bytes");
+      if (gst_buffer_get_size(buf) != static_cast<gsize>(total))
         return fail("buffer has " + std::to_string(gst_buffer_get_size(buf)) + " bytes in " +
                     std::to_string(n_mem) + " memories, expected " + std::to_string(specs.size()) +
                     " tensors of " + std::to_string(total) + " bytes");

@@ -351,7 +351,13 @@ Tensor read_out(const std::string& dir, const std::string& vdir, const std::stri
     ::close(fd);
     sys_fail(where, path, "cannot stat", e);
   }
-  const uint64_t want = static_cast<uint64_t>(numel(shape)) * dtype_size(dtype);
+  int64_t bytes = 0;
+  std::string why;
+  if (!checked_nbytes(shape, dtype, &bytes, &why)) {  // the shape comes from `meta`, a file
+    ::close(fd);
+    throw Error(std::string(where) + dir + ": variable '" + name + "': " + describe(shape, dtype) + ": " + why);
+  }
+  const uint64_t want = static_cast<uint64_t>(bytes);
   const uint64_t have = static_cast<uint64_t>(st.st_size);
   if (have != want) {
     ::close(fd);

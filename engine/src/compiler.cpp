@@ -47,6 +47,9 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     if (!e->initialized.load(std::memory_order_acquire)) internal::VariableStore::get().ensure_initialized(*e);
     step_var = e->value.data<int64_t>();
   }
+  // The step's variables for its whole length: another job (on another
+  // thread) that shares them sees whole steps; a train step writes them.
+  internal::HeldVariables hold(&held_, opts_.type == JobType::Train);
   const int64_t step = step_var ? *step_var : step_;
   for (const Patch& p : patches_) {
     Tensor t = inputs[p.input].reshape(p.shape);
@@ -82,6 +85,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
 int64_t Plan::steps_run() const {
   if (step_var_) {
     auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
+    internal::HeldVariables hold({e}, false);  // the variable may be another job's too
     if (e->initialized.load(std::memory_order_acquire)) return e->value.data<int64_t>()[0];
     return 0;
   }
@@ -92,6 +96,7 @@ void Plan::set_steps_run(int64_t s) {
   if (step_var_) {
     auto* e = static_cast<internal::VariableEntry*>(step_var_.get());
     internal::VariableStore::get().ensure_initialized(*e);
+    internal::HeldVariables hold({e}, true);
     e->value.data<int64_t>()[0] = s;
   } else {
     step_ = s;

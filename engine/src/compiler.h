@@ -40,6 +40,7 @@ namespace compiler {
 struct PlanBuild;
 std::shared_ptr<Plan> bind(PlanBuild& b);
 }  // namespace compiler
+namespace internal { struct VariableEntry; }
 
 struct PlanOptions {
   std::string job_name;
@@ -112,6 +113,7 @@ class Plan {
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
+  std::vector<internal::VariableEntry*> held_;  // what a step holds (HeldVariables), step variable included
   std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;

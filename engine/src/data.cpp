@@ -113,14 +113,14 @@ int check_magic(const unsigned char m[4], Header& h, const std::string& path) {
 // Parses the dims and computes the payload size, rejecting overflow.
 void parse_dims(const unsigned char* d, int rank, Header& h, const std::string& path) {
   h.shape.resize(rank);
-  unsigned __int128 n = 1;
-  const unsigned __int128 limit = std::numeric_limits<int64_t>::max();
-  for (int i = 0; i < rank; ++i) {
-    h.shape[i] = be32(d + 4 * i);
-    n *= static_cast<uint64_t>(h.shape[i]);
-    if (n * h.elem > limit) fail(path, "dims " + shape_str(h.shape) + " are too large");
-  }
-  h.payload_bytes = static_cast<uint64_t>(n) * h.elem;
+  for (int i = 0; i < rank; ++i) h.shape[i] = be32(d + 4 * i);
+  // Both the bytes in the file and those of the tensor (int16 widens) must fit.
+  int64_t n = 0, payload = 0, tensor_bytes = 0;
+  std::string why = "the byte size overflows 64 bits";
+  if (!checked_numel(h.shape, &n, &why) || !size_mul(n, static_cast<int64_t>(h.elem), &payload) ||
+      !checked_nbytes(h.shape, h.dtype, &tensor_bytes, &why))
+    fail(path, "dims " + shape_str(h.shape) + " are too large: " + why);
+  h.payload_bytes = static_cast<uint64_t>(payload);
 }
 
 // Converts the big-endian payload in `raw` (already in the tensor's buffer

@@ -336,12 +336,14 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   compiled->set_definition(std::move(def));
   if (summary_loss >= 0) install_summary(*compiled, S.config.summary_dir(), summary_loss, S.opt->scheduler());
   std::weak_ptr<CompiledJob> weak = compiled;
-  internal::VariableStore::get().add_syncer([weak] {
-    auto j = weak.lock();
-    if (!j) return false;
-    j->sync();
-    return true;
-  });
+  internal::VariableStore::get().add_syncer(
+      [weak] {
+        auto j = weak.lock();
+        if (!j) return false;
+        j->sync();
+        return true;
+      },
+      weak);
   return compiled;
 }
 

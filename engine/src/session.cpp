@@ -68,6 +68,27 @@ std::shared_ptr<VariableEntry> VariableStore::define(const std::string& name, co
   return e;
 }
 
+std::vector<VariableEntry*> HeldVariables::in_order(std::vector<VariableEntry*> entries) {
+  std::sort(entries.begin(), entries.end(), std::less<VariableEntry*>());
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  return entries;
+}
+
+HeldVariables::HeldVariables(std::vector<VariableEntry*> entries, bool exclusive)
+    : own_(in_order(std::move(entries))), held_(&own_), exclusive_(exclusive) {
+  for (VariableEntry* e : *held_) exclusive_ ? e->use.lock() : e->use.lock_shared();
+}
+
+HeldVariables::HeldVariables(const std::vector<VariableEntry*>* ordered, bool exclusive)
+    : held_(ordered), exclusive_(exclusive) {
+  for (VariableEntry* e : *held_) exclusive_ ? e->use.lock() : e->use.lock_shared();
+}
+
+HeldVariables::~HeldVariables() {
+  for (auto it = held_->rbegin(); it != held_->rend(); ++it)
+    exclusive_ ? (*it)->use.unlock() : (*it)->use.unlock_shared();
+}
+
 std::shared_ptr<VariableEntry> VariableStore::find(const std::string& name) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = vars_.find(name);
@@ -81,6 +102,7 @@ static uint64_t name_seed(const std::string& name, uint64_t seed) {
 void VariableStore::ensure_initialized(VariableEntry& e) {
   std::lock_guard<std::mutex> lk(mu_);
   if (e.initialized) return;
+  HeldVariables held({&e}, true);
   e.init.fill(e.value, name_seed(e.name, seed_));
   e.initialized = true;
 }
@@ -88,6 +110,7 @@ void VariableStore::ensure_initialized(VariableEntry& e) {
 void VariableStore::init_all() {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& [n, e] : vars_) {
+    HeldVariables held({e.get()}, true);
     e->init.fill(e->value, name_seed(n, seed_));
     e->initialized = true;
   }
@@ -95,7 +118,7 @@ void VariableStore::init_all() {
   pending_untyped_.clear();
 }
 
-std::map<std::string, Tensor> VariableStore::snapshot() {
+std::map<std::string, Tensor> VariableStore::snapshot(std::vector<VariableEntry*>* entries) {
   std::vector<std::shared_ptr<VariableEntry>> all;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -105,6 +128,7 @@ std::map<std::string, Tensor> VariableStore::snapshot() {
   for (auto& e : all) {
     ensure_initialized(*e);
     out[e->name] = e->value;
+    if (entries) entries->push_back(e.get());
   }
   return out;
 }
@@ -151,6 +175,7 @@ void VariableStore::load(std::map<std::string, Tensor> values, const std::string
       pending_[n] = v;
       continue;
     }
+    HeldVariables held({it->second.get()}, true);
     std::memcpy(it->second->value.raw(), v.raw(), v.nbytes());
     it->second->initialized = true;
   }
@@ -170,9 +195,10 @@ void VariableStore::reset() {
   pending_untyped_.clear();
 }
 
-int VariableStore::add_syncer(std::function<bool()> f) {
+int VariableStore::add_syncer(std::function<bool()> f, std::weak_ptr<const void> owner) {
   std::lock_guard<std::mutex> lk(mu_);
-  syncers_[next_syncer_] = std::move(f);
+  std::erase_if(syncers_, [](const auto& kv) { return kv.second.owner.expired(); });
+  syncers_[next_syncer_] = {std::move(f), std::move(owner)};
   return next_syncer_++;
 }
 void VariableStore::remove_syncer(int id) {
@@ -183,7 +209,7 @@ void VariableStore::sync_all() {
   std::vector<std::pair<int, std::function<bool()>>> fs;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [i, f] : syncers_) fs.emplace_back(i, f);
+    for (auto& [i, f] : syncers_) fs.emplace_back(i, f.sync);
   }
   std::vector<int> gone;
   for (auto& [i, f] : fs)  // never call out while holding the lock
@@ -203,7 +229,10 @@ void CheckPoint::init() {
 
 void CheckPoint::save(const std::string& dir) {
   VariableStore::get().sync_all();
-  checkpoint_io::save(dir, VariableStore::get().snapshot());
+  std::vector<internal::VariableEntry*> entries;
+  const std::map<std::string, Tensor> all = VariableStore::get().snapshot(&entries);
+  internal::HeldVariables held(entries, false);  // whole steps, should another thread keep calling a job
+  checkpoint_io::save(dir, all);
 }
 
 void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
@@ -215,11 +244,13 @@ void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
   if (!job_plan_options(job).step_variable.empty()) used.insert(job_plan_options(job).step_variable);
   if (used.empty())
     throw Error("[CheckPoint.save] job '" + job.signature().job_name + "' has no variables to save");
-  std::map<std::string, Tensor> all = VariableStore::get().snapshot(), mine;
+  std::vector<internal::VariableEntry*> entries;
+  std::map<std::string, Tensor> all = VariableStore::get().snapshot(&entries), mine;
   for (const std::string& name : used) {
     auto it = all.find(name);
     if (it != all.end()) mine.emplace(name, it->second);
   }
+  internal::HeldVariables held(entries, false);
   checkpoint_io::save(dir, mine);
 }
 
@@ -254,6 +285,7 @@ void assign(const std::string& name, const Tensor& value) {
     throw Error("[session::assign] variable '" + name + "' is " + spec_str(e->spec) + ", value is " +
                 spec_str({value.shape(), value.dtype()}));
   VariableStore::get().sync_all();
+  internal::HeldVariables held({e.get()}, true);  // a step of another thread's job may be running
   std::memcpy(e->value.raw(), value.raw(), value.nbytes());
   e->initialized = true;
 }

@@ -56,6 +56,47 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+bool checked_numel(const Shape& s, int64_t* count, std::string* why) {
+  int64_t n = 1;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] < 0) {
+      if (why) *why = "dimension " + std::to_string(i) + " is " + std::to_string(s[i]);
+      return false;
+    }
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) {
+      if (why) *why = "the element count overflows 64 bits";
+      return false;
+    }
+  *count = n;
+  return true;
+}
+
+bool checked_nbytes(const Shape& s, DType t, int64_t* bytes, std::string* why) {
+  int64_t n = 0;
+  if (!checked_numel(s, &n, why)) return false;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(t)), bytes)) {
+    if (why) *why = "the byte size (" + std::to_string(n) + " elements of " + std::to_string(dtype_size(t)) +
+                    " bytes) overflows 64 bits";
+    return false;
+  }
+  return true;
+}
+
+int64_t checked_numel(const Shape& s, const std::string& what) {
+  int64_t n = 0;
+  std::string why;
+  if (!checked_numel(s, &n, &why)) throw Error(what + " " + shape_str(s) + ": " + why);
+  return n;
+}
+
+int64_t checked_nbytes(const Shape& s, DType t, const std::string& what) {
+  int64_t n = 0;
+  std::string why;
+  if (!checked_nbytes(s, t, &n, &why)) throw Error(what + " " + shape_str(s) + " " + dtype_name(t) + ": " + why);
+  return n;
+}
+
 std::string shape_str(const Shape& s) {
   std::ostringstream o;
   o << "(";
@@ -66,6 +107,8 @@ std::string shape_str(const Shape& s) {
 }
 
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes) {
+  if (bytes > std::numeric_limits<size_t>::max() - 63)
+    throw Error("[alloc] cannot allocate " + std::to_string(bytes) + " bytes");
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
@@ -74,11 +117,8 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes) {
 }
 
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
-  for (int64_t d : shape_)
-    if (d < 0) throw Error("[Tensor] negative dimension in shape " + shape_str(shape_));
-  if (static_cast<uint64_t>(numel()) > std::numeric_limits<size_t>::max() / dtype_size(dtype_))
-    throw Error("[Tensor] " + shape_str(shape_) + " " + dtype_name(dtype_) + " is too large to allocate");
-  storage_ = aligned_alloc_shared(nbytes());
+  const int64_t bytes = checked_nbytes(shape_, dtype_, "[Tensor] cannot allocate");
+  storage_ = aligned_alloc_shared(static_cast<size_t>(bytes));
   data_ = storage_.get();
   std::memset(data_, 0, nbytes());
 }

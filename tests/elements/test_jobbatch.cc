@@ -273,3 +273,29 @@ TEST(JobBatch, FlushDropsWaitingFrames) {
   gst_buffer_unref(out);
   gst_harness_teardown(h);
 }
+
+// Caps whose dims fit but whose batch does not (issue 14): about 2^62
+// bytes a frame, 4 frames a batch. The product is checked, never wrapped, and the
+// error names the tensor and its dims.
+TEST(JobBatch, ABatchWhoseSizeOverflowsIsANegotiationError) {
+  GstHarness* h = gst_harness_new_parse("jobbatch batch-size=4");
+  GstBus* bus = gst_bus_new();
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(
+      h, "other/tensors,format=static,num_tensors=1,dimensions=(string)2147483647:2147483647,types=(string)uint8,"
+         "framerate=30/1");
+  gst_harness_push(h, frame(0));  // refused: what matters is the error
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND, GST_MESSAGE_ERROR);  // a safety net only
+  ASSERT_NE(m, nullptr);
+  GError* err = nullptr;
+  gst_message_parse_error(m, &err, nullptr);
+  EXPECT_TRUE(g_error_matches(err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION)) << err->message;
+  EXPECT_EQ(std::string(err->message),
+            "A batch of 4 frames of tensor 0 (2147483647, 2147483647) uint8 is too large: the element count "
+            "overflows 64 bits");
+  g_error_free(err);
+  gst_message_unref(m);
+  gst_harness_teardown(h);
+  gst_bus_set_flushing(bus, TRUE);
+  gst_object_unref(bus);
+}

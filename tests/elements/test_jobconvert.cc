@@ -6,6 +6,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -285,6 +286,242 @@ TEST(JobConvert, InvalidSettingFailsStateChange) {
   gst_bus_set_flushing(bus, TRUE);
   gst_object_unref(bus);
   gst_object_unref(e);
+}
+
+namespace {
+
+// Audio of `samples` (interleaved) as one F32LE / S16LE buffer.
+GstBuffer* f32_buffer(const std::vector<float>& samples, GstClockTime pts) {
+  std::vector<guint8> bytes(samples.size() * 4);
+  std::memcpy(bytes.data(), samples.data(), bytes.size());
+  return buffer_of(bytes, pts);
+}
+GstBuffer* s16_buffer(const std::vector<gint16>& samples, GstClockTime pts) {
+  std::vector<guint8> bytes(samples.size() * 2);
+  std::memcpy(bytes.data(), samples.data(), bytes.size());
+  return buffer_of(bytes, pts);
+}
+GstClockTime at(int sample, int rate) { return gst_util_uint64_scale_int(GST_SECOND, sample, rate); }
+
+}  // namespace
+
+TEST(JobConvert, AudioWindowsOverlapByHop) {
+  // A ramp 0, 1, ..., 9 at 8 kHz; windows of 4 samples every 2: [0..3], [2..5], [4..7], [6..9].
+  Harness t("jobconvert frames-per-tensor=4 hop=2");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=F32LE,layout=interleaved,rate=8000,channels=1");
+  std::vector<float> ramp(10);
+  for (int i = 0; i < 10; ++i) ramp[i] = static_cast<float>(i);
+  // Uneven buffers: the windows do not follow the buffer boundaries.
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({ramp.begin(), ramp.begin() + 3}, 0)), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({ramp.begin() + 3, ramp.end()}, at(3, 8000))), GST_FLOW_OK);
+  EXPECT_EQ(t.field("dimensions"), "4:1");        // (C, F) = (1, 4)
+  EXPECT_EQ(t.field("framerate"), "4000/1");      // a window every 2 samples
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 4u);
+  for (int w = 0; w < 4; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    std::vector<float> want(ramp.begin() + 2 * w, ramp.begin() + 2 * w + 4);
+    EXPECT_EQ(values<float>(out), want) << "window " << w;
+    EXPECT_EQ(GST_BUFFER_PTS(out), at(2 * w, 8000)) << "window " << w;
+    EXPECT_EQ(GST_BUFFER_DURATION(out), 4 * at(1, 8000));
+    gst_buffer_unref(out);
+  }
+  // Latency: a window's first sample waits for 3 more.
+  GstElement* conv = t.element();
+  GstPad* src = gst_element_get_static_pad(conv, "src");
+  GstQuery* q = gst_query_new_latency();
+  ASSERT_TRUE(gst_pad_query(src, q));
+  GstClockTime min = 0;
+  gst_query_parse_latency(q, nullptr, &min, nullptr);
+  EXPECT_EQ(min, 3 * gst_util_uint64_scale_int(GST_SECOND, 1, 8000));
+  gst_query_unref(q);
+  gst_object_unref(src);
+}
+
+TEST(JobConvert, AudioHopLongerThanTheWindowSkipsAcrossBuffers) {
+  // Windows of 2 samples every 5, the samples pushed one per buffer: [0, 1], [5, 6], [10, 11].
+  Harness t("jobconvert frames-per-tensor=2 hop=5");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=F32LE,layout=interleaved,rate=1000,channels=1");
+  for (int i = 0; i < 13; ++i)
+    ASSERT_EQ(gst_harness_push(t.h, f32_buffer({static_cast<float>(i)}, at(i, 1000))), GST_FLOW_OK);
+  EXPECT_EQ(t.field("framerate"), "200/1");
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 3u);
+  for (int w = 0; w < 3; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    EXPECT_EQ(values<float>(out), (std::vector<float>{5.0f * w, 5.0f * w + 1}));
+    EXPECT_EQ(GST_BUFFER_PTS(out), at(5 * w, 1000));
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, ANewSegmentStartsTheWindowsAfresh) {
+  // Windows of 4 samples every 2; 5 samples, then a new segment (concat's
+  // next part: pts from 0 again, running time from 1 s), then 4 samples. The
+  // old segment gives [0..3] only ([2..5] lacks a sample); no window mixes
+  // the two; the new one's windows carry its own pts.
+  Harness t("jobconvert frames-per-tensor=4 hop=2");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=F32LE,layout=interleaved,rate=1000,channels=1");
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({0, 1, 2, 3, 4}, 0)), GST_FLOW_OK);
+  GstSegment seg;
+  gst_segment_init(&seg, GST_FORMAT_TIME);
+  seg.base = GST_SECOND;
+  ASSERT_TRUE(gst_harness_push_event(t.h, gst_event_new_segment(&seg)));
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer({10, 11, 12, 13}, 0)), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 2u);
+  const std::vector<float> want[2] = {{0, 1, 2, 3}, {10, 11, 12, 13}};
+  for (int w = 0; w < 2; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    EXPECT_EQ(values<float>(out), want[w]) << "window " << w;
+    EXPECT_EQ(GST_BUFFER_PTS(out), 0u) << "window " << w;
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, AudioSineWindowsKeepTheirValues) {
+  // A sine of period 8 samples, amplitude 0.5 (F32LE stereo, R = -L), windows of one
+  // period every half period, channels last: each window is (8, 2) of the sine's values.
+  Harness t("jobconvert frames-per-tensor=8 hop=4 layout=nhwc");
+  gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=2");
+  std::vector<float> sine;
+  for (int i = 0; i < 24; ++i) {
+    const float v = static_cast<float>(0.5 * std::sin(2 * G_PI * i / 8));
+    sine.push_back(v);
+    sine.push_back(-v);
+  }
+  ASSERT_EQ(gst_harness_push(t.h, f32_buffer(sine, 0)), GST_FLOW_OK);
+  EXPECT_EQ(t.field("dimensions"), "2:8");  // (F, C) = (8, 2)
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 5u);  // starts 0, 4, 8, 12, 16
+  for (int w = 0; w < 5; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    std::vector<float> want(sine.begin() + 2 * 4 * w, sine.begin() + 2 * (4 * w + 8));
+    EXPECT_EQ(values<float>(out), want) << "window " << w;
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, AudioChannelModes) {
+  // S16LE stereo: L = 100 i, R = 300 i.
+  std::vector<gint16> stereo;
+  for (int i = 0; i < 4; ++i) {
+    stereo.push_back(static_cast<gint16>(100 * i));
+    stereo.push_back(static_cast<gint16>(300 * i));
+  }
+  {
+    Harness t("jobconvert frames-per-tensor=4 channel-mode=mix scale=1");
+    gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=S16LE,layout=interleaved,rate=8000,channels=2");
+    ASSERT_EQ(gst_harness_push(t.h, s16_buffer(stereo, 0)), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(t.h);
+    EXPECT_EQ(t.field("dimensions"), "4:1");  // (1, 4)
+    EXPECT_EQ(values<float>(out), (std::vector<float>{0, 200, 400, 600}));
+    gst_buffer_unref(out);
+  }
+  {
+    Harness t("jobconvert frames-per-tensor=4 channel-mode=select channel=1 layout=nhwc");
+    gst_harness_set_src_caps_str(t.h, "audio/x-raw,format=S16LE,layout=interleaved,rate=8000,channels=2");
+    ASSERT_EQ(gst_harness_push(t.h, s16_buffer(stereo, 0)), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(t.h);
+    EXPECT_EQ(t.field("dimensions"), "1:4");  // (4, 1)
+    EXPECT_EQ(values<float>(out), (std::vector<float>{0, 300 / 32768.0f, 600 / 32768.0f, 900 / 32768.0f}));
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, OctetRecordsOfFieldsInSlidingWindows) {
+  // An IMU-like record: int64 time, float32 x 2, uint8 flag, 7 bytes of padding (24 bytes).
+  // Windows of 2 records every record: (2, 4) float32, one mean/std per value.
+  Harness t("jobconvert fields=int64,float32:2,uint8 record-size=24 frames-per-tensor=2 hop=1 "
+            "mean=0,1,0,0 std=1,1,2,1");
+  gst_harness_set_src_caps_str(t.h, "application/octet-stream,framerate=100/1");
+  std::vector<guint8> bytes;
+  for (int r = 0; r < 3; ++r) {
+    guint8 rec[24];
+    std::memset(rec, 0xAB, sizeof rec);
+    const gint64 time = 1000 + r;
+    const float xy[2] = {0.5f * r, -2.0f * r};
+    std::memcpy(rec, &time, 8);
+    std::memcpy(rec + 8, xy, 8);
+    rec[16] = static_cast<guint8>(r);
+    bytes.insert(bytes.end(), rec, rec + 24);
+  }
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of(bytes, 0)), GST_FLOW_OK);
+  EXPECT_EQ(t.field("dimensions"), "4:2");
+  EXPECT_EQ(t.field("types"), "float32");
+  EXPECT_EQ(t.field("framerate"), "100/1");
+  ASSERT_EQ(gst_harness_buffers_in_queue(t.h), 2u);
+  for (int w = 0; w < 2; ++w) {
+    GstBuffer* out = gst_harness_pull(t.h);
+    std::vector<float> want;
+    for (int r = w; r < w + 2; ++r) {
+      want.push_back(1000.0f + r);
+      want.push_back(0.5f * r - 1);  // mean 1
+      want.push_back(-2.0f * r / 2);  // std 2
+      want.push_back(static_cast<float>(r));
+    }
+    EXPECT_EQ(values<float>(out), want) << "window " << w;
+    EXPECT_EQ(GST_BUFFER_PTS(out), w * GST_SECOND / 100);
+    gst_buffer_unref(out);
+  }
+}
+
+TEST(JobConvert, OctetRecordsNativeCopyTheValuesWithoutPadding) {
+  Harness t("jobconvert fields=int32:2 record-size=12 dtype=native");
+  gst_harness_set_src_caps_str(t.h, "application/octet-stream");
+  const gint32 rec[3] = {7, -9, 0x55555555};  // the third int is padding
+  std::vector<guint8> bytes(12);
+  std::memcpy(bytes.data(), rec, 12);
+  ASSERT_EQ(gst_harness_push(t.h, buffer_of(bytes, 0)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(t.h);
+  EXPECT_EQ(t.field("dimensions"), "2");
+  EXPECT_EQ(t.field("types"), "int32");
+  EXPECT_EQ(values<gint32>(out), (std::vector<gint32>{7, -9}));
+  gst_buffer_unref(out);
+}
+
+TEST(JobConvert, WindowSettingsThatDoNotFitNameTheProperty) {
+  struct Case {
+    const char* launch;
+    const char* caps;
+    const char* property;
+  };
+  const Case cases[] = {
+      {"jobconvert channel-mode=select channel=2", "audio/x-raw,format=S16LE,layout=interleaved,rate=8000,channels=2",
+       "'channel'"},
+      {"jobconvert channel-mode=mix", "video/x-raw,format=GRAY8,width=2,height=2,framerate=0/1", "'channel-mode'"},
+      {"jobconvert hop=2", "video/x-raw,format=GRAY8,width=2,height=2,framerate=0/1", "'hop'"},
+      {"jobconvert fields=float32:2 record-size=7", "application/octet-stream", "'record-size'"},
+      {"jobconvert fields=float32,int8 dtype=native", "application/octet-stream", "'fields'"},
+  };
+  for (const Case& c : cases) {
+    Harness t(c.launch);
+    gst_harness_set_src_caps_str(t.h, c.caps);
+    GError* e = t.error();
+    ASSERT_NE(e, nullptr) << c.launch;
+    EXPECT_TRUE(g_error_matches(e, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION)) << c.launch;
+    EXPECT_NE(std::string(e->message).find(c.property), std::string::npos) << e->message;
+    g_error_free(e);
+  }
+}
+
+TEST(JobConvert, InvalidFieldsFailTheStateChange) {
+  for (const char* launch : {"jobconvert fields=float33", "jobconvert fields=float32:0",
+                             "jobconvert fields=uint8 input-dims=4"}) {
+    GstElement* e = gst_parse_launch(launch, nullptr);
+    ASSERT_NE(e, nullptr);
+    GstBus* bus = gst_bus_new();
+    gst_element_set_bus(e, bus);
+    EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE) << launch;
+    GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+    ASSERT_NE(m, nullptr) << launch;
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    EXPECT_TRUE(g_error_matches(err, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS)) << launch;
+    EXPECT_NE(std::string(err->message).find("'fields'"), std::string::npos) << err->message;
+    g_error_free(err);
+    gst_message_unref(m);
+    gst_element_set_state(e, GST_STATE_NULL);
+    gst_bus_set_flushing(bus, TRUE);
+    gst_object_unref(bus);
+    gst_object_unref(e);
+  }
 }
 
 TEST(JobConvert, LetterboxScalesPadsAndAttachesTheFrame) {

@@ -17,6 +17,7 @@
 #include "gstjobdecode.h"
 #include "jobflow_analytics.h"
 #include "jobflow_frame_meta.h"
+#include "jobflow_meta.h"
 #include "static_element_env.h"
 
 namespace {
@@ -302,6 +303,39 @@ TEST_F(JobDecode, Yolov8BoxesGoOnTheFrameInFramePixels) {
   gst_buffer_unref(out);
   gst_buffer_unref(frame);
   gst_caps_unref(caps);
+}
+
+// The frame modes' output is the frame; it also keeps the tensor buffer's
+// own metas (after jobdemux: the source's JobflowMuxMeta; here a reference
+// timestamp), but not the tensors' description nor the frame meta.
+TEST_F(JobDecode, TheFrameKeepsTheTensorBuffersOtherMetas) {
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes"); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)8:6:1,types=float32,framerate=30/1");
+  // (1, 4 + 2, 8) in columns: one box of class 1, seven candidates scoring 0
+  std::vector<float> head(6 * 8, 0.f);
+  head[0 * 8] = 10, head[1 * 8] = 10, head[2 * 8] = 4, head[3 * 8] = 4, head[5 * 8] = 0.9f;
+  GstBuffer* frame = gst_buffer_new_allocate(nullptr, 320 * 240 * 3, nullptr);
+  GstCaps* caps = gst_caps_from_string(kFrameCaps);
+  GstBuffer* b = gst_buffer_new_memdup(head.data(), head.size() * sizeof(float));
+  GST_BUFFER_PTS(b) = GST_SECOND;
+  jobflow_buffer_add_frame_meta(b, frame, caps, 320, 240, 1, 1, 0, 0);
+  jobflow::gst::add_tensor_meta(b, {{{1, 5, 1}, jobflow::DType::Float32}});
+  GstCaps* clock = gst_caps_from_string("timestamp/x-test-source");
+  gst_buffer_add_reference_timestamp_meta(b, clock, 7 * GST_SECOND, GST_CLOCK_TIME_NONE);
+  ASSERT_EQ(gst_harness_push(h_, b), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h_);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(gst_buffer_peek_memory(out, 0), gst_buffer_peek_memory(frame, 0));
+  GstReferenceTimestampMeta* ref = gst_buffer_get_reference_timestamp_meta(out, clock);
+  ASSERT_NE(ref, nullptr);
+  EXPECT_EQ(ref->timestamp, 7 * GST_SECOND);
+  EXPECT_EQ(jobflow_buffer_get_tensor_meta(out), nullptr);
+  EXPECT_EQ(jobflow_buffer_get_frame_meta(out), nullptr);
+  EXPECT_EQ(json_of(out), "{\"regions\":[{\"id\":0,\"label\":\"1\",\"confidence\":0.9,\"x\":8,\"y\":8,\"w\":4,\"h\":4}]}");
+  gst_buffer_unref(out);
+  gst_caps_unref(clock);
+  gst_caps_unref(caps);
+  gst_buffer_unref(frame);
 }
 
 TEST_F(JobDecode, BoxesWithoutAFrameStayOnTheTensor) {

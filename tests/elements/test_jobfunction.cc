@@ -584,6 +584,33 @@ TEST_F(JobFunction, ResultsInInputOrderWithTimestamps) {
   gst_harness_teardown(h);
 }
 
+TEST_F(JobFunction, EmptyGapBuffersPassInTheirPlaceWithoutACall) {
+  Bus bus;
+  GstHarness* h = harness(make_function({{"job", jobs().affine}}), bus, kAffineCaps);
+  ASSERT_EQ(gst_harness_push(h, affine_buffer(0)), GST_FLOW_OK);
+  GstBuffer* gap = gst_buffer_new();  // as jobcrop sends a frame without crops
+  GST_BUFFER_FLAG_SET(gap, GST_BUFFER_FLAG_GAP);
+  GST_BUFFER_PTS(gap) = 7 * GST_SECOND;
+  ASSERT_EQ(gst_harness_push(h, gap), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, affine_buffer(2)), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h);
+  EXPECT_EQ(tensor<float>(out, 0), affine_out(0));
+  gst_buffer_unref(out);
+  out = gst_harness_pull(h);
+  EXPECT_EQ(out, gap);  // the same buffer, untouched
+  EXPECT_EQ(gst_buffer_get_size(out), 0u);
+  EXPECT_EQ(GST_BUFFER_PTS(out), 7 * GST_SECOND);
+  gst_buffer_unref(out);
+  out = gst_harness_pull(h);
+  EXPECT_EQ(tensor<float>(out, 0), affine_out(2));
+  gst_buffer_unref(out);
+  guint64 steps = 0;
+  g_object_get(h->element, "steps", &steps, nullptr);
+  EXPECT_EQ(steps, 2u);
+  EXPECT_EQ(errors_text(bus), "");
+  gst_harness_teardown(h);
+}
+
 TEST_F(JobFunction, MetasAreCopiedAndTheTensorMetaDescribesTheOutputs) {
   Bus bus;
   GstHarness* h = harness(make_function({{"job", jobs().eval}}), bus, kEvalCaps);

@@ -143,6 +143,12 @@ TEST(TensorCaps, ErrorsNameTheField) {
       {"other/tensors,format=static,num_tensors=1,dimensions=4:x,types=float32", "4:x"},
       {"other/tensors,format=static,num_tensors=1,types=float32", "dimensions"},
       {"other/tensors,format=static,num_tensors=1,dimensions=4,types={float32,int32}", "fixed"},
+      // 2^31 - 1 per dim fits, their product does not (issue 14): named before any size is computed.
+      {"other/tensors,format=static,num_tensors=1,dimensions=2147483647:2147483647:2147483647,types=float32",
+       "tensor 0 has dims '2147483647:2147483647:2147483647' float32: the element count overflows 64 bits"},
+      {"other/tensors,format=static,num_tensors=2,dimensions=\"4,1073741824:2147483647:4\","
+       "types=\"float32,float64\"",
+       "tensor 1 has dims '1073741824:2147483647:4' float64: the byte size"},
   };
   for (const Case& c : cases) {
     GstCaps* caps = parse(c.caps);

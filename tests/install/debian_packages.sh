@@ -10,6 +10,8 @@ set -euo pipefail
 src=$1 work=$2/tests/install/debian-packages
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "skipped: $*"; exit 77; }
+[ -z "${JOBFLOW_SANITIZER:-}" ] ||
+  skip "a $JOBFLOW_SANITIZER build: packaging builds its own uninstrumented tree (the plain configuration runs it)"
 command -v dpkg-buildpackage >/dev/null || skip "dpkg-buildpackage not found (apt-get install dpkg-dev)"
 command -v dh >/dev/null || skip "debhelper not found (apt-get install debhelper)"
 # Fails with the list of unmet build dependencies (scripts/setup installs them).

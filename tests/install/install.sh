@@ -11,6 +11,7 @@
 # Usage: install.sh BUILD PREFIX LIBDIR BINDIR INCLUDEDIR DATADIR PLUGINDIR OPENBLAS_DIR TOOL(yes|no) PLUGIN(yes|no)
 # (install folders as Meson's options: relative to PREFIX, or absolute)
 set -euo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$1 prefix=$2 libdir=$3 bindir=$4 includedir=$5 datadir=$6 plugindir=$7 openblas_dir=$8 tool=$9 plugin=${10}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -37,7 +38,8 @@ expect=("$lib/libjobflow.so" "$lib/libjobflow.so.0" "$lib/pkgconfig/jobflow.pc"
 [[ $plugin == yes ]] && expect+=("$lib/libjobflow-gst.so" "$lib/libjobflow-gst.so.0" "$lib/pkgconfig/jobflow-gst.pc"
                                  "$inc/jobflow/gst/jobsink.h" "$inc/jobflow/gst/tensor_caps.h"
                                  "$inc/jobflow/gst/jobflow_meta.h" "$inc/jobflow/gst/jobflow_analytics.h"
-                                 "$inc/jobflow/gst/jobflow_frame_meta.h" "$plugins/libgstjobflow.so")
+                                 "$inc/jobflow/gst/jobflow_frame_meta.h" "$inc/jobflow/gst/jobflow_crop_meta.h"
+                                 "$plugins/libgstjobflow.so")
 for f in "${expect[@]}"; do
   [[ -e $f ]] || fail "not installed: ${f#"$dest"}"
 done
@@ -113,7 +115,7 @@ if [[ $plugin == yes ]]; then
   out=$(gst-inspect-1.0 jobflow 2>&1) || fail "gst-inspect-1.0 jobflow failed: $out"
   grep -Eq "^  Filename +$plugins/libgstjobflow.so$" <<<"$out" ||
     fail "gst-inspect-1.0 did not load the installed plugin: $(grep Filename <<<"$out")"
-  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch jobtrack joboverlay)
+  elements=(jobfunction jobsink jobdatasrc jobconvert jobdecode jobbatch jobunbatch jobmux jobdemux jobtrack joboverlay jobmetapublish jobcrop)
   for e in "${elements[@]}"; do
     grep -Eq "^  $e: " <<<"$out" || fail "gst-inspect-1.0 jobflow does not list $e:"$'\n'"$out"
   done

@@ -10,6 +10,7 @@
 #                                (Python, their JSON): the same lines
 # Usage: detect_video.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)

@@ -12,6 +12,7 @@
 #                                to the last digit
 # Usage: gst_pipelines.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 gst=$src/pipelines/gst

@@ -5,6 +5,7 @@
 # ...", status 134).
 # Usage: program_errors.sh BUILD_DIR
 set -uo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,6 +51,7 @@ expect_error "new_result, missing job file" 1 "$build/pipelines/apps/new_result"
 expect_error "read_regions, missing job file" 1 "$build/pipelines/apps/read_regions" --jobs "$work/nojobs"
 expect_error "read_regions, bad option" 2 "$build/pipelines/apps/read_regions" --frames 0
 expect_error "ball_detector, bad size" 1 "$build/pipelines/jobs/ball_detector" "$work/b.onnx" 7
+expect_error "tone_classifier, bad window" 1 "$build/pipelines/jobs/tone_classifier" "$work/t.onnx" 8
 expect_error "synchronize_batch_job, missing checkpoint" 1 "$build/pipelines/seeds/synchronize_batch_job" \
   --model-dir "$work/none"
 

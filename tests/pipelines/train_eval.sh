@@ -10,6 +10,7 @@
 #       rises from an untrained LeNet's to well above it
 # Usage: train_eval.sh BUILD_DIR
 set -euo pipefail
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 jobs=$build/pipelines/jobs

@@ -9,6 +9,8 @@ build=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+[ -z "${JOBFLOW_SANITIZER:-}" ] || { echo "SKIP: a $JOBFLOW_SANITIZER build: a wheel of instrumented libraries is no" \
+  "wheel to test (the plain configuration runs it)"; exit 77; }
 command -v patchelf >/dev/null || { echo "SKIP: patchelf missing (apt-get install patchelf)"; exit 77; }
 /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || { echo "SKIP: python3-venv missing"; exit 77; }
 

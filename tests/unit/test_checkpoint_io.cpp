@@ -153,6 +153,22 @@ TEST(CheckpointIo, SizeMismatchNamesTheVariable) {
                {"has 10 bytes, expected 12", "(3,) float32"});
 }
 
+// A `meta` whose dims multiply past 64 bits (issue 14): named, never a
+// wrapped size compared with the file's.
+TEST(CheckpointIo, MetaWhoseSizeOverflowsNamesTheVariableAndDims) {
+  TempDir d;
+  const std::string dir = d / "c";
+  ckpt::save(dir, sample_vars(1));
+  spit(dir + "/fc.bias/meta", "shape { dim: 1099511627776 dim: 1099511627776 } data_type: kFloat");
+  expect_error([&] { ckpt::load(dir); }, "[CheckPoint.load] " + dir + ": variable 'fc.bias': ",
+               {"(1099511627776, 1099511627776) float32: the element count overflows 64 bits"});
+  // 2^62 floats: the count fits, the bytes (2^64) do not; wrapped, they would be 0.
+  spit(dir + "/fc.bias/meta", "shape { dim: 4611686018427387904 } data_type: kFloat");
+  spit(dir + "/fc.bias/out", "");
+  expect_error([&] { ckpt::load(dir); }, "[CheckPoint.load] " + dir + ": variable 'fc.bias': ",
+               {"(4611686018427387904,) float32: the byte size"});
+}
+
 TEST(CheckpointIo, LoadVariableWithoutMeta) {
   TempDir d;
   const std::string dir = d / "c";

@@ -192,6 +192,13 @@ TEST(ReadIdx, HugeDimsAreRejectedBeforeAllocating) {
   put_be32(b, 4000000000u);
   write_plain(d / "h", b);
   expect_error([&] { read_idx(d / "h"); }, "[read_idx] ", {"too large"});
+  // The bytes in the file fit, the int32 tensor int16 widens to does not
+  // (2^31 * 2^30 elements: 2^62 bytes of int16, 2^63 of int32).
+  std::vector<unsigned char> w = {0, 0, 0x0B, 2};
+  put_be32(w, 0x80000000u);
+  put_be32(w, 0x40000000u);
+  write_plain(d / "w", w);
+  expect_error([&] { read_idx(d / "w"); }, "[read_idx] ", {"dims (2147483648, 1073741824) are too large: the byte size"});
   std::vector<unsigned char> c = {0, 0, 0x08, 1};
   put_be32(c, 3000000000u);  // 3 GB of bytes claimed, 8 present
   write_gz(d / "h.gz", c);

@@ -48,9 +48,29 @@ using Shape = std::vector<int64_t>;
 inline constexpr int64_t kDynamic = -1;
 // Whether every dim of `s` is known (no kDynamic).
 bool is_static(const Shape& s);
-// The element count; kDynamic when some dim is kDynamic.
+// The element count; kDynamic when some dim is kDynamic; throws "[shape]
+// element count of (a, b) overflows 64 bits".
 int64_t numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "(100, 1, 28, 28)"; a dynamic dim prints as -1
+
+// Checked size arithmetic, for every size computed from untrusted input
+// (ONNX files, IDX headers, checkpoint meta, caps, buffer sizes): a product
+// that does not fit is an error, never a wrapped value.
+//
+// The non-throwing forms return false when a dimension is negative or the
+// element count (byte size) exceeds INT64_MAX, with the reason in *why
+// ("dimension 1 is -3", "the element count overflows 64 bits", ...).
+bool checked_numel(const Shape& s, int64_t* count, std::string* why = nullptr);
+bool checked_nbytes(const Shape& s, DType t, int64_t* bytes, std::string* why = nullptr);
+// Throwing forms: `what` starts with "[where] " and names the tensor; the
+// message is "<what> <shape> <dtype>: <why>", e.g. "[CheckPoint.load] ckpt:
+// variable 'w' (1099511627776, 1099511627776) float32: the element count
+// overflows 64 bits".
+int64_t checked_numel(const Shape& s, const std::string& what);
+int64_t checked_nbytes(const Shape& s, DType t, const std::string& what);
+// a * b and a + b for sizes (both >= 0), false when the result exceeds INT64_MAX.
+inline bool size_mul(int64_t a, int64_t b, int64_t* out) { return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, out); }
+inline bool size_add(int64_t a, int64_t b, int64_t* out) { return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, out); }
 
 // Base error of the library: every message starts with "[where] ".
 struct Error : std::runtime_error {

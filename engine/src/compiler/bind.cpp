@@ -106,6 +106,12 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
                   "' is not an int64 (1,) session variable");
     plan->step_var_ = e;
   }
+  {
+    std::vector<internal::VariableEntry*> held;
+    for (auto& v : plan->variables_) held.push_back(static_cast<internal::VariableEntry*>(v.get()));
+    if (plan->step_var_) held.push_back(static_cast<internal::VariableEntry*>(plan->step_var_.get()));
+    plan->held_ = internal::HeldVariables::in_order(std::move(held));
+  }
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);

@@ -589,9 +589,8 @@ Analysis analyze(const std::string& path) {
     if (t.data_type() != ::onnx::TensorProto::FLOAT && t.data_type() != ::onnx::TensorProto::DOUBLE &&
         t.data_type() != ::onnx::TensorProto::FLOAT16 && t.data_type() != ::onnx::TensorProto::BFLOAT16)
       continue;
-    int64_t n = 1;
-    for (int64_t d : t.dims()) n *= d;
-    A.parameters += n;
+    int64_t n = 0;  // (read and checked by the build above)
+    if (checked_numel(Shape(t.dims().begin(), t.dims().end()), &n)) A.parameters += n;
   }
   std::map<std::string, int64_t> counts;
   for (const auto& n : P.model.graph().node()) counts[n.op_type()]++;

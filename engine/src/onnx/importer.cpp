@@ -134,15 +134,15 @@ const std::string& Importer::iname(int i) const {
 }
 
 void Importer::check_size(const Shape& s, DType t, const std::string& what) const {
-  uint64_t n = 1;
-  for (int64_t d : s) {
-    if (d == kDynamic) continue;  // known per call (the plan of that shape checks its memory)
-    if (d < 0) err(what + " has a negative dimension");
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) err(what + " is too large");
-    n *= static_cast<uint64_t>(d);
-  }
-  const uint64_t sz = dtype_size(t);
-  if (n > opts_.max_tensor_bytes / std::max<uint64_t>(sz, 1))
+  // A dynamic dim is known per call (the plan of that shape checks its
+  // memory): it counts as 1 here, every known dim is checked.
+  Shape known(s);
+  for (int64_t& d : known)
+    if (d == kDynamic) d = 1;
+  int64_t bytes = 0;
+  std::string why;
+  if (!checked_nbytes(known, t, &bytes, &why)) err(what + " " + shape_str(s) + " " + dtype_name(t) + ": " + why);
+  if (static_cast<uint64_t>(bytes) > opts_.max_tensor_bytes)
     err(what + " " + shape_str(s) + " would need more than max_tensor_bytes (" + std::to_string(opts_.max_tensor_bytes) +
         ")");
 }

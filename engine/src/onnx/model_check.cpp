@@ -138,6 +138,13 @@ TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi, std::vector<std
     if (dim_names) dim_names->push_back(name);
   }
   if (dim_names && !named) dim_names->clear();
+  Shape known(s.shape);  // a dynamic dim counts as 1: the known dims' product must fit
+  for (int64_t& d : known)
+    if (d == kDynamic) d = 1;
+  int64_t bytes = 0;
+  std::string why;
+  if (!checked_nbytes(known, s.dtype, &bytes, &why))
+    fail(P.what, "input '" + vi.name() + "' " + spec_str(s) + ": " + why);
   return s;
 }
 

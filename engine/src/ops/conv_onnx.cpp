@@ -54,9 +54,13 @@ SpatialArgs spatial_args(Importer& I, const Shape& x, const std::vector<int64_t>
   auto pads = I.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   if (a.s.size() != n || a.d.size() != n || pads.size() != 2 * n)
     I.err("strides/dilations/pads do not match " + std::to_string(n) + " spatial dims");
+  constexpr int64_t kMax = int64_t(1) << 31;  // keeps the size arithmetic below (and the engine's) in int64
   for (size_t i = 0; i < n; ++i) {
     if (a.k[i] <= 0 || a.s[i] <= 0 || a.d[i] <= 0) I.err("kernel, strides and dilations must be positive");
     if (pads[i] < 0 || pads[n + i] < 0) I.err("pads must be >= 0");
+    if (a.k[i] >= kMax || a.s[i] >= kMax || a.d[i] >= kMax || pads[i] >= kMax || pads[n + i] >= kMax)
+      I.err("kernel " + shape_str(a.k) + ", strides " + shape_str(a.s) + ", dilations " + shape_str(a.d) +
+            " and pads " + shape_str(pads) + " must be below 2^31");
     if (!dil_ok && a.d[i] != 1) I.unsupported(I.node->op_type() + "(dilations)");
   }
   a.pb.assign(pads.begin(), pads.begin() + n);
@@ -183,6 +187,7 @@ void op_pool(Importer& I, bool max) {
   if (include_pad && any_pad) {
     // The engine divides by the count of real elements; ONNX by the window
     // clipped to the padded input: scale by excl / incl per output.
+    I.check_size({1, 1, outl[0], outl[1]}, y.dtype(), "the count_include_pad scale");
     Tensor f({1, 1, outl[0], outl[1]}, y.dtype());
     std::vector<double> fv(static_cast<size_t>(outl[0] * outl[1]));
     auto counts = [&](int i, int64_t o, int64_t* excl, int64_t* incl) {

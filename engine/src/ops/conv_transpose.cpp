@@ -75,9 +75,19 @@ Shape ct_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, con
                      " input channels of x " + shape_str(x.shape));
   if (w.shape[1] <= 0 || kh <= 0 || kw <= 0) op_error(op, "w " + shape_str(w.shape) + " has an empty dimension");
   if (N == 0 || H == 0 || W == 0) op_error(op, "x " + shape_str(x.shape) + " has an empty dimension");
+  // (in - 1) * s - p0 - p1 + d * (k - 1) + 1 + op, overflow-checked: the geometry may come from a file.
+  auto out_len = [&](int64_t in, int64_t s, int64_t p0, int64_t p1, int64_t d, int64_t k, int64_t op_pad) {
+    int64_t a = 0, b = 0, r = 0;
+    if (__builtin_mul_overflow(in - 1, s, &a) || __builtin_mul_overflow(d, k - 1, &b) ||
+        __builtin_sub_overflow(a, p0, &r) || __builtin_sub_overflow(r, p1, &r) || __builtin_add_overflow(r, b, &r) ||
+        __builtin_add_overflow(r, 1 + op_pad, &r))
+      op_error(op, "strides, dilations or pads too large: x " + shape_str(x.shape) + ", w " + shape_str(w.shape) +
+                       ", " + g.str());
+    return r;
+  };
   // A dynamic spatial size (kDynamic) gives a dynamic output size.
-  const int64_t OH = H < 0 ? kDynamic : (H - 1) * g.sh - g.pt - g.pb + g.dh * (kh - 1) + 1 + g.oph;
-  const int64_t OW = W < 0 ? kDynamic : (W - 1) * g.sw - g.pl - g.pr + g.dw * (kw - 1) + 1 + g.opw;
+  const int64_t OH = H < 0 ? kDynamic : out_len(H, g.sh, g.pt, g.pb, g.dh, kh, g.oph);
+  const int64_t OW = W < 0 ? kDynamic : out_len(W, g.sw, g.pl, g.pr, g.dw, kw, g.opw);
   if ((H >= 0 && OH <= 0) || (W >= 0 && OW <= 0))
     op_error(op, "pads crop the whole output: x " + shape_str(x.shape) + ", w " + shape_str(w.shape) + ", " + g.str() +
                      " give an output of " + std::to_string(OH) + " x " + std::to_string(OW));

@@ -59,14 +59,14 @@ void op_split(Importer& I) {
   if (parts.empty()) {
     const int64_t ns = I.attr_i("num_outputs", n);
     if (ns <= 0) I.err("no outputs");
-    const int64_t chunk = (D + ns - 1) / ns;
+    const int64_t chunk = D / ns + (D % ns != 0);
     for (int64_t i = 0, left = D; i < ns; ++i, left -= chunk) parts.push_back(std::min(chunk, std::max<int64_t>(left, 0)));
   }
   if (static_cast<int>(parts.size()) != n) I.err("split has " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
   int64_t sum = 0;
   for (int64_t p : parts) {
     if (p < 0 || p > D) I.err("split size " + std::to_string(p) + " is out of range for an axis of " + std::to_string(D));
-    sum += p;
+    if (!size_add(sum, p, &sum)) I.err("split sizes add up to more than 2^63 - 1");
   }
   if (sum != D) I.err("split sizes add up to " + std::to_string(sum) + ", not " + std::to_string(D));
   // The engine's split: consecutive parts, any dtype, values copied exactly.
@@ -131,7 +131,9 @@ void op_pad(Importer& I) {
       for (int64_t p : {pads[d], pads[r + d]})
         if (p > lim || p < -lim) I.err("pads too large");
       if (grown[d] < 0) continue;  // a dim known per call
-      grown[d] += pads[d] + pads[r + d];
+      if (__builtin_add_overflow(grown[d], pads[d] + pads[r + d], &grown[d]))
+        I.err("pads " + shape_str(pads) + " grow axis " + std::to_string(d) + " of " + shape_str(x.shape()) +
+              " past 2^63 - 1");
       if (grown[d] < 0) I.err("pads crop more than axis " + std::to_string(d) + " of " + shape_str(x.shape()) + " has");
     }
     I.check_size(grown, x.dtype(), "Pad result");
@@ -147,6 +149,7 @@ void op_trilu(Importer& I) {
   const Shape xs = x.shape();
   I.need_static(Shape(xs.end() - 2, xs.end()));
   const int64_t R = xs[xs.size() - 2], C = xs.back();
+  I.check_size({R, C}, x.dtype(), "the Trilu mask");
   std::vector<double> m(static_cast<size_t>(R * C));
   for (int64_t i = 0; i < R; ++i)
     for (int64_t j = 0; j < C; ++j) m[i * C + j] = upper ? (j - i >= k) : (j - i <= k);

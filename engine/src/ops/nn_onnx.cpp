@@ -35,8 +35,8 @@ void op_softmax(Importer& I, bool log_) {
     I.out(0, reshape_to(f(internal::reshape_request(x, {-1, numel(in)}), 1), shape_of(x)));
     return;
   }
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < r; ++d) (d < ax ? outer : inner) *= xs[d];
+  // numel throws where the product overflows
+  const int64_t outer = numel(Shape(xs.begin(), xs.begin() + ax)), inner = numel(Shape(xs.begin() + ax, xs.end()));
   I.out(0, reshape(f(reshape(x, {outer, inner}), 1), xs));
 }
 

@@ -251,7 +251,10 @@ class Concat final : public Primitive {
       if (!ok)
         op_error("concat", "input " + std::to_string(k) + " has shape " + shape_str(s) + " but input 0 has " +
                                shape_str(s0) + "; all dims but axis " + std::to_string(axis_) + " must match");
-      out[ax] = out[ax] < 0 || s[ax] < 0 ? kDynamic : out[ax] + s[ax];
+      if (out[ax] < 0 || s[ax] < 0)
+        out[ax] = kDynamic;
+      else if (!size_add(out[ax], s[ax], &out[ax]))
+        op_error("concat", "the inputs' axis " + std::to_string(axis_) + " lengths add up to more than 2^63 - 1");
     }
     return {{out, in[0].dtype}};
   }
@@ -294,9 +297,9 @@ class Slice final : public Primitive {
     const int r = static_cast<int>(s.size());
     if (axis_ < 0 || axis_ >= r)
       op_error("slice", "axis " + std::to_string(axis_) + " is out of range for input " + shape_str(s));
-    if (start_ < 0 || len_ < 0 || (s[axis_] >= 0 && start_ + len_ > s[axis_]))
-      op_error("slice", "[" + std::to_string(start_) + ", " + std::to_string(start_ + len_) +
-                            ") is outside axis " + std::to_string(axis_) + " of " + shape_str(s));
+    if (start_ < 0 || len_ < 0 || (s[axis_] >= 0 && (len_ > s[axis_] || start_ > s[axis_] - len_)))
+      op_error("slice", "start " + std::to_string(start_) + ", length " + std::to_string(len_) +
+                            " is outside axis " + std::to_string(axis_) + " of " + shape_str(s));
     Shape out = s;
     out[axis_] = len_;
     return {{out, in[0].dtype}};
@@ -330,7 +333,7 @@ class SliceGrad final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("slice_grad", in, 1);
     const Shape& s = in[0].shape;
-    if (axis_ < 0 || axis_ >= static_cast<int>(s.size()) || start_ < 0 || (s[axis_] >= 0 && start_ + s[axis_] > full_))
+    if (axis_ < 0 || axis_ >= static_cast<int>(s.size()) || start_ < 0 || (s[axis_] >= 0 && start_ > full_ - s[axis_]))
       op_error("slice_grad", "cannot place " + shape_str(s) + " at " + std::to_string(start_) + " of axis " +
                                  std::to_string(axis_) + " with length " + std::to_string(full_));
     Shape out = s;
@@ -636,8 +639,8 @@ Shape resolve_reshape(const char* op, const Shape& xs, const Shape& request) {
     } else if (d == -1) {
       if (infer_at >= 0) op_error(op, "only one -1 is allowed in shape " + shape_str(request));
       infer_at = static_cast<int>(i);
-    } else {
-      known *= d;
+    } else if (__builtin_mul_overflow(known, d, &known)) {  // the request may come from a file
+      op_error(op, "shape " + shape_str(request) + " for input " + shape_str(xs) + ": the element count overflows 64 bits");
     }
   }
   if (infer_at >= 0) {
@@ -648,7 +651,8 @@ Shape resolve_reshape(const char* op, const Shape& xs, const Shape& request) {
     for (size_t j = 0; j < xs.size(); ++j) {
       if (copied[j] == 1) continue;
       if (xs[j] < 0 || copied[j] > 1) rest_known = false;
-      else rest *= xs[j];
+      else if (__builtin_mul_overflow(rest, xs[j], &rest))
+        op_error(op, "input " + shape_str(xs) + ": the element count overflows 64 bits");
     }
     if (rest_known) {
       if (known == 0 || rest % known != 0)

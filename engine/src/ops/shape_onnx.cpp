@@ -41,7 +41,8 @@ void op_reshape(Importer& I) {
     return;
   }
   std::vector<int64_t> want;
-  if (I.opset < 5 || I.has_attr("shape")) want = I.attr_ints("shape", {});
+  const bool from_attr = I.opset < 5 || I.has_attr("shape");
+  if (from_attr) want = I.attr_ints("shape", {});
   else want = I.ints_in(1);
   Shape req;
   int infer = -1;
@@ -59,6 +60,18 @@ void op_reshape(Importer& I) {
     req.push_back(d);
   }
   if (req.size() > kMaxImportRank) I.err("rank exceeds 8");
+  {
+    // The dims come from the file: their product is checked before any use
+    // (the -1 and the dims copied from a dynamic x count as 1).
+    Shape literal(req);
+    for (int64_t& d : literal)
+      if (d < 0) d = 1;
+    int64_t known = 0;
+    std::string why;
+    if (!checked_numel(literal, &known, &why))
+      I.err("shape " + (from_attr ? std::string("attribute") : "'" + I.iname(1) + "'") + " " +
+            shape_str(Shape(want.begin(), want.end())) + " for '" + I.iname(0) + "' " + shape_str(xs) + ": " + why);
+  }
   Shape s;
   try {
     s = internal::resolve_reshape("reshape", xs, req);
@@ -199,11 +212,7 @@ void op_constant_of_shape(Importer& I) {
   if (!v.defined()) v = Tensor::scalar<float>(0.0f);
   if (v.numel() != 1) I.err("value must hold one element");
   Shape sh(s.begin(), s.end());
-  uint64_t bytes = dtype_size(v.dtype());
-  for (int64_t d : sh) {
-    if (d && bytes > I.opts_.max_tensor_bytes / static_cast<uint64_t>(d)) I.err("tensor too large");
-    bytes *= static_cast<uint64_t>(d);
-  }
+  I.check_size(sh, v.dtype(), "output");
   I.out_const(0, make_tensor(sh, v.dtype(), std::vector<double>(static_cast<size_t>(numel(sh)), v.at(0))));
 }
 
@@ -265,7 +274,7 @@ void op_depth_space(Importer& I, bool to_space) {
   Blob x = I.in(0);
   if (x.ndim() != 4) I.err("input must be 4-D");
   const int64_t b = I.attr_i("blocksize", 0);
-  if (b <= 0) I.err("blocksize must be > 0");
+  if (b <= 0 || b >= (int64_t(1) << 16)) I.err("blocksize " + std::to_string(b) + " is not in 1..65535");
   const Shape s = x.shape();
   I.need_static(s);
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];

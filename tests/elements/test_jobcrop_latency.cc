@@ -1,0 +1,150 @@
+// GStreamer's latency tracer on the second stage: a real pipeline
+//   appsrc ! jobcrop ! jobfunction ! jobdecode per-region=true ! fakesink
+// run with GST_TRACERS="latency(flags=pipeline+element)" and the tracer's
+// log captured in-process: each of the three elements must have
+// element-latency records with a time, and the pipeline a latency record
+// from the source to the sink. Values are not compared with thresholds
+// (they depend on the machine). Unlike the other element tests this one
+// needs GStreamer's own plugins (appsrc, fakesink, the core tracers), so it
+// runs with the system plugin path and the plugin of the build tree.
+#include <gtest/gtest.h>
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <unistd.h>
+
+#include <jobflow/jobflow.h>
+#include <jobflow/onnx.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jobflow_analytics.h"
+
+namespace {
+
+namespace flow = jobflow;
+namespace fs = std::filesystem;
+
+std::mutex records_mu;
+std::map<std::string, std::vector<guint64>> element_latency;  // element name -> times (ns)
+std::vector<std::string> pipeline_latency;                   // "src-element>sink-element"
+
+/* Keeps the tracer's records (category GST_TRACER), drops the rest. */
+void capture(GstDebugCategory* category, GstDebugLevel, const gchar*, const gchar*, gint, GObject*,
+             GstDebugMessage* message, gpointer) {
+  if (std::strcmp(gst_debug_category_get_name(category), "GST_TRACER") != 0) return;
+  const gchar* text = gst_debug_message_get(message);
+  if (!text || !(g_str_has_prefix(text, "element-latency,") || g_str_has_prefix(text, "latency,"))) return;
+  GstStructure* s = gst_structure_from_string(text, nullptr);
+  if (!s) return;
+  guint64 time = 0;
+  const bool timed = gst_structure_get_uint64(s, "time", &time);
+  std::lock_guard<std::mutex> lk(records_mu);
+  if (gst_structure_has_name(s, "element-latency") && timed) {
+    element_latency[gst_structure_get_string(s, "element")].push_back(time);
+  } else if (gst_structure_has_name(s, "latency") && timed) {
+    pipeline_latency.push_back(std::string(gst_structure_get_string(s, "src-element")) + ">" +
+                               gst_structure_get_string(s, "sink-element"));
+  }
+  gst_structure_free(s);
+}
+
+class TracerEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_setenv("GST_TRACERS", "latency(flags=pipeline+element)", TRUE);
+    g_setenv("GST_DEBUG", "GST_TRACER:7", TRUE);
+    gst_init(nullptr, nullptr);
+    gst_debug_remove_log_function(gst_debug_log_default);
+    gst_debug_add_log_function(capture, nullptr, nullptr);
+  }
+};
+const auto* const tracer_env = ::testing::AddGlobalTestEnvironment(new TracerEnv);
+
+fs::path tmp_dir() {
+  const char* env = g_getenv("JOBFLOW_TEST_TMP");
+  fs::path p = fs::path(env && *env ? env : fs::temp_directory_path().string()) /
+               ("jobcrop-latency-" + std::to_string(::getpid()));
+  fs::create_directories(p);
+  return p;
+}
+
+/* A 64x48 RGB frame with two red 8x8 plates (regions). */
+GstBuffer* frame(int i) {
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_RGB, 64, 48);
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  gst_buffer_memset(b, 0, 0, GST_VIDEO_INFO_SIZE(&info));
+  JobflowAnalyticsRelationMeta* m = jobflow_buffer_add_analytics_relation_meta(b);
+  jobflow_analytics_relation_meta_add_od_mtd(m, g_quark_from_string("plate"), 4, 4, 8, 8, 0.9f, nullptr);
+  jobflow_analytics_relation_meta_add_od_mtd(m, g_quark_from_string("plate"), 30, 20, 8, 8, 0.9f, nullptr);
+  GST_BUFFER_PTS(b) = static_cast<GstClockTime>(i) * GST_SECOND / 30;
+  GST_BUFFER_DURATION(b) = GST_SECOND / 30;
+  return b;
+}
+
+TEST(SecondStageLatency, TheLatencyTracerReportsEachElement) {
+  const fs::path dir = tmp_dir();
+  const std::string job = (dir / "channel_mean.onnx").string();
+  {
+    auto fn = flow::global_function(flow::Predict, flow::function_config().name("channel_mean"),
+                                    {flow::Numpy::Placeholder({4, 3, 8, 16}, flow::Float, "crops")},
+                                    [](flow::Blob x) -> flow::Numpy { return flow::reduce_mean(x, {2, 3}); });
+    flow::onnx::save(*fn.compiled(), job);
+  }
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      ("appsrc name=src format=time caps=video/x-raw,format=RGB,width=64,height=48,framerate=30/1 "
+       "! jobcrop name=crop label=plate ! jobfunction name=fn job=" + job +
+       " ! jobdecode name=dec mode=labels per-region=true softmax=false ! fakesink name=sink sync=false")
+          .c_str(),
+      &err);
+  ASSERT_NE(pipeline, nullptr) << (err ? err->message : "");
+  ASSERT_EQ(err, nullptr) << err->message;
+  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  for (int i = 0; i < 8; ++i) {
+    GstFlowReturn ret;
+    GstBuffer* b = frame(i);
+    g_signal_emit_by_name(src, "push-buffer", b, &ret);
+    gst_buffer_unref(b);
+    ASSERT_EQ(ret, GST_FLOW_OK);
+  }
+  GstFlowReturn ret;
+  g_signal_emit_by_name(src, "end-of-stream", &ret);
+  gst_object_unref(src);
+  GstBus* bus = gst_element_get_bus(pipeline);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, GST_CLOCK_TIME_NONE,
+                                             static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr);
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gchar* dbg = nullptr;
+    gst_message_parse_error(m, &e, &dbg);
+    ADD_FAILURE() << e->message << " (" << (dbg ? dbg : "") << ")";
+    g_error_free(e);
+    g_free(dbg);
+  }
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+
+  std::lock_guard<std::mutex> lk(records_mu);
+  for (const char* name : {"crop", "fn", "dec"}) {
+    auto it = element_latency.find(name);
+    ASSERT_NE(it, element_latency.end()) << "no element-latency record of " << name;
+    EXPECT_FALSE(it->second.empty()) << name;
+  }
+  EXPECT_NE(std::find(pipeline_latency.begin(), pipeline_latency.end(), "src>sink"), pipeline_latency.end());
+}
+
+}  // namespace

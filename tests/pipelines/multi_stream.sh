@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Many streams through one job, results out per stream, against each stream
+# run alone: three test-pattern sources (the ball at 320x240; from 0.5 s on;
+# at 400x300) -> jobconvert (letterbox into 320x320, the frame attached)
+# -> jobmux -> jobfunction job=ball_detector.onnx -> jobdemux -> per source:
+# queue -> jobdecode mode=boxes -> jobtrack -> jobmetapublish (JSON lines).
+# Each source's lines must be exactly those of the same source through the
+# single-stream pipeline (same regions, tracks, timestamps), plus its
+# "source" (N of jobmux's sink_N), all frames delivered, in order.
+# Usage: multi_stream.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+show() { sed 's/^/    /' "$1"; }
+
+job=$build/pipelines/jobs/ball_detector.onnx
+[ -f "$build/plugin/libgstjobflow.so" ] || fail "no plugin in $build/plugin"
+[ -f "$job" ] || fail "no ball_detector.onnx in $build/pipelines/jobs"
+export GST_PLUGIN_PATH=$build/plugin GST_REGISTRY=$work/registry.bin LC_ALL=C
+labels=$src/pipelines/gst/ball.labels
+
+sources=("videotestsrc pattern=ball num-buffers=30 ! video/x-raw,width=320,height=240,framerate=30/1"
+         "videotestsrc pattern=ball num-buffers=20 timestamp-offset=500000000 ! video/x-raw,width=320,height=240,framerate=30/1"
+         "videotestsrc pattern=ball num-buffers=25 ! video/x-raw,width=400,height=300,framerate=30/1")
+frames=(30 20 25)
+starts=(0 500000000 0)
+to_tensor="videoconvert ! video/x-raw,format=RGB ! jobconvert width=320 height=320 resize=letterbox"
+decode="jobdecode mode=boxes scheme=yolov8 labels=$labels score-threshold=0.5 message=false ! jobtrack"
+
+# Each source alone.
+for s in 0 1 2; do
+  # shellcheck disable=SC2086
+  gst-launch-1.0 -q ${sources[$s]} ! $to_tensor ! jobfunction "job=$job" ! $decode \
+    ! jobmetapublish "location=$work/alone_$s.jsonl" max-queue=100000 ! fakesink > "$work/alone_$s.txt" 2>&1 ||
+    { show "$work/alone_$s.txt"; fail "source $s alone: the pipeline failed"; }
+done
+
+# All three through one job.
+launch="jobmux name=mux batch-size=1 max-latency=0 ! jobfunction job=$job ! jobdemux name=demux"
+for s in 0 1 2; do
+  launch+=" ${sources[$s]} ! $to_tensor ! mux.sink_$s"
+  launch+=" demux.src_$s ! queue ! $decode ! jobmetapublish location=$work/mux_$s.jsonl max-queue=100000 ! fakesink"
+done
+# shellcheck disable=SC2086
+gst-launch-1.0 -q $launch > "$work/mux.txt" 2>&1 || { show "$work/mux.txt"; fail "the multi-stream pipeline failed"; }
+
+/usr/bin/python3 - "$work" "${frames[*]}" "${starts[*]}" <<'EOF'
+import json, sys
+work = sys.argv[1]
+frames, starts = [int(n) for n in sys.argv[2].split()], [int(t) for t in sys.argv[3].split()]
+for s, n in enumerate(frames):
+    alone = [json.loads(l) for l in open('%s/alone_%d.jsonl' % (work, s))]
+    mux = [json.loads(l) for l in open('%s/mux_%d.jsonl' % (work, s))]
+    assert len(alone) == n, 'source %d alone: %d lines, expected %d' % (s, len(alone), n)
+    assert len(mux) == n, 'source %d through jobmux: %d lines, expected %d' % (s, len(mux), n)
+    for i, (a, m) in enumerate(zip(alone, mux)):
+        assert m.pop('source') == s, 'source %d frame %d: %s' % (s, i, m)
+        assert m == a, 'source %d frame %d:\n  alone %s\n  mux   %s' % (s, i, a, m)
+        assert abs(a['timestamp'] - starts[s] - i * 1e9 / 30) < 1, 'source %d frame %d: %s' % (s, i, a)
+        assert len(a['regions']) == 1 and a['regions'][0]['label'] == 'ball', 'source %d frame %d: %s' % (s, i, a)
+    # one ball, one track, from the frame tracks are confirmed on
+    assert [r['track']['id'] for a in alone[3:] for r in a['regions']] == [1] * (n - 3), 'source %d: tracks' % s
+print('3 sources through jobmux/jobdemux: %s frames, each as when run alone' % '+'.join(map(str, frames)))
+EOF
