@@ -29,6 +29,7 @@ k::DT dt(DType t) {
     case DType::Int64: return k::DT::I64;
     case DType::Int8: return k::DT::I8;
     case DType::UInt8: return k::DT::U8;
+    case DType::Bool: return k::DT::U8;  // one byte, 0 or 1
   }
   throw Error("[cuda] unknown dtype");
 }

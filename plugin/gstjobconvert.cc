@@ -677,6 +677,7 @@ double load_value(const guint8* p, DType t) {
     case DType::Int64: { gint64 v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case DType::Int8: return static_cast<gint8>(*p);
     case DType::UInt8: return *p;
+    case DType::Bool: return *p != 0;
   }
   return 0.0;
 }

@@ -93,6 +93,7 @@ JobflowTensorDataType meta_dtype(DType t) {
     case DType::Int64: return JOBFLOW_TENSOR_DATA_TYPE_INT64;
     case DType::Int8: return JOBFLOW_TENSOR_DATA_TYPE_INT8;
     case DType::UInt8: return JOBFLOW_TENSOR_DATA_TYPE_UINT8;
+    case DType::Bool: return JOBFLOW_TENSOR_DATA_TYPE_UINT8;  // GstTensorMeta has no bool: bytes 0/1
   }
   return JOBFLOW_TENSOR_DATA_TYPE_FLOAT32;
 }

@@ -25,6 +25,8 @@ struct NnsType {
 constexpr NnsType kTypes[] = {
     {"float32", DType::Float32}, {"float64", DType::Float64}, {"int32", DType::Int32},
     {"int64", DType::Int64},     {"int8", DType::Int8},       {"uint8", DType::UInt8},
+    // Not an NNStreamer type: Jobflow's own, one byte (0 or 1) per element.
+    {"bool", DType::Bool},
 };
 
 std::string trim(const std::string& s) {

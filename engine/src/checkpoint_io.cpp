@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 
 namespace jobflow::checkpoint_io {
@@ -186,6 +187,7 @@ const char* proto_dtype(DType t) {
     case DType::Int64: return "kInt64";
     case DType::Int8: return "kInt8";
     case DType::UInt8: return "kUInt8";
+    case DType::Bool: return "kBool";
   }
   return "kInvalidDataType";
 }
@@ -193,9 +195,10 @@ const char* proto_dtype(DType t) {
 std::optional<DType> dtype_from_proto(const std::string& s) {
   static const std::pair<const char*, DType> names[] = {
       {"kChar", DType::Int8},   {"kFloat", DType::Float32}, {"kDouble", DType::Float64}, {"kInt8", DType::Int8},
-      {"kInt32", DType::Int32}, {"kInt64", DType::Int64},   {"kUInt8", DType::UInt8}};
-  static const char* numbers[] = {"1", "2", "3", "4", "5", "6", "7"};
-  for (size_t i = 0; i < 7; ++i)
+      {"kInt32", DType::Int32}, {"kInt64", DType::Int64},   {"kUInt8", DType::UInt8}, {"kBool", DType::Bool}};
+  // OneFlow's DataType numbers (data_type.proto): kBool is 12.
+  static const char* numbers[] = {"1", "2", "3", "4", "5", "6", "7", "12"};
+  for (size_t i = 0; i < std::size(names); ++i)
     if (s == names[i].first || s == numbers[i]) return names[i].second;
   return std::nullopt;
 }

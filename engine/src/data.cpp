@@ -453,7 +453,7 @@ Tensor read_npy(const std::string& path) {
   };
   static const Kind kinds[] = {{"f4", DType::Float32}, {"f8", DType::Float64}, {"i4", DType::Int32},
                                {"i8", DType::Int64},   {"i1", DType::Int8},    {"u1", DType::UInt8},
-                               {"b1", DType::UInt8}};
+                               {"b1", DType::Bool}};
   if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
     npy_fail("read_npy", path, "element type '" + descr + "' is not little-endian " +
                                    "float32/float64/int32/int64/int8/uint8/bool");
@@ -511,6 +511,7 @@ void write_npy(const std::string& path, const Tensor& t) {
     case DType::Int64: code = "<i8"; break;
     case DType::Int8: code = "|i1"; break;
     case DType::UInt8: code = "|u1"; break;
+    case DType::Bool: code = "|b1"; break;
   }
   std::string shape = "(";  // Python's tuple: (), (3,), (2, 3)
   for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape()[i]);

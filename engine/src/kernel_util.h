@@ -19,7 +19,8 @@ void dispatch_float(DType t, const char* op, F&& f) {
     default: op_error(op, std::string("unsupported dtype ") + dtype_name(t));
   }
 }
-// Any numeric dtype.
+// Any dtype, bool included (T = bool): data movement and comparisons run on
+// it; arithmetic ops refuse bool in infer() (expect_not_bool).
 template <class F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
@@ -29,6 +30,7 @@ void dispatch_all(DType t, F&& f) {
     case DType::Int64: f(int64_t{}); return;
     case DType::Int8: f(int8_t{}); return;
     case DType::UInt8: f(uint8_t{}); return;
+    case DType::Bool: f(bool{}); return;
   }
 }
 

@@ -130,6 +130,40 @@ constexpr OpRow kOps[] = {
     {OpKind::ConvTranspose2dGradWeight, "conv_transpose2d_grad_weight"},
     {OpKind::SgdUpdate, "sgd_update"},
     {OpKind::AdamUpdate, "adam_update"},
+    {OpKind::Equal, "equal"},
+    {OpKind::Less, "less"},
+    {OpKind::Greater, "greater"},
+    {OpKind::LessEqual, "less_equal"},
+    {OpKind::GreaterEqual, "greater_equal"},
+    {OpKind::LogicalNot, "logical_not"},
+    {OpKind::LogicalAnd, "logical_and"},
+    {OpKind::LogicalOr, "logical_or"},
+    {OpKind::LogicalXor, "logical_xor"},
+    {OpKind::Where, "where"},
+    {OpKind::IsNaN, "is_nan"},
+    {OpKind::IsInf, "is_inf"},
+    {OpKind::Erf, "erf"},
+    {OpKind::Sin, "sin"},
+    {OpKind::Cos, "cos"},
+    {OpKind::Tan, "tan"},
+    {OpKind::Asin, "asin"},
+    {OpKind::Acos, "acos"},
+    {OpKind::Atan, "atan"},
+    {OpKind::Sinh, "sinh"},
+    {OpKind::Cosh, "cosh"},
+    {OpKind::Asinh, "asinh"},
+    {OpKind::Acosh, "acosh"},
+    {OpKind::Atanh, "atanh"},
+    {OpKind::Floor, "floor"},
+    {OpKind::Ceil, "ceil"},
+    {OpKind::Round, "round"},
+    {OpKind::Sign, "sign"},
+    {OpKind::Abs, "abs"},
+    {OpKind::Gelu, "gelu"},
+    {OpKind::Mod, "mod"},
+    {OpKind::BitShift, "bit_shift"},
+    {OpKind::Resize, "resize"},
+    {OpKind::ResizeGrad, "resize_grad"},
 };
 
 // As ggml's GGML_OP_COUNT check: a kind added to the enum needs its row
@@ -144,7 +178,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 112, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 146, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];
@@ -228,6 +262,9 @@ std::string Primitive::attr_string(const std::string& key) const {
 std::vector<int64_t> Primitive::attr_ints(const std::string& key) const {
   return typed_attr<std::vector<int64_t>>(*this, attributes(), key, "a list of integers");
 }
+std::vector<double> Primitive::attr_doubles(const std::string& key) const {
+  return typed_attr<std::vector<double>>(*this, attributes(), key, "a list of numbers");
+}
 Tensor Primitive::attr_tensor(const std::string& key) const {
   return typed_attr<Tensor>(*this, attributes(), key, "a tensor");
 }
@@ -266,6 +303,9 @@ void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n) 
 void expect_float(const char* op, const TensorSpec& s, const char* arg) {
   if (!is_floating(s.dtype))
     op_error(op, std::string(arg) + " must be float32 or float64, got " + spec_str(s));
+}
+void expect_not_bool(const char* op, const TensorSpec& s, const char* arg) {
+  if (s.dtype == DType::Bool) op_error(op, std::string(arg) + " must be numeric, got " + spec_str(s));
 }
 void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b) {
   if (a.dtype != b.dtype)

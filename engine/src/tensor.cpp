@@ -15,6 +15,7 @@ size_t dtype_size(DType t) {
     case DType::Int64: return 8;
     case DType::Int8: return 1;
     case DType::UInt8: return 1;
+    case DType::Bool: return 1;
   }
   return 0;
 }
@@ -27,12 +28,13 @@ const char* dtype_name(DType t) {
     case DType::Int64: return "int64";
     case DType::Int8: return "int8";
     case DType::UInt8: return "uint8";
+    case DType::Bool: return "bool";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& s) {
-  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8})
+  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8, DType::Bool})
     if (s == dtype_name(t)) return t;
   if (s == "float") return DType::Float32;
   if (s == "double") return DType::Float64;
@@ -164,6 +166,7 @@ void dispatch(DType t, F&& f) {
     case DType::Int64: f(int64_t{}); break;
     case DType::Int8: f(int8_t{}); break;
     case DType::UInt8: f(uint8_t{}); break;
+    case DType::Bool: f(bool{}); break;
   }
 }
 }  // namespace

@@ -10,10 +10,12 @@ int32 = DType.int32
 int64 = DType.int64
 int8 = DType.int8
 uint8 = DType.uint8
+bool_ = DType.bool
 
 _BY_NAME = {
     "float": float32, "float32": float32, "double": float64, "float64": float64,
     "int32": int32, "int64": int64, "int8": int8, "char": int8, "uint8": uint8,
+    "bool": bool_,
 }
 
 
@@ -28,7 +30,7 @@ def as_dtype(x):
     except TypeError:
         d = None
     if d is None:
-        raise _C.Error("[jobflow] no engine dtype for %r (float32, float64, int32, int64, int8, uint8)" % (x,))
+        raise _C.Error("[jobflow] no engine dtype for %r (float32, float64, int32, int64, int8, uint8, bool)" % (x,))
     return d
 
 

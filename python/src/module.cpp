@@ -52,6 +52,7 @@ py::dtype numpy_dtype(DType t) {
     case DType::Int64: return py::dtype::of<int64_t>();
     case DType::Int8: return py::dtype::of<int8_t>();
     case DType::UInt8: return py::dtype::of<uint8_t>();
+    case DType::Bool: return py::dtype::of<bool>();
   }
   throw Error("[jobflow] unknown dtype");
 }
@@ -65,6 +66,7 @@ bool engine_dtype(const py::dtype& d, DType& out) {
   else if (k == 'i' && size == 8) out = DType::Int64;
   else if (k == 'i' && size == 1) out = DType::Int8;
   else if (k == 'u' && size == 1) out = DType::UInt8;
+  else if (k == 'b' && size == 1) out = DType::Bool;
   else return false;
   return true;
 }
@@ -171,7 +173,8 @@ PYBIND11_MODULE(_jobflow, m) {
       .value("int32", DType::Int32)
       .value("int64", DType::Int64)
       .value("int8", DType::Int8)
-      .value("uint8", DType::UInt8);
+      .value("uint8", DType::UInt8)
+      .value("bool", DType::Bool);
   m.def("dtype_of_numpy", [](py::object d) -> py::object {
     DType t;
     if (!engine_dtype(py::dtype::from_args(d), t)) return py::none();

@@ -35,6 +35,7 @@ Blob scalar_like(Blob b, double v) {
     case DType::Int64: *t.data<int64_t>() = static_cast<int64_t>(v); break;
     case DType::Int8: *t.data<int8_t>() = static_cast<int8_t>(v); break;
     case DType::UInt8: *t.data<uint8_t>() = static_cast<uint8_t>(v); break;
+    case DType::Bool: *t.data<bool>() = v != 0; break;
   }
   return constant(t);
 }

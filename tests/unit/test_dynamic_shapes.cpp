@@ -436,6 +436,30 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                        });
     reinfer_with_dynamic_batch(*train.compiled()->definition().graph, seen);
   }
+  // The ops of imported models: comparisons and logic, elementwise math,
+  // resize, with their gradients.
+  auto more = flow::global_function(
+      flow::Predict, flow::function_config().name("every_more"), ph, [](Blob x, Blob img, Blob labels) -> flow::Numpy {
+        namespace m = flow::math;
+        const Blob small = flow::mul_scalar(x, 0.1), big = flow::add_scalar(flow::square(x), 2.0);
+        Blob y = flow::internal::add_n(
+            {m::erf(x), m::sin(x), m::cos(x), m::tan(x), m::asin(small), m::acos(small), m::atan(x), m::sinh(x),
+             m::cosh(x), m::asinh(x), m::acosh(big), m::atanh(small), m::floor(x), m::ceil(x), m::round(x),
+             m::sign(x), m::abs(x), flow::nn::gelu(x), m::mod(x, big, true)});
+        Blob c = flow::logical_xor(flow::logical_or(flow::logical_and(flow::equal(x, y), flow::less(x, y)),
+                                                    flow::greater(x, y)),
+                                   flow::logical_not(flow::less_equal(x, y)));
+        c = flow::logical_or(flow::logical_or(c, flow::greater_equal(x, y)), flow::logical_or(m::is_nan(x), m::is_inf(x)));
+        y = flow::where(c, y, x);
+        flow::nn::ResizeOptions o;
+        o.mode = "linear";
+        Blob r = flow::nn::resize_scales(img, {1, 1, 2, 0.5}, o);
+        Blob bits = flow::cast(m::bit_shift(labels, labels, true), flow::Float);
+        Blob loss = flow::add(flow::add(flow::reduce_sum(y), flow::reduce_sum(r)), flow::reduce_sum(bits));
+        flow::gradients(loss, {x, img});
+        return loss;
+      });
+  reinfer_with_dynamic_batch(*more.compiled()->definition().graph, seen);
   // The shape ops and nonzero have their own tests above (they take their
   // shapes from values); the second derivatives of piecewise linear
   // activations are 0 and never made; every other kind is here.

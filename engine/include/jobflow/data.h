@@ -35,7 +35,7 @@ Tensor read_idx(const std::string& path);
 // NumPy's .npy files (format versions 1.0, 2.0 and 3.0): one array, C
 // order, little-endian. Element types and the dtype they load as:
 //   <f4 float32, <f8 float64, <i4 int32, <i8 int64, |i1 int8, |u1 uint8,
-//   |b1 (bool) uint8 0/1
+//   |b1 bool (any nonzero byte is true)
 // (a '=' or '|' byte order marker is read as little-endian). A 0-d array
 // loads as a scalar tensor (shape ()). Errors: "[read_npy] <path>: <what>"
 // (a Fortran-order array, another element type, a truncated file). The

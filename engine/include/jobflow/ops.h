@@ -297,4 +297,130 @@ Blob conv_transpose2d(Blob x, Blob w, Size2 strides = 1, const std::vector<int64
                       const std::string& name = "");
 }  // namespace nn
 
+// ---- Comparisons, logic and selection (numpy broadcasting) ----
+// a == b, a < b, ... of two operands of one dtype -> bool (equal also takes
+// bool operands). No gradient.
+Blob equal(Blob a, Blob b, const std::string& name = "");
+Blob less(Blob a, Blob b, const std::string& name = "");
+Blob greater(Blob a, Blob b, const std::string& name = "");
+Blob less_equal(Blob a, Blob b, const std::string& name = "");
+Blob greater_equal(Blob a, Blob b, const std::string& name = "");
+// bool operands -> bool.
+Blob logical_not(Blob x, const std::string& name = "");
+Blob logical_and(Blob a, Blob b, const std::string& name = "");
+Blob logical_or(Blob a, Blob b, const std::string& name = "");
+Blob logical_xor(Blob a, Blob b, const std::string& name = "");
+// x where cond else y (cond bool; x, y of one dtype; the three broadcast).
+// Gradient: to x where cond, to y elsewhere.
+Blob where(Blob cond, Blob x, Blob y, const std::string& name = "");
+
+namespace math {
+// float -> bool: NaN; +inf and/or -inf.
+Blob is_nan(Blob x, const std::string& name = "");
+Blob is_inf(Blob x, bool detect_positive = true, bool detect_negative = true, const std::string& name = "");
+
+// ---- Elementwise math (float unless said; gradients where differentiable) ----
+Blob erf(Blob x, const std::string& name = "");
+Blob sin(Blob x, const std::string& name = "");
+Blob cos(Blob x, const std::string& name = "");
+Blob tan(Blob x, const std::string& name = "");
+Blob asin(Blob x, const std::string& name = "");
+Blob acos(Blob x, const std::string& name = "");
+Blob atan(Blob x, const std::string& name = "");
+Blob sinh(Blob x, const std::string& name = "");
+Blob cosh(Blob x, const std::string& name = "");
+Blob asinh(Blob x, const std::string& name = "");
+Blob acosh(Blob x, const std::string& name = "");
+Blob atanh(Blob x, const std::string& name = "");
+// No gradient (piecewise constant). round: halves to even.
+Blob floor(Blob x, const std::string& name = "");
+Blob ceil(Blob x, const std::string& name = "");
+Blob round(Blob x, const std::string& name = "");
+// -1, 0 or 1 (NaN stays NaN); any numeric dtype, no gradient.
+Blob sign(Blob x, const std::string& name = "");
+// |x|, any numeric dtype; gradient sign(x).
+Blob abs(Blob x, const std::string& name = "");
+// a - floor(a / b) b (the sign of b, Python's %), or with fmod the C
+// remainder a - trunc(a / b) b; any numeric dtype (integer division by zero
+// gives 0); broadcasting.
+Blob mod(Blob a, Blob b, bool fmod = false, const std::string& name = "");
+// a << b (left) or a >> b of integers (logical shift of the bits; shifts by
+// the width or more give 0); broadcasting; no gradient.
+Blob bit_shift(Blob a, Blob b, bool left, const std::string& name = "");
+}  // namespace math
+
+namespace nn {
+// x Phi(x); approximate "tanh": x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2.
+Blob gelu(Blob x, const std::string& approximate = "none", const std::string& name = "");
+
+// ONNX Resize over any axes (ops/resize.cpp). The output coordinate i of
+// an axis maps to an input coordinate by coordinate_transformation_mode
+// ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+// "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+// "tf_crop_and_resize" with `roi` = the start of every axis, then the end,
+// as fractions of the axis), read by mode "nearest" (rounded by
+// nearest_mode: "round_prefer_floor", "round_prefer_ceil", "floor",
+// "ceil"), "linear" or "cubic" (Keys' kernel with cubic_coeff_a; with
+// exclude_outside the taps outside the input get weight 0 and the others are
+// renormalized; otherwise the edge repeats). tf_crop_and_resize gives
+// extrapolation_value where the coordinate leaves the input. Nearest works
+// on any dtype; linear and cubic on float32/float64. Gradient: the same
+// weights scattered back.
+struct ResizeOptions {
+  std::string mode = "nearest";
+  std::string coordinate_transformation_mode = "half_pixel";
+  std::string nearest_mode = "round_prefer_floor";
+  double cubic_coeff_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation_value = 0.0;
+  std::vector<double> roi;
+};
+// To the output shape `sizes` (one per axis; the scale of an axis is
+// sizes[d] / x.shape[d]).
+Blob resize(Blob x, const Shape& sizes, const ResizeOptions& options = {}, const std::string& name = "");
+// By `scales` (one per axis): the output is floor(x.shape[d] * scales[d])
+// and coordinates use the scale itself.
+Blob resize_scales(Blob x, const std::vector<double>& scales, const ResizeOptions& options = {},
+                   const std::string& name = "");
+// The same with the sizes (int64) or scales (float32, one per axis) a
+// tensor computed at run time: the output's dims are known per call (the
+// call is cut at the op, docs/architecture.md).
+Blob resize(Blob x, Blob sizes, const ResizeOptions& options = {}, const std::string& name = "");
+Blob resize_scales(Blob x, Blob scales, const ResizeOptions& options = {}, const std::string& name = "");
+
+// ONNX's recurrent layers (ops/rnn.cpp), built from other ops unrolled over
+// the sequence (X's sequence length is static); float32/float64. X is
+// (seq, batch, input) (batch_first: (batch, seq, input)); W (dirs, G*H,
+// input) and R (dirs, G*H, H) with G = 4 (LSTM: gates i, o, f, c), 3 (GRU:
+// z, r, h) or 1 (RNN); B (dirs, 2*G*H) = the input biases then the
+// recurrent ones; sequence_lens (batch,) int32/int64; initial_h and
+// initial_c (dirs, batch, H) (batch_first: (batch, dirs, H)); P (dirs, 3H)
+// the LSTM's peepholes (i, o, f). Undefined blobs are absent (zeros).
+// Outputs: y (seq, dirs, batch, H) (batch_first: (batch, seq, dirs, H)), the
+// last hidden state y_h and (LSTM) cell state y_c (dirs, batch, H).
+struct RnnOptions {
+  std::string direction = "forward";  // "forward", "reverse", "bidirectional"
+  // ONNX names (Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu,
+  // ScaledTanh, HardSigmoid, Elu, Softsign, Softplus), per direction; empty:
+  // the cell's defaults. The alphas and betas go, in order, to the
+  // activations that take one.
+  std::vector<std::string> activations;
+  std::vector<double> activation_alpha, activation_beta;
+  std::optional<double> clip;        // gate pre-activations clipped to [-clip, clip]
+  bool input_forget = false;         // LSTM: f = 1 - i
+  bool linear_before_reset = false;  // GRU: r (Ht-1 Rh + Rbh) instead of (r Ht-1) Rh + Rbh
+  bool batch_first = false;          // ONNX layout = 1
+  int64_t hidden_size = 0;           // checked against W when > 0
+};
+struct RnnOutputs {
+  Blob y, y_h, y_c;
+};
+RnnOutputs lstm(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+                Blob initial_c = Blob(), Blob p = Blob(), const RnnOptions& options = {});
+RnnOutputs gru(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+               const RnnOptions& options = {});
+RnnOutputs rnn(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blob(), Blob initial_h = Blob(),
+               const RnnOptions& options = {});
+}  // namespace nn
+
 }  // namespace jobflow

@@ -68,9 +68,16 @@ enum class OpKind : uint16_t {
   ConvTranspose2d, ConvTranspose2dGradInput, ConvTranspose2dGradWeight,
   // optimizer.cpp
   SgdUpdate, AdamUpdate,
+  // ops/logic.cpp: comparisons, logical ops, where
+  Equal, Less, Greater, LessEqual, GreaterEqual, LogicalNot, LogicalAnd, LogicalOr, LogicalXor, Where, IsNaN, IsInf,
+  // ops/math.cpp: elementwise math of imported models
+  Erf, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Floor, Ceil, Round, Sign, Abs, Gelu, Mod,
+  BitShift,
+  // ops/resize.cpp
+  Resize, ResizeGrad,
 };
 // How many kinds there are (tables indexed by OpKind have this size).
-inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::AdamUpdate) + 1;
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::ResizeGrad) + 1;
 // The op's name ("add", "conv2d"): the same for every primitive of the kind.
 const char* op_name(OpKind k);
 // The kind of a name; false when no op has it.
@@ -138,6 +145,7 @@ class Primitive {
   double attr_double(const std::string& key) const;
   std::string attr_string(const std::string& key) const;
   std::vector<int64_t> attr_ints(const std::string& key) const;
+  std::vector<double> attr_doubles(const std::string& key) const;
   Tensor attr_tensor(const std::string& key) const;
   // The attributes as text (attrs_str), for plans, profiles and errors.
   std::string attrs() const { return attrs_str(attributes()); }
@@ -179,5 +187,7 @@ Shape merge_shapes(const Shape& a, const Shape& b);
 void expect_inputs(const char* op, const std::vector<TensorSpec>& in, size_t n);
 void expect_float(const char* op, const TensorSpec& s, const char* arg);
 void expect_same_dtype(const char* op, const TensorSpec& a, const TensorSpec& b);
+// Arithmetic ops: "[op] <arg> must be numeric, got (2, 3) bool".
+void expect_not_bool(const char* op, const TensorSpec& s, const char* arg);
 
 }  // namespace jobflow

@@ -16,7 +16,9 @@
 
 namespace jobflow {
 
-enum class DType : uint8_t { Float32, Float64, Int32, Int64, Int8, UInt8 };
+// Bool is one byte per element holding 0 or 1 (the output of comparisons
+// and logical ops, ONNX's bool); arithmetic ops refuse it.
+enum class DType : uint8_t { Float32, Float64, Int32, Int64, Int8, UInt8, Bool };
 
 // OneFlow spellings (flow.float, flow.int32, ...).
 inline constexpr DType Float = DType::Float32;
@@ -27,6 +29,7 @@ inline constexpr DType Int32 = DType::Int32;
 inline constexpr DType Int64 = DType::Int64;
 inline constexpr DType Int8 = DType::Int8;
 inline constexpr DType UInt8 = DType::UInt8;
+inline constexpr DType Bool = DType::Bool;
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);            // "float32", "int32", ...
@@ -40,6 +43,7 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 
 using Shape = std::vector<int64_t>;
 // A dimension not known before a call (a placeholder's dynamic batch, a

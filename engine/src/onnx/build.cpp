@@ -413,7 +413,7 @@ class Build {
     Blob bl = I.blob_of(name);
     if (vi && vi->type().has_tensor_type()) {
       const int32_t et = vi->type().tensor_type().elem_type();
-      if (et != 0 && et != TensorProto::BOOL) {
+      if (et != 0) {
         try {
           DType want = ou::from_onnx_dtype(et, "output");
           if (want != bl.dtype()) bl = cast(bl, want);

@@ -60,10 +60,6 @@ bool read_proto_tensor(const fs::path& p, Tensor* t, std::string* name, std::str
   }
   *name = tp.name();
   try {
-    if (tp.data_type() == ::onnx::TensorProto::BOOL) {
-      *err = "bool tensor";
-      return false;
-    }
     *t = onnx_util::tensor_from_proto(tp, p.parent_path().string(), uint64_t(1) << 32, p.string());
   } catch (const std::exception& e) {
     *err = e.what();

@@ -165,6 +165,7 @@ Tensor Exporter::scalar_of(DType dt, double v) {
     case DType::Int64: t.data<int64_t>()[0] = static_cast<int64_t>(v); break;
     case DType::Int8: t.data<int8_t>()[0] = static_cast<int8_t>(v); break;
     case DType::UInt8: t.data<uint8_t>()[0] = static_cast<uint8_t>(v); break;
+    case DType::Bool: t.data<bool>()[0] = v != 0; break;
   }
   return t;
 }

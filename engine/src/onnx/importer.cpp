@@ -57,6 +57,7 @@ Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
       case DType::Int64: t.data<int64_t>()[i] = static_cast<int64_t>(x); break;
       case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
       case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
+      case DType::Bool: t.data<bool>()[i] = x != 0; break;
     }
   }
   return t;
@@ -68,7 +69,7 @@ Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar) {
 }
 Tensor scalar_like(double v, DType dt) { return make_tensor({}, dt, {v}); }
 Blob scalar_blob(double v, DType dt) { return constant(scalar_like(v, dt)); }
-Blob abs_of(Blob x) { return add(nn::relu(x), nn::relu(neg(x))); }
+Blob abs_of(Blob x) { return math::abs(x); }
 
 // ---------------------------------------------------------------------------
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
@@ -81,7 +82,8 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
   for (int64_t d : p.dims())
     if (d < 0) throw Error("[onnx] " + what + ": negative dimension " + std::to_string(d));
   if (p.data_type() == TensorProto::BOOL) {
-    // Bools as uint8 0/1 (ONNX keeps them in raw_data bytes or int32_data).
+    // Bools (ONNX keeps them in raw_data bytes or int32_data); any nonzero
+    // byte reads as true.
     uint64_t n = 1;
     for (int64_t d : p.dims()) {
       if (d != 0 && n > max_bytes / static_cast<uint64_t>(d))
@@ -91,9 +93,9 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
     if (n > max_bytes) throw Error("[onnx] " + what + ": tensor larger than the limit");
     if (p.has_raw_data() ? p.raw_data().size() != n : static_cast<uint64_t>(p.int32_data_size()) != n)
       throw Error("[onnx] " + what + ": bool tensor holds a wrong number of values for dims");
-    Tensor t(Shape(p.dims().begin(), p.dims().end()), DType::UInt8);
+    Tensor t(Shape(p.dims().begin(), p.dims().end()), DType::Bool);
     for (uint64_t i = 0; i < n; ++i)
-      t.data<uint8_t>()[i] = p.has_raw_data() ? (p.raw_data()[i] != 0) : (p.int32_data(static_cast<int>(i)) != 0);
+      t.data<bool>()[i] = p.has_raw_data() ? (p.raw_data()[i] != 0) : (p.int32_data(static_cast<int>(i)) != 0);
     return t;
   }
   switch (p.data_type()) {
@@ -299,9 +301,24 @@ bool try_fold(Importer& I, const ImportRow& e) {
   for (int i = 0; i < I.nin(); ++i)
     if (I.has(i) && !I.value(I.iname(i)).pure_const()) return false;
   Graph scratch;
+  // An input already used by the job has a blob in the job's graph: the
+  // scratch graph gets a constant of its own (restored afterwards).
+  std::vector<std::pair<std::string, Blob>> stashed;
+  for (int i = 0; i < I.nin(); ++i) {
+    if (!I.has(i)) continue;
+    Value& v = I.value(I.iname(i));
+    if (v.blob.defined()) {
+      stashed.emplace_back(I.iname(i), v.blob);
+      v.blob = Blob();
+    }
+  }
   auto forget_scratch = [&] {
     for (auto& [name, v] : I.values)
       if (v.blob.defined() && v.blob.graph() == &scratch) v.blob = Blob();
+    for (auto& [name, b] : stashed) {
+      auto it = I.values.find(name);
+      if (it != I.values.end() && !it->second.blob.defined()) it->second.blob = b;
+    }
   };
   try {
     detail::GraphScope scope(&scratch);

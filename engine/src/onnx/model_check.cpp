@@ -108,9 +108,6 @@ TensorSpec input_spec(const Parsed& P, const ValueInfoProto& vi, std::vector<std
     throw Unsupported("[onnx.load] " + P.what + ": input '" + vi.name() + "' is not a tensor", {{"non-tensor input", {vi.name()}}});
   const auto& tt = vi.type().tensor_type();
   TensorSpec s;
-  if (tt.elem_type() == TensorProto::BOOL) {
-    throw Unsupported("[onnx.load] " + P.what + ": input '" + vi.name() + "' is bool", {{"dtype bool", {vi.name()}}});
-  }
   try {
     s.dtype = ou::from_onnx_dtype(tt.elem_type(), "input '" + vi.name() + "'");
   } catch (const Error& e) {

@@ -25,6 +25,7 @@ int32_t to_onnx_dtype(DType t) {
     case DType::Int64: return TensorProto::INT64;
     case DType::Int8: return TensorProto::INT8;
     case DType::UInt8: return TensorProto::UINT8;
+    case DType::Bool: return TensorProto::BOOL;
   }
   throw Error("[onnx] unknown dtype");
 }
@@ -46,10 +47,11 @@ DType from_onnx_dtype(int32_t t, const std::string& what) {
     case TensorProto::INT64: return DType::Int64;
     case TensorProto::INT8: return DType::Int8;
     case TensorProto::UINT8: return DType::UInt8;
+    case TensorProto::BOOL: return DType::Bool;
     default: break;
   }
   throw Error("[onnx] " + what + ": element type " + onnx_dtype_name(t) + " (" + std::to_string(t) +
-              ") is not supported (float32, float64, int32, int64, int8, uint8)");
+              ") is not supported (float32, float64, int32, int64, int8, uint8, bool)");
 }
 
 void tensor_to_proto(const Tensor& t, const std::string& name, TensorProto* out) {
@@ -147,6 +149,10 @@ Tensor tensor_from_proto(const TensorProto& p, const std::string& base_dir, uint
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(nbytes));
     if (!in) throw Error("[onnx] " + what + ": short read from " + full.string());
+    if (dt == DType::Bool) {
+      auto* b = static_cast<uint8_t*>(t.raw());
+      for (uint64_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+    }
     return t;
   }
 
@@ -156,6 +162,10 @@ Tensor tensor_from_proto(const TensorProto& p, const std::string& base_dir, uint
                   shape_str(shape) + " of " + dtype_name(dt) + " needs " + std::to_string(nbytes));
     Tensor t(shape, dt);
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
+    if (dt == DType::Bool) {  // any nonzero byte is true; the engine's bools are 0 or 1
+      auto* b = static_cast<uint8_t*>(t.raw());
+      for (uint64_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+    }
     return t;
   }
 
@@ -173,6 +183,10 @@ Tensor tensor_from_proto(const TensorProto& p, const std::string& base_dir, uint
     case DType::Int32: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), t.data<int32_t>()); break;
     case DType::Int8: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), t.data<int8_t>()); break;
     case DType::UInt8: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), t.data<uint8_t>()); break;
+    case DType::Bool:
+      check_count(p.int32_data_size(), "int32_data");
+      for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = p.int32_data(static_cast<int>(i)) != 0;
+      break;
   }
   return t;
 }

@@ -78,6 +78,10 @@ void shape_onnx_rows(OpRows& r);
 void indexing_onnx_rows(OpRows& r);
 void nn_onnx_rows(OpRows& r);
 void conv_onnx_rows(OpRows& r);
+void logic_onnx_rows(OpRows& r);
+void math_onnx_rows(OpRows& r);
+void resize_onnx_rows(OpRows& r);
+void rnn_onnx_rows(OpRows& r);
 
 // The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
 // or null.

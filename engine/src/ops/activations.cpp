@@ -157,6 +157,7 @@ class Activation final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
     if (k_ != Act::Clip) expect_float(name(), in[0], "x");  // clip also takes integers (ONNX Clip)
+    expect_not_bool(name(), in[0], "x");
     return {in[0]};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
@@ -275,6 +276,7 @@ class Binary final : public Primitive {
     expect_inputs(name(), in, 2);
     if (k_ == Bin::PRelu || k_ == Bin::Pow) expect_float(name(), in[0], k_ == Bin::PRelu ? "x" : "a");
     expect_same_dtype(name(), in[0], in[1]);
+    expect_not_bool(name(), in[0], "operands");
     check_rank(name(), in[0].shape);
     check_rank(name(), in[1].shape);
     Shape out = broadcast_shape(name(), in[0].shape, in[1].shape);

@@ -30,8 +30,17 @@ void op_pow(Importer& I) {
     I.out(0, jobflow::pow(a, b));
     return;
   }
-  // Integer bases: the exponents that have exact integer forms.
-  if (!I.is_const(1) || I.cin(1).numel() != 1) I.unsupported("Pow(non-scalar or runtime exponent)");
+  // Integer bases: a constant scalar exponent with an exact integer form is
+  // that form; any other exponent goes through float64 (exact for the
+  // integers float64 holds), truncated back to the base's dtype.
+  if (!I.is_const(1) || I.cin(1).numel() != 1) {
+    if (a.dtype() == DType::Bool || I.spec(1).dtype == DType::Bool) I.err("inputs must be numeric");
+    Shape s;
+    if (!layout::broadcast_shape(a.shape(), I.shape(1), &s)) I.err("shapes " + shape_str(a.shape()) + " and " + shape_str(I.shape(1)) + " do not broadcast");
+    Blob e = I.in(1);
+    I.out(0, cast(jobflow::pow(cast(a, DType::Float64), e.dtype() == DType::Float64 ? e : cast(e, DType::Float64)), a.dtype()));
+    return;
+  }
   const double e = I.cin(1).at(0);
   Blob y;
   if (e == 1.0) y = identity(a);

@@ -62,6 +62,7 @@ class Binary final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 2);
     expect_same_dtype(name(), in[0], in[1]);
+    expect_not_bool(name(), in[0], "operands");
     check_rank(name(), in[0].shape);
     check_rank(name(), in[1].shape);
     return {{kern::broadcast_shape(name(), in[0].shape, in[1].shape), in[0].dtype}};
@@ -204,6 +205,7 @@ class Unary final : public Primitive {
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
     if (float_only(op_)) expect_float(name(), in[0], "x");
+    expect_not_bool(name(), in[0], "x");
     return {in[0]};
   }
 
@@ -301,7 +303,10 @@ class Cast final : public Primitive {
         using O = decltype(zo);
         const I* x = static_cast<const I*>(in[0].raw());
         O* y = static_cast<O*>(out[0].raw());
-        if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> && sizeof(O) < 8) {
+        if constexpr (std::is_same_v<O, bool>) {  // nonzero (NaN included) is true
+#pragma omp parallel for if (n > kern::kParallelGrain)
+          for (int64_t i = 0; i < n; ++i) y[i] = x[i] != I(0);
+        } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> && sizeof(O) < 8) {
 #pragma omp parallel for if (n > kern::kParallelGrain)
           for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(static_cast<int64_t>(x[i]));
         } else {
@@ -330,6 +335,7 @@ class AddN final : public Primitive {
   OpKind kind() const override { return OpKind::AddN; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("add_n", "needs at least one input");
+    expect_not_bool("add_n", in[0], "inputs");
     for (size_t i = 1; i < in.size(); ++i)
       if (!specs_agree(in[i], in[0]))
         op_error("add_n", "input " + std::to_string(i) + " is " + spec_str(in[i]) + " but input 0 is " +

@@ -64,7 +64,6 @@ void op_reciprocal(Importer& I) {
 void op_cast(Importer& I) {
   const int64_t to = I.attr_i("to", 0);
   DType dt;
-  if (to == TensorProto::BOOL) I.unsupported("Cast(to bool)");
   try {
     dt = ou::from_onnx_dtype(static_cast<int32_t>(to), "Cast 'to'");
   } catch (const Error&) {
@@ -144,7 +143,6 @@ void elementwise_onnx_rows(OpRows& r) {
   r.import_op("Exp", [](Importer& I) { unary(I, exp); }, true);
   r.import_op("Log", [](Importer& I) { unary(I, log); }, true);
   r.import_op("Sqrt", [](Importer& I) { unary(I, sqrt); }, true);
-  r.import_op("Abs", [](Importer& I) { unary(I, abs_of); }, true);
   r.import_op("Reciprocal", op_reciprocal, true);
   r.import_op("Relu", [](Importer& I) { I.out(0, nn::relu(I.in(0))); });
   r.import_op("Sigmoid", [](Importer& I) { I.out(0, nn::sigmoid(I.in(0))); });

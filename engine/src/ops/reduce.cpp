@@ -261,6 +261,7 @@ class Reduce final : public Primitive {
     expect_inputs(name(), in, 1);
     const TensorSpec& x = in[0];
     check_rank(name(), x.shape);
+    expect_not_bool(name(), x, "x");
     if (op_ == RedOp::Mean) expect_float(name(), x, "x");
     if (op_ == RedOp::SumTo) {
       if (!broadcastable_to(target_, x.shape))
@@ -378,6 +379,7 @@ class ArgMax final : public Primitive {
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("argmax", in, 1);
+    expect_not_bool("argmax", in[0], "x");
     const Shape& s = in[0].shape;
     const int r = static_cast<int>(s.size());
     if (r == 0) op_error("argmax", "input must have rank >= 1, got a scalar");
