@@ -45,9 +45,7 @@ SKIP = 77
 # added. A model whose load fails with "unsupported ops: ..." naming only
 # these is skipped; an op not listed here fails the test.
 KNOWN_MISSING = {op: "issue 9 item 2" for op in (
-    "Resize", "Erf", "Equal", "Where", "And", "Not", "Xor", "Greater", "GreaterOrEqual", "Less",
-    "If", "TopK", "NonMaxSuppression", "RoiAlign", "GatherND", "ScatterElements", "ReduceProd",
-    "Ceil", "Floor", "Mod")}
+    "If", "TopK", "NonMaxSuppression", "RoiAlign", "GatherND", "ScatterElements", "ReduceProd")}
 # Shape arguments computed in the graph (issue 9 item 2: "Reshape, Slice, ...
 # with a runtime input"): shufflenet's channel split slices at Shape * 0.5,
 # which is a constant only when the batch is fixed.
