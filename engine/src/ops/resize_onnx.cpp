@@ -44,7 +44,8 @@ void check_out(Importer& I, const Blob& x, const Shape& out) { I.check_size(out,
 
 Shape scaled_shape(const Shape& xs, const std::vector<double>& scales) {
   Shape out(xs.size());
-  for (size_t d = 0; d < xs.size(); ++d) out[d] = static_cast<int64_t>(std::floor(static_cast<double>(xs[d]) * scales[d]));
+  for (size_t d = 0; d < xs.size(); ++d)  // a dim known at the call stays so (the op's infer says the same)
+    out[d] = xs[d] < 0 ? kDynamic : static_cast<int64_t>(std::floor(static_cast<double>(xs[d]) * scales[d]));
   return out;
 }
 
