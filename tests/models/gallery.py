@@ -53,7 +53,14 @@ KNOWN_MISSING["Slice(input computed at run time)"] = "issue 9 item 2"
 
 DEFAULT_TOLERANCE = 1e-4
 # Looser bounds, each with its reason.
-TOLERANCE = {}
+TOLERANCE = {
+    # 50 layers with dilated 3x3 convolutions on seeded weights: float32 itself
+    # is this far from the exact result. Against a float64 run of the same
+    # torch model (seeded input, 2026-11-25): torch float32 1.33e-4, ONNX
+    # Runtime 1.19e-4, Jobflow 1.27e-4; Jobflow against ONNX Runtime 1.7e-4 to
+    # 2.0e-4 (docs/models.md).
+    "fcn_resnet50": (5e-4, "float32 rounding over 50 dilated layers (each runtime ~1.3e-4 from float64)"),
+}
 
 # PP-OCRv4 (rapidocr-onnxruntime 1.4.4): file, input (C, H, W) per item.
 PPOCR = {
