@@ -432,15 +432,6 @@ class Constant final : public Primitive {
 // (shape, size) or from input values (reshape_to, constant_of_shape, range):
 // the compiler folds them when it specializes a job for a call's shapes.
 
-// int64 value v of a scalar or one-element tensor of any dtype.
-int64_t int_of(const Tensor& t) {
-  int64_t v = 0;
-  kern::dispatch_all(t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    v = static_cast<int64_t>(static_cast<const T*>(t.raw())[0]);
-  });
-  return v;
-}
 std::vector<int64_t> ints_of(const Tensor& t) {
   std::vector<int64_t> v(static_cast<size_t>(t.numel()));
   kern::dispatch_all(t.dtype(), [&](auto z) {
