@@ -198,12 +198,16 @@ TEST_F(DynamicModels, PPOCRv4ClassifierAgreesWithOnnxRuntime) {
   for (int64_t r = 0; r < 3; ++r) EXPECT_LT(max_abs_diff(job->run({rows(x, r, 1)})[0], rows(y, r, 1)), 1e-6) << r;
   EXPECT_EQ(job->plan_cache_stats().compiles, 2u);
   // Saved as a job file (dims known per call as dim_params, the shape
-  // arithmetic as Shape/Slice/Concat/Reshape) and loaded back: the same bits.
+  // arithmetic as Shape/Slice/Concat/Reshape) and loaded back: the same
+  // results (to float rounding: threads are chosen per call, so the order
+  // of a sum may differ between two runs).
   const fs::path d = tmp_dir("cls_save");
   flow::onnx::save(*job, (d / "cls.onnx").string());
   auto back = flow::onnx::load((d / "cls.onnx").string(), {});
   EXPECT_EQ(back->signature().str(), job->signature().str());
-  EXPECT_TRUE(back->run({x})[0].equal(y));
+  const Tensor y_back = back->run({x})[0];
+  ASSERT_EQ(y_back.shape(), y.shape());
+  EXPECT_LT(max_abs_diff(y_back, y), 1e-6);
   fs::remove_all(d);
 }
 
