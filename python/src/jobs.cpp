@@ -619,6 +619,14 @@ void bind_jobs(py::module_& m) {
     Tensor t = to_tensor(arr, {{}, dtype}, "test", "x", &copied);
     return py::make_tuple(reinterpret_cast<uintptr_t>(t.raw()), copied);
   }, "(address of the tensor an argument becomes, whether it was copied)");
+  m.def("_packed_addresses", [](PyJob& job, const py::tuple& args) {
+    // What a call of `job` hands the engine (PyJob::pack_args, the path
+    // every call takes): the address of each input tensor's data.
+    py::list out;
+    for (const Tensor& t : job.pack_args(py::reinterpret_borrow<py::args>(args)))
+      out.append(reinterpret_cast<uintptr_t>(t.raw()));
+    return out;
+  }, "the data address of each tensor a call with these arguments passes to the engine");
   m.def("_time_cpp_calls", [](PyJob& job, const py::tuple& args, int n) {
     // The same compiled job called from C++ as Job::operator() does it:
     // arguments packed per call, CompiledJob::run.

@@ -36,6 +36,28 @@ def test_c_contiguous_arrays_are_wrapped_without_a_copy():
         assert addr == batch.ctypes.data and not copied
 
 
+def test_a_call_hands_the_engine_the_arrays_own_memory():
+    # Through the path every call takes (the job's argument packing): the
+    # tensors the engine gets point into the callers' arrays.
+    @flow.global_function()
+    def job(images: tp.Numpy.Placeholder((4, 1, 2, 2), dtype=flow.float),
+            labels: tp.Numpy.Placeholder((4,), dtype=flow.int32),
+            pair: Tuple[tp.Numpy.Placeholder((3,), dtype=flow.float),
+                        tp.ListNumpy.Placeholder((2,), dtype=flow.int32)]) -> tp.Numpy:
+        return labels
+
+    images = np.zeros((3, 4, 1, 2, 2), np.float32)[1]  # one batch of a bigger array, as load_mnist gives
+    labels = np.arange(4, dtype=np.int32)
+    a, b = np.ones(3, np.float32), np.ones(2, np.int32)
+    got = _jobflow._packed_addresses(job._job, (images, labels, (a, [b])))
+    assert got == [images.ctypes.data, labels.ctypes.data, a.ctypes.data, b.ctypes.data]
+    # A strided array cannot be read in place: it is copied, once.
+    strided = np.zeros((4, 1, 2, 4), np.float32)[..., ::2]
+    got = _jobflow._packed_addresses(job._job, (strided, labels, (a, [b])))
+    assert got[0] != strided.ctypes.data and got[1:] == [labels.ctypes.data, a.ctypes.data, b.ctypes.data]
+    np.testing.assert_array_equal(job(images, labels, (a, [b])), labels)
+
+
 def test_other_arrays_are_converted_once():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     addr, copied = _jobflow._wrap_info(a.T, flow.float32)  # not C-contiguous
