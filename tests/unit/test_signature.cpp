@@ -6,6 +6,9 @@
 
 #include <jobflow/jobflow.h>
 
+#include "../../pipelines/seeds/cli.h"
+#include "../../pipelines/seeds/seed_models.h"
+
 #include <map>
 #include <tuple>
 #include <vector>
@@ -306,4 +309,92 @@ TEST(Signature, LegacyGetRethrowsTheCallsError) {
   } catch (const flow::Error& e) {
     EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
   }
+}
+
+// Seed 001's examples (OneFlow 0.1: results taken with .get() and
+// .async_get(cb)) in C++, as docs/user-guide/python.md shows them next to
+// the Python: the MLP train job, get() and async_get(cb_print_loss); the
+// LeNet eval job returning a dict, async_get(acc). Random batches: what is
+// checked is the plumbing (one step per call, callbacks in call order,
+// the dict's two results), not the accuracy.
+namespace seed001 {
+using seeds::BATCH_SIZE;
+
+int g_i = 0;
+std::vector<double> g_printed;
+void cb_print_loss(flow::Tensor result) {
+  if (g_i % 20 == 0) g_printed.push_back(result.mean());
+  g_i += 1;
+}
+
+int64_t g_total = 0;
+int64_t g_correct = 0;
+void acc(std::map<std::string, flow::Tensor> eval_result) {
+  const flow::Tensor& labels = eval_result.at("labels");
+  const flow::Tensor& logits = eval_result.at("logits");
+  g_correct += seeds::count_correct(labels, logits);
+  g_total += labels.dim(0);
+}
+
+std::pair<Tensor, Tensor> batch(int k) {
+  Tensor images({BATCH_SIZE, 1, 28, 28}, flow::Float);
+  Tensor labels({BATCH_SIZE}, flow::Int32);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = static_cast<float>((i * 7 + k * 13) % 17) / 17;
+  for (int64_t i = 0; i < BATCH_SIZE; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i + k) % 10);
+  return {images, labels};
+}
+}  // namespace seed001
+
+TEST(Signature, Seed001ExamplesInCpp) {
+  using namespace seed001;
+  flow::session::reset();
+  auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job"),
+      {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
+       flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
+      [](flow::Blob images, flow::Blob labels) -> flow::Callback<flow::Numpy> {
+        auto placement = flow::scope::placement("cpu", "0:0");
+        auto logits = seeds::mlp(images);
+        auto loss = flow::nn::sparse_softmax_cross_entropy_with_logits(labels, logits, "softmax_loss");
+        flow::optimizer::PiecewiseConstantScheduler lr_scheduler({}, {0.1});  // primary_lr(0.1)
+        flow::optimizer::SGD(lr_scheduler, /*momentum=*/0).minimize(loss);     // naive_conf
+        return loss;
+      });
+  flow::CheckPoint().init();
+  std::vector<double> got;
+  for (int k = 0; k < 4; ++k) {
+    auto [images, labels] = batch(k);
+    if (k % 2 == 0) {
+      flow::Tensor loss = train_job(images, labels).get();  // blocks: the result
+      ASSERT_EQ(loss.shape(), (flow::Shape{BATCH_SIZE}));
+      got.push_back(loss.mean());
+    } else {
+      train_job(images, labels).async_get(cb_print_loss);  // cb_print_loss(result) later
+    }
+  }
+  train_job.sync();
+  EXPECT_EQ(g_i, 2);
+  ASSERT_EQ(g_printed.size(), 1u);  // the first callback's loss (every 20th)
+  EXPECT_EQ(got.size(), 2u);
+  // One train step per call, whichever style took its result.
+  EXPECT_EQ(flow::session::variable(flow::session::train_step_variable("train_job")).data<int64_t>()[0], 4);
+
+  auto eval_job = flow::global_function(flow::Predict, flow::function_config().name("eval_job"),
+      {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
+       flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
+      [](flow::Blob images, flow::Blob labels) -> flow::Callback<std::map<std::string, flow::Numpy>> {
+        auto placement = flow::scope::placement("gpu", "0:0");
+        auto logits = seeds::lenet(images, /*train=*/true);
+        auto loss = flow::nn::sparse_softmax_cross_entropy_with_logits(labels, logits, "softmax_loss");
+        (void)loss;
+        return std::map<std::string, flow::Numpy>{{"labels", labels}, {"logits", logits}};
+      });
+  flow::CheckPoint().init();
+  for (int k = 0; k < 3; ++k) {
+    auto [images, labels] = batch(k);
+    eval_job(images, labels).async_get(acc);
+  }
+  eval_job.sync();
+  EXPECT_EQ(g_total, 3 * BATCH_SIZE);
+  EXPECT_GE(g_correct, 0);
+  EXPECT_LE(g_correct, g_total);
 }
