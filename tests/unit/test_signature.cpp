@@ -398,3 +398,50 @@ TEST(Signature, Seed001ExamplesInCpp) {
   EXPECT_GE(g_correct, 0);
   EXPECT_LE(g_correct, g_total);
 }
+
+// Seed pages 002/004 (defining and calling): a config made by a function,
+// passed to global_function, the MLP train job called in a loop, in C++ as
+// docs/user-guide/python.md shows it next to the Python.
+namespace seed002 {
+using seeds::BATCH_SIZE;
+
+flow::FunctionConfig get_train_config() {
+  flow::FunctionConfig config = flow::function_config();
+  config.default_data_type(flow::Float);
+  return config;
+}
+}  // namespace seed002
+
+TEST(Signature, Seed002ExamplesInCpp) {
+  using namespace seed002;
+  flow::session::reset();
+  auto train_job = flow::global_function(flow::Train, get_train_config().name("train_job"),
+      {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
+       flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
+      [](flow::Blob images, flow::Blob labels) -> flow::Numpy {
+        // mlp
+        auto initializer = flow::truncated_normal(0.1);
+        auto reshape = flow::reshape(images, {images.shape()[0], -1});
+        auto hidden = flow::layers::dense(reshape, 512,
+            {.activation = flow::nn::relu, .kernel_initializer = initializer, .name = "hidden"});
+        auto logits = flow::layers::dense(hidden, 10, {.kernel_initializer = initializer, .name = "output"});
+
+        auto loss = flow::nn::sparse_softmax_cross_entropy_with_logits(labels, logits, "softmax_loss");
+        flow::optimizer::PiecewiseConstantScheduler lr_scheduler({}, {0.1});
+        flow::optimizer::SGD(lr_scheduler, /*momentum=*/0).minimize(loss);
+        return loss;
+      });
+  EXPECT_EQ(train_job.signature().str(),
+            "train_job(images: (100, 1, 28, 28) float32, labels: (100,) int32) -> Numpy [train]");
+  flow::CheckPoint().init();
+  std::vector<double> printed;
+  auto [images, labels] = seed001::batch(0);
+  for (int epoch = 0; epoch < 3; ++epoch)  // the page's loop, over one batch
+    for (size_t i = 0; i < 1; ++i) {
+      flow::Tensor loss = train_job(images, labels);
+      if (i % 20 == 0) printed.push_back(loss.mean());
+    }
+  ASSERT_EQ(printed.size(), 3u);
+  EXPECT_NE(printed[1], printed[0]);  // each call trained: the next one sees new weights
+  EXPECT_EQ(flow::session::variable(flow::session::train_step_variable("train_job")).data<int64_t>()[0], 3);
+}
