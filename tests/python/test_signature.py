@@ -382,6 +382,22 @@ def test_callback_bundle_mix():
     same(r[1][1])
 
 
+def test_callback_of_each_result_type():
+    # tp.Callback of every return annotation of the issue: Numpy, ListNumpy,
+    # ListListNumpy (above), tp.Dict, tuples, lists; the callback gets
+    # NumPy arrays in that structure.
+    @flow.global_function(function_config=mirrored_config())
+    def foo(x: oft.Numpy.Placeholder((10,)),
+            y: oft.ListNumpy.Placeholder((10,))) -> oft.Callback[oft.Dict[str, Tuple[oft.Numpy, oft.ListNumpy]]]:
+        return {"a": (x, y), "b": (x * 2.0, y)}
+
+    r = call_with_callback(foo, DATA, [DATA * 3])
+    assert sorted(r) == ["a", "b"]
+    same(r["a"][0])
+    same(one_device(r["a"][1])[0], DATA * 3)
+    same(r["b"][0], DATA * 2)
+
+
 def test_callback_list():
     @flow.global_function()
     def foo(x: oft.Numpy.Placeholder((10,))) -> oft.Callback[List[oft.Numpy]]:
