@@ -3,7 +3,9 @@
 # knows, tracked or not ignored; without git, everything but build folders)
 # and runs `dpkg-buildpackage -us -uc -b` on it without the tests, then
 # checks that the five packages exist and hold what they should
-# (dpkg-deb -c). Skips (77) when dpkg-buildpackage or debhelper is missing.
+# (dpkg-deb -c), and that the library was built with TensorBoard event
+# files (protoc, a build dependency). Skips (77) when dpkg-buildpackage or
+# debhelper is missing.
 # A full build on 2 cores: a few minutes.
 # Usage: debian_packages.sh SOURCE_ROOT BUILD_ROOT
 set -euo pipefail
@@ -66,6 +68,18 @@ for pkg in "${!expect[@]}"; do
   done
   echo "$pkg: $(wc -l <<<"$contents") entries, $(wc -w <<<"${expect[$pkg]}") checked"
 done
+# The packaged engine writes TensorBoard event files: built with protoc
+# (protobuf-compiler in Build-Depends), not the stub a build without it gets
+# (engine/meson.build), which only throws.
+unpacked=$work/unpacked-libjobflow0
+rm -rf "$unpacked"
+dpkg-deb -x "$work/libjobflow0_${version}_$arch.deb" "$unpacked"
+grep -q "TensorBoard event files disabled" "$work/build.log" &&
+  fail "the package build configured without TensorBoard event files (protoc missing): $(grep -m1 'TensorBoard' "$work/build.log")"
+symbols=$(nm -DC --defined-only "$unpacked/usr/lib/$multiarch/libjobflow.so.0")  # not piped into grep -q (SIGPIPE under pipefail)
+grep -qF 'jobflow::tb::Event::' <<<"$symbols" ||
+  fail "libjobflow0's libjobflow.so.0 has no TensorBoard Event code (built without protoc?)"
+echo "libjobflow0: writes TensorBoard event files (jobflow::tb::Event)"
 # The library package depends on OpenBLAS's OpenMP build (its rpath).
 depends=$(dpkg-deb -f "$work/libjobflow0_${version}_$arch.deb" Depends)
 grep -q "libopenblas0-openmp" <<<"$depends" || fail "libjobflow0 does not depend on libopenblas0-openmp: $depends"
