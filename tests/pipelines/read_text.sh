@@ -11,7 +11,10 @@
 #                                    40 PNG frames with the overlay (a sanitizer
 #                                    build: the first 20 frames, 6 strings)
 #   read-text --file IMAGE           a still image (PNG, 800x600, letterboxed into
-#                                    the detector): its two texts exactly
+#                                    the detector): its two texts exactly, with
+#                                    each line at its own width (the default:
+#                                    jobcrop dynamic-width=true) and at a fixed
+#                                    width of 320 (--rec-width 320)
 # Usage: read_text.sh BUILD_DIR
 set -euo pipefail
 . "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
@@ -78,12 +81,16 @@ gst-launch-1.0 -q videotestsrc pattern=solid-color foreground-color=0xffffffff n
   ! textoverlay "text=Parking 2 hours" "font-desc=Sans 40" halignment=left valignment=top xpad=60 ypad=80 color=0xff000000 \
   ! textoverlay "text=Price 12.90" "font-desc=Serif Bold 30" halignment=right valignment=bottom xpad=60 ypad=100 color=0xff000080 \
   ! videoconvert ! pngenc ! filesink "location=$work/still.png" || fail "could not write the still image"
-"$read_text" --build "$build" --file "$work/still.png" > "$work/still.txt" 2> "$work/still.err" ||
-  { show "$work/still.txt"; show "$work/still.err"; fail "read-text --file (a PNG) failed"; }
 want=$'Parking 2 hours\nPrice 12.90'
-[ "$(cat "$work/still.txt")" = "$want" ] || { show "$work/still.txt"; fail "the still image: expected '$want'"; }
-grep -qxF "read-text: 1 frames, 2 texts read" "$work/still.err" || { show "$work/still.err"; fail "no totals line (still image)"; }
-echo "read-text --file: the still image's 2 texts exactly"
+for width in 0 320; do
+  "$read_text" --build "$build" --file "$work/still.png" --rec-width $width > "$work/still.txt" 2> "$work/still.err" ||
+    { show "$work/still.txt"; show "$work/still.err"; fail "read-text --file (a PNG) --rec-width $width failed"; }
+  [ "$(cat "$work/still.txt")" = "$want" ] ||
+    { show "$work/still.txt"; fail "the still image, --rec-width $width: expected '$want'"; }
+  grep -qxF "read-text: 1 frames, 2 texts read" "$work/still.err" ||
+    { show "$work/still.err"; fail "no totals line (still image, --rec-width $width)"; }
+done
+echo "read-text --file: the still image's 2 texts exactly, each line at its own width and at 320"
 
 # Usage errors end with one line and status 2.
 out=$("$read_text" --build "$build" --size 100x48 2>&1) && fail "--size 100x48 was accepted"
