@@ -43,6 +43,9 @@ enum Resize { kPadRight = 0, kLetterbox = 1, kStretch = 2 };
 
 constexpr guint kDefaultInterval = 1;
 constexpr gint64 kDefaultMaxLateness = 20 * GST_MSECOND;  // as GstVideoSink's
+/* dynamic-width: widths are rounded up to a multiple of this, so that the
+ * lines of a video share a few shapes (the job compiles a plan per shape) */
+constexpr int kDynamicWidthStep = 32;
 
 struct Settings {
   std::string label;  // "" = every region
@@ -57,6 +60,7 @@ struct Settings {
   bool qos = true;
   gint64 max_lateness = kDefaultMaxLateness;
   bool deskew = true;
+  bool dynamic_width = false;
 };
 
 /* Built when the video caps arrive; streaming thread only. */
@@ -66,6 +70,8 @@ struct State {
   GstCaps* caps = nullptr;  // the frames' caps (the crop meta's)
   int pixel_stride = 1;     // bytes per pixel of the frames
   int model_w = 0, model_h = 0, channels = 0, batch = 0;
+  bool dynamic_width = false;
+  int least_w = 0;  // dynamic-width: the narrowest width a buffer gets
   DType dtype = DType::Float32;
   Layout layout = kNCHW;
   Resize resize = kPadRight;
@@ -125,6 +131,7 @@ enum {
   PROP_QOS,
   PROP_MAX_LATENESS,
   PROP_DESKEW,
+  PROP_DYNAMIC_WIDTH,
 };
 
 GType layout_get_type() {
@@ -217,6 +224,7 @@ bool model_input(GstJobCrop* self, const Settings& cfg, State* st) {
   if (cfg.batch_size) b = static_cast<int>(cfg.batch_size);
   if (cfg.width) w = static_cast<int>(cfg.width);
   if (cfg.height) h = static_cast<int>(cfg.height);
+  if (cfg.dynamic_width && w <= 0) w = h;  // the least width: a square
   if (!c) c = std::min(st->pixel_stride, 3);
   if (b <= 0 || w <= 0 || h <= 0) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
@@ -245,6 +253,37 @@ bool model_input(GstJobCrop* self, const Settings& cfg, State* st) {
   st->channels = c;
   st->model_h = h;
   st->model_w = w;
+  return true;
+}
+
+Shape tensor_shape(const State& st) {
+  return st.layout == kNCHW ? Shape{st.batch, st.channels, st.model_h, st.model_w}
+                            : Shape{st.batch, st.model_h, st.model_w, st.channels};
+}
+
+/* The model's input width `w`: the scratch image and the slot size for it,
+ * and the tensor caps pushed (at configure, and with dynamic-width before a
+ * buffer of another width). */
+bool set_width(GstJobCrop* self, int w) {
+  State& st = self->impl->state;
+  st.model_w = w;
+  gst_video_info_set_format(&st.scratch_info, GST_VIDEO_INFO_FORMAT(&st.vinfo), static_cast<guint>(st.model_w),
+                            static_cast<guint>(st.model_h));
+  GST_VIDEO_INFO_FPS_N(&st.scratch_info) = GST_VIDEO_INFO_FPS_N(&st.vinfo);  // the converter wants them equal
+  GST_VIDEO_INFO_FPS_D(&st.scratch_info) = GST_VIDEO_INFO_FPS_D(&st.vinfo);
+  gst_clear_buffer(&st.scratch);
+  st.scratch = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&st.scratch_info), nullptr);
+  const TensorSpec spec{tensor_shape(st), st.dtype};
+  st.slot_bytes = jobflow::gst::spec_bytes(spec) / static_cast<size_t>(st.batch);
+  GstCaps* out = jobflow::gst::caps_from_specs({spec}, GST_VIDEO_INFO_FPS_N(&st.vinfo), GST_VIDEO_INFO_FPS_D(&st.vinfo));
+  GST_DEBUG_OBJECT(self, "crops go out as %" GST_PTR_FORMAT, out);
+  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(out));
+  gst_caps_unref(out);
+  if (!ok) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("jobcrop: downstream refused the crops' tensor caps"),
+                      ("%s", jobflow::spec_str(spec).c_str()));
+    return false;
+  }
   return true;
 }
 
@@ -287,25 +326,10 @@ bool configure(GstJobCrop* self, GstCaps* caps) {
       for (int v = 0; v < 256; ++v) st.lut[static_cast<size_t>(c) * 256 + v] = static_cast<float>((v * scale - m) / s);
     }
   }
-  gst_video_info_set_format(&st.scratch_info, GST_VIDEO_INFO_FORMAT(&st.vinfo), static_cast<guint>(st.model_w),
-                            static_cast<guint>(st.model_h));
-  GST_VIDEO_INFO_FPS_N(&st.scratch_info) = GST_VIDEO_INFO_FPS_N(&st.vinfo);  // the converter wants them equal
-  GST_VIDEO_INFO_FPS_D(&st.scratch_info) = GST_VIDEO_INFO_FPS_D(&st.vinfo);
-  st.scratch = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&st.scratch_info), nullptr);
   st.caps = gst_caps_ref(caps);
-  const Shape shape = st.layout == kNCHW ? Shape{st.batch, st.channels, st.model_h, st.model_w}
-                                         : Shape{st.batch, st.model_h, st.model_w, st.channels};
-  const TensorSpec spec{shape, st.dtype};
-  st.slot_bytes = jobflow::gst::spec_bytes(spec) / static_cast<size_t>(st.batch);
-  GstCaps* out = jobflow::gst::caps_from_specs({spec}, GST_VIDEO_INFO_FPS_N(&st.vinfo), GST_VIDEO_INFO_FPS_D(&st.vinfo));
-  GST_DEBUG_OBJECT(self, "crops go out as %" GST_PTR_FORMAT, out);
-  const bool ok = gst_pad_push_event(self->srcpad, gst_event_new_caps(out));
-  gst_caps_unref(out);
-  if (!ok) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("jobcrop: downstream refused the crops' tensor caps"),
-                      ("%s", jobflow::spec_str(spec).c_str()));
-    return false;
-  }
+  st.dynamic_width = cfg.dynamic_width;
+  st.least_w = st.model_w;
+  if (!set_width(self, st.model_w)) return false;
   st.configured = true;
   return true;
 }
@@ -314,7 +338,7 @@ bool configure(GstJobCrop* self, GstCaps* caps) {
 
 /* The region `od` as a crop of the frame: its box clamped to the frame,
  * or (deskew, a rotated region) its rotated rectangle; false when it is not
- * to be cropped (label, size, outside the frame). */
+ * to be cropped (label, size, outside the frame). The fit is fit_crop()'s. */
 bool region_crop(const State& st, const Settings& cfg, GQuark label, JobflowAnalyticsODMtd* od, JobflowCrop* crop) {
   if (label && jobflow_analytics_od_mtd_get_obj_type(od) != label) return false;
   gint x, y, w, h;
@@ -341,8 +365,11 @@ bool region_crop(const State& st, const Settings& cfg, GQuark label, JobflowAnal
     crop->h = y1 - y0;
   }
   if (crop->w <= 0 || crop->h <= 0) return false;
-  if (crop->w < static_cast<gint>(cfg.min_width) || crop->h < static_cast<gint>(cfg.min_height)) return false;
-  /* the fit into the model's input */
+  return crop->w >= static_cast<gint>(cfg.min_width) && crop->h >= static_cast<gint>(cfg.min_height);
+}
+
+/* The fit of `crop` into the model's input (st.model_w x st.model_h). */
+void fit_crop(const State& st, JobflowCrop* crop) {
   int dx = 0, dy = 0, dw = st.model_w, dh = st.model_h;
   if (st.resize != kStretch) {
     const double s = std::min(static_cast<double>(st.model_w) / crop->w, static_cast<double>(st.model_h) / crop->h);
@@ -357,7 +384,19 @@ bool region_crop(const State& st, const Settings& cfg, GQuark label, JobflowAnal
   crop->scale_y = static_cast<double>(dh) / crop->h;
   crop->pad_x = dx;
   crop->pad_y = dy;
-  return true;
+}
+
+/* dynamic-width: the width of a buffer holding `crops`: the natural width
+ * of the widest at the model's height, rounded up to kDynamicWidthStep, at
+ * least st.least_w. */
+int dynamic_width(const State& st, const JobflowCrop* crops, size_t n) {
+  int w = st.least_w;
+  for (size_t i = 0; i < n; ++i) {
+    const double natural = std::ceil(static_cast<double>(st.model_h) * crops[i].w / crops[i].h);
+    const double stepped = std::ceil(natural / kDynamicWidthStep) * kDynamicWidthStep;
+    w = std::max(w, static_cast<int>(std::min(stepped, static_cast<double>(G_MAXINT / 64))));
+  }
+  return w;
 }
 
 /* A rotated crop into the scratch image: each pixel of the fitted
@@ -535,11 +574,18 @@ GstFlowReturn process(GstJobCrop* self, GstBuffer* frame) {
   }
   const size_t batch = static_cast<size_t>(st.batch);
   const size_t chunks = std::max<size_t>(1, (crops.size() + batch - 1) / batch);
-  const Shape shape = st.layout == kNCHW ? Shape{st.batch, st.channels, st.model_h, st.model_w}
-                                         : Shape{st.batch, st.model_h, st.model_w, st.channels};
   GstFlowReturn ret = GST_FLOW_OK;
   for (size_t k = 0; k < chunks && ret == GST_FLOW_OK; ++k) {
     const size_t first = k * batch, n = std::min(batch, crops.size() - first);
+    if (st.dynamic_width) {
+      const int w = dynamic_width(st, crops.data() + first, n);
+      if (w != st.model_w && !set_width(self, w)) {
+        ret = GST_FLOW_NOT_NEGOTIATED;
+        break;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) fit_crop(st, &crops[first + i]);
+    const Shape shape = tensor_shape(st);
     GstBuffer* out = jobflow::gst::new_tensor_buffer(st.slot_bytes * batch);
     GstMapInfo map;
     gst_buffer_map(out, &map, GST_MAP_WRITE);
@@ -663,6 +709,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_QOS: s.qos = g_value_get_boolean(value); break;
       case PROP_MAX_LATENESS: s.max_lateness = g_value_get_int64(value); break;
       case PROP_DESKEW: s.deskew = g_value_get_boolean(value); break;
+      case PROP_DYNAMIC_WIDTH: s.dynamic_width = g_value_get_boolean(value); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -688,6 +735,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_QOS: g_value_set_boolean(value, s.qos); break;
       case PROP_MAX_LATENESS: g_value_set_int64(value, s.max_lateness); break;
       case PROP_DESKEW: g_value_set_boolean(value, s.deskew); break;
+      case PROP_DYNAMIC_WIDTH: g_value_set_boolean(value, s.dynamic_width); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
   });
@@ -754,6 +802,12 @@ static void gst_job_crop_class_init(GstJobCropClass* klass) {
                                             "Crop a rotated region (text-regions' lines) as its rotated rectangle turned "
                                             "upright (bilinear); false: as the axis-aligned box around it",
                                             TRUE, playing));
+  install(PROP_DYNAMIC_WIDTH,
+          g_param_spec_boolean("dynamic-width", "Dynamic width",
+                               "Give each tensor the width of its widest crop at the model's height (rounded up to "
+                               "a multiple of 32, at least width), for models with a dynamic width such as PP-OCR's "
+                               "recognisers; new caps when it changes",
+                               FALSE, ready));
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

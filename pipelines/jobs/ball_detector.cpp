@@ -4,10 +4,13 @@
 // them in the YOLOv8 layout, so `jobdecode mode=boxes scheme=yolov8` turns
 // them into regions — the detector of pipelines/gst/detect-video.
 //
-//   ball_detector OUT.onnx [SIZE]     (SIZE: the square input, default 320)
+//   ball_detector OUT.onnx [SIZE [BATCH]]   (SIZE: the square input, default
+//                                           320; BATCH: frames per call, default 1)
 //
-// The job: images (1, 3, S, S) float32 in [0, 1] (jobconvert's RGB NCHW)
-// -> (1, 5, S/8 * S/8): per cell of an 8-pixel grid, (cx, cy, w, h, score).
+// The job: images (B, 3, S, S) float32 in [0, 1] (jobconvert's RGB NCHW)
+// -> (B, 5, S/8 * S/8): per cell of an 8-pixel grid, (cx, cy, w, h, score).
+// (BATCH 4: pipelines/gst/multi-stream's four streams in one call, jobmux
+// batch-size=4.)
 //   bright = relu(2 * mean over the channels - 1)      1 on white, 0 on black
 //   one convolution, stride 8, over 48 x 48 windows centred on each cell,
 //   with three fixed filters: ones (the bright mass m), and the column and
@@ -59,11 +62,16 @@ flow::Tensor centres(int64_t n, int axis) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: ball_detector OUT.onnx [SIZE]\n");
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: ball_detector OUT.onnx [SIZE [BATCH]]\n");
     return 1;
   }
-  const int64_t size = argc == 3 ? std::atoll(argv[2]) : 320;
+  const int64_t size = argc >= 3 ? std::atoll(argv[2]) : 320;
+  const int64_t batch = argc == 4 ? std::atoll(argv[3]) : 1;
+  if (batch < 1) {
+    std::fprintf(stderr, "ball_detector: BATCH must be at least 1, got '%s'\n", argv[3]);
+    return 1;
+  }
   if (size < kWindow || size % kStride != 0) {
     std::fprintf(stderr, "ball_detector: SIZE must be a multiple of %lld and at least %lld, got %lld\n",
                  static_cast<long long>(kStride), static_cast<long long>(kWindow), static_cast<long long>(size));
@@ -73,7 +81,7 @@ int main(int argc, char** argv) {
   try {
     auto job = flow::global_function(
         flow::Predict, flow::function_config().name("ball_detector"),
-        {flow::Numpy::Placeholder({1, 3, size, size}, flow::Float, "images")},
+        {flow::Numpy::Placeholder({batch, 3, size, size}, flow::Float, "images")},
         [&](flow::Blob images) -> flow::Numpy {
           auto gray = flow::reduce_mean(images, {1}, true);
           auto bright = flow::nn::relu(gray * 2.0 - 1.0);
@@ -91,7 +99,7 @@ int main(int argc, char** argv) {
           auto centred = flow::exp((flow::square(dx) + flow::square(dy)) * (-1.0 / 72.0));
           auto score = whole * centred;
           auto out = flow::concat({cx, cy, d, d, score}, 1);
-          return flow::reshape(out, {1, 5, cells * cells});
+          return flow::reshape(out, {batch, 5, cells * cells});
         });
     flow::onnx::save(*job.compiled(), argv[1]);
     std::printf("%s: %s\n", argv[1], job.compiled()->signature().str().c_str());

@@ -97,6 +97,21 @@ const std::string& channel_mean_dynamic_job() {
   return path;
 }
 
+/* The same with a dynamic batch and width: (-1, 3, 8, -1), as PP-OCR's
+ * recognisers take any width. */
+const std::string& channel_mean_any_width_job() {
+  static const std::string path = [] {
+    const std::string p = (tmp_root() / "channel_mean_any_width.onnx").string();
+    flow::PlaceholderSpec x = flow::Numpy::Placeholder({-1, 3, 8, -1}, flow::Float, "crops");
+    x.dim_names = {"batch", "", "", "width"};
+    auto job = flow::global_function(flow::Predict, flow::function_config().name("channel_mean_any_width"), {x},
+                                     [](flow::Blob x) -> flow::Numpy { return flow::reduce_mean(x, {2, 3}); });
+    flow::onnx::save(*job.compiled(), p);
+    return p;
+  }();
+  return path;
+}
+
 constexpr int kW = 64, kH = 48;
 constexpr const char* kVideoCaps = "video/x-raw,format=RGB,width=64,height=48,framerate=30/1";
 // (B, C, H, W) = (4, 3, 8, 16), innermost first
@@ -328,6 +343,75 @@ TEST(JobCrop, BatchesTheCropsOfAFrameInChunksOfTheModelsBatch) {
   EXPECT_NEAR(at(slot_values(a, 3), 0, 3, 3), 120 / 255.f, 1.5f / 255);
   gst_buffer_unref(a);
   gst_buffer_unref(b);
+  gst_harness_teardown(h);
+}
+
+/* The dimensions of every caps event the harness received so far, in order. */
+std::vector<std::string> caps_dims(GstHarness* h) {
+  std::vector<std::string> dims;
+  while (GstEvent* e = gst_harness_try_pull_event(h)) {
+    if (GST_EVENT_TYPE(e) == GST_EVENT_CAPS) {
+      GstCaps* caps;
+      gst_event_parse_caps(e, &caps);
+      dims.push_back(gst_structure_get_string(gst_caps_get_structure(caps, 0), "dimensions"));
+    }
+    gst_event_unref(e);
+  }
+  return dims;
+}
+
+TEST(JobCrop, DynamicWidthGivesEachTensorTheWidthOfItsWidestCrop) {
+  GstHarness* h = crop_harness("dynamic-width=true width=48 height=8 batch-size=2");
+  // downstream takes any width (a job with a dynamic width fixes none)
+  gst_harness_set_sink_caps_str(h, "other/tensors,format=static,num_tensors=1,types=float32,framerate=30/1");
+  caps_dims(h);  // the caps of the configuration: 48 wide
+  // at height 8: a 8x8 square is 8 wide, a 40x8 line 40, a 16x4 line 32:
+  // rounded up to multiples of 32 and at least `width` (48), a tensor with
+  // the first two is 64 wide, one with the third 48
+  ASSERT_EQ(gst_harness_push(h, make_frame({{"line", 0, 0, 8, 8, {0, 0, 255}},
+                                            {"line", 10, 10, 40, 8, {255, 0, 0}},
+                                            {"line", 20, 30, 16, 4, {0, 255, 0}}})),
+            GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_buffers_in_queue(h), 2u);
+  GstBuffer* a = gst_harness_pull(h);
+  GstBuffer* b = gst_harness_pull(h);
+  EXPECT_EQ(caps_dims(h), (std::vector<std::string>{"64:8:3:2", "48:8:3:2"}));
+  EXPECT_EQ(gst_buffer_get_size(a), 2u * 3 * 8 * 64 * sizeof(float));
+  EXPECT_EQ(gst_buffer_get_size(b), 2u * 3 * 8 * 48 * sizeof(float));
+  const JobflowCropMeta* ma = jobflow_buffer_get_crop_meta(a);
+  const JobflowCropMeta* mb = jobflow_buffer_get_crop_meta(b);
+  ASSERT_TRUE(ma && mb);
+  EXPECT_EQ(ma->model_width, 64);
+  EXPECT_EQ(mb->model_width, 48);
+  ASSERT_EQ(ma->n_crops, 2u);
+  ASSERT_EQ(mb->n_crops, 1u);
+  // every crop fills the height at its own aspect (scale 1, 1, 2), padded on the right
+  EXPECT_DOUBLE_EQ(ma->crops[0].scale_x, 1.0);
+  EXPECT_DOUBLE_EQ(ma->crops[1].scale_y, 1.0);
+  EXPECT_DOUBLE_EQ(mb->crops[0].scale_x, 2.0);
+  EXPECT_DOUBLE_EQ(mb->crops[0].scale_y, 2.0);
+  auto pixel = [](GstBuffer* buf, int width, int slot, int c, int y, int x) {
+    GstMapInfo map;
+    EXPECT_TRUE(gst_buffer_map(buf, &map, GST_MAP_READ));
+    const float v = reinterpret_cast<const float*>(map.data)[((slot * 3 + c) * 8 + y) * width + x];
+    gst_buffer_unmap(buf, &map);
+    return v;
+  };
+  const float tol = 1.5f / 255;
+  for (int x : {0, 7, 8, 39, 40, 63}) {
+    EXPECT_NEAR(pixel(a, 64, 0, 2, 4, x), x < 8 ? 1.f : 0.f, tol) << "x=" << x;   // blue, 8 wide
+    EXPECT_NEAR(pixel(a, 64, 1, 0, 4, x), x < 40 ? 1.f : 0.f, tol) << "x=" << x;  // red, 40 wide
+  }
+  for (int x : {0, 31, 32, 47})
+    EXPECT_NEAR(pixel(b, 48, 0, 1, 7, x), x < 32 ? 1.f : 0.f, tol) << "x=" << x;  // green, 32 wide
+  gst_buffer_unref(a);
+  gst_buffer_unref(b);
+  // a frame of one square crop: the least width again, no new caps
+  ASSERT_EQ(gst_harness_push(h, make_frame({{"line", 0, 0, 8, 8, {0, 0, 255}}}, GST_SECOND)), GST_FLOW_OK);
+  GstBuffer* c = gst_harness_pull(h);
+  EXPECT_EQ(caps_dims(h), std::vector<std::string>{});
+  EXPECT_EQ(jobflow_buffer_get_crop_meta(c)->model_width, 48);
+  gst_buffer_unref(c);
   gst_harness_teardown(h);
 }
 
@@ -831,6 +915,48 @@ TEST(SecondStage, AJobWithADynamicBatchTakesTheSizeFromTheProperties) {
   g_object_get(fn, "steps", &steps, nullptr);
   gst_object_unref(fn);
   EXPECT_EQ(steps, 3u);  // the priming tensor and the second frame's two
+  EXPECT_EQ(gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR), nullptr);
+  gst_harness_teardown(h);
+  gst_bus_set_flushing(bus, TRUE);
+  gst_object_unref(bus);
+}
+
+TEST(SecondStage, DynamicWidthRunsAJobOfAnyWidthAndResultsReachTheirRegions) {
+  const std::string labels = write_file("rgb4.txt", "red\ngreen\nblue\n");
+  GstBus* bus = gst_bus_new();
+  GstHarness* h = gst_harness_new_parse(("jobcrop dynamic-width=true height=8 batch-size=2 ! jobfunction name=fn job=" +
+                                         channel_mean_any_width_job() +
+                                         " ! jobdecode mode=labels per-region=true softmax=false labels=" + labels)
+                                            .c_str());
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(h, kVideoCaps);
+  // lines of several widths, so the tensors' widths change between calls
+  const std::vector<std::vector<Box>> frames = {
+      {{"line", 0, 0, 8, 8, {0, 0, 255}}, {"line", 10, 10, 40, 8, {255, 0, 0}}, {"line", 20, 30, 16, 4, {0, 255, 0}}},
+      {{"line", 0, 20, 60, 8, {0, 255, 0}}},
+      {{"line", 0, 0, 8, 8, {255, 0, 0}}, {"line", 30, 30, 8, 8, {0, 0, 255}}}};
+  for (size_t i = 0; i < frames.size(); ++i)
+    ASSERT_EQ(gst_harness_push(h, make_frame(frames[i], static_cast<GstClockTime>(i) * GST_SECOND)), GST_FLOW_OK);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  const char* want[3][3] = {{"blue", "red", "green"}, {"green"}, {"red", "blue"}};
+  for (size_t i = 0; i < frames.size(); ++i) {
+    GstBuffer* frame = gst_harness_pull(h);
+    ASSERT_NE(frame, nullptr) << i;
+    EXPECT_EQ(GST_BUFFER_PTS(frame), static_cast<GstClockTime>(i) * GST_SECOND);
+    JobflowAnalyticsRelationMeta* m = jobflow_buffer_get_analytics_relation_meta(frame);
+    ASSERT_NE(m, nullptr);
+    for (guint id = 0; id < frames[i].size(); ++id) {
+      const auto classes = classes_of(m, id);
+      ASSERT_EQ(classes.size(), 1u) << "frame " << i << " region " << id;
+      EXPECT_EQ(classes[0].first, want[i][id]) << "frame " << i << " region " << id;
+    }
+    gst_buffer_unref(frame);
+  }
+  guint64 steps = 0;
+  GstElement* fn = gst_bin_get_by_name(GST_BIN(h->element), "fn");
+  g_object_get(fn, "steps", &steps, nullptr);
+  gst_object_unref(fn);
+  EXPECT_EQ(steps, 4u);  // frame 0 in two calls (2 + 1 crops), frames 1 and 2 in one
   EXPECT_EQ(gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR), nullptr);
   gst_harness_teardown(h);
   gst_bus_set_flushing(bus, TRUE);

@@ -7,6 +7,9 @@
 # Each source's lines must be exactly those of the same source through the
 # single-stream pipeline (same regions, tracks, timestamps), plus its
 # "source" (N of jobmux's sink_N), all frames delivered, in order.
+# Then pipelines/gst/multi-stream: its four streams batched four to a call
+# (ball_detector_x4.onnx) give each stream's PNG frames and JSON lines, the
+# same regions as the stream alone through the one-frame detector.
 # Usage: multi_stream.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -66,3 +69,43 @@ for s, n in enumerate(frames):
     assert [r['track']['id'] for a in alone[3:] for r in a['regions']] == [1] * (n - 3), 'source %d: tracks' % s
 print('3 sources through jobmux/jobdemux: %s frames, each as when run alone' % '+'.join(map(str, frames)))
 EOF
+
+# pipelines/gst/multi-stream: four streams, one call of the x4 detector for a
+# frame of each; its sources (the script's test patterns) alone through the
+# one-frame detector give the same regions.
+"$src/pipelines/gst/multi-stream" --build "$build" --frames 30 --out "$work/script" > "$work/script.txt" 2>&1 ||
+  { show "$work/script.txt"; fail "multi-stream failed"; }
+patterns=("videotestsrc pattern=ball num-buffers=30 ! video/x-raw,width=320,height=240,framerate=30/1"
+          "videotestsrc pattern=ball num-buffers=30 foreground-color=0xffc0ffc0 ! video/x-raw,width=360,height=270,framerate=30/1"
+          "videotestsrc pattern=ball num-buffers=30 ! video/x-raw,width=400,height=300,framerate=30/1"
+          "videotestsrc pattern=ball num-buffers=30 ! video/x-raw,width=480,height=360,framerate=30/1")
+for s in 0 1 2 3; do
+  pngs=$(find "$work/script/stream-$s" -name 'frame-*.png' | wc -l)
+  [ "$pngs" -eq 30 ] || { show "$work/script.txt"; fail "multi-stream: stream $s wrote $pngs PNG files, expected 30"; }
+  grep -qxF "stream $s: 30 frames written to $work/script/stream-$s, 30 JSON lines in $work/script/stream-$s.jsonl (30 with regions messages)" \
+    "$work/script.txt" || { show "$work/script.txt"; fail "multi-stream: no totals line for stream $s"; }
+  [ "$(grep -c "^stream $s at " "$work/script.txt")" -eq 30 ] || { show "$work/script.txt"; fail "multi-stream: stream $s: expected 30 frame lines"; }
+  # shellcheck disable=SC2086
+  gst-launch-1.0 -q ${patterns[$s]} ! $to_tensor ! jobfunction "job=$job" ! $decode \
+    ! jobmetapublish "location=$work/pattern_$s.jsonl" max-queue=100000 ! fakesink > "$work/pattern_$s.txt" 2>&1 ||
+    { show "$work/pattern_$s.txt"; fail "pattern $s alone: the pipeline failed"; }
+done
+/usr/bin/python3 - "$work" <<'EOF2'
+import json, sys
+work = sys.argv[1]
+for s in range(4):
+    alone = [json.loads(l) for l in open('%s/pattern_%d.jsonl' % (work, s))]
+    got = [json.loads(l) for l in open('%s/script/stream-%d.jsonl' % (work, s))]
+    assert len(alone) == len(got) == 30, 'stream %d: %d lines, alone %d, expected 30' % (s, len(got), len(alone))
+    for i, (a, m) in enumerate(zip(alone, got)):
+        assert m.pop('source') == s, 'stream %d frame %d: %s' % (s, i, m)
+        assert m['timestamp'] == a['timestamp'] and abs(a['timestamp'] - i * 1e9 / 30) < 1, 'stream %d frame %d' % (s, i)
+        assert len(m['regions']) == len(a['regions']) == 1, 'stream %d frame %d:\n  alone %s\n  x4    %s' % (s, i, a, m)
+        ra, rm = a['regions'][0], m['regions'][0]
+        # four frames a call may sum in another order than one: the same
+        # boxes to a pixel, scores to 1e-3
+        assert rm['label'] == 'ball' and rm['track']['id'] == ra['track']['id'] == 1, 'stream %d frame %d: %s' % (s, i, m)
+        assert all(abs(rm[k] - ra[k]) <= 1 for k in 'xywh') and abs(rm['confidence'] - ra['confidence']) < 1e-3, \
+            'stream %d frame %d:\n  alone %s\n  x4    %s' % (s, i, ra, rm)
+print('pipelines/gst/multi-stream: 4 streams x 30 frames, one call for four, each as when run alone')
+EOF2

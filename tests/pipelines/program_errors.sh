@@ -51,6 +51,7 @@ expect_error "new_result, missing job file" 1 "$build/pipelines/apps/new_result"
 expect_error "read_regions, missing job file" 1 "$build/pipelines/apps/read_regions" --jobs "$work/nojobs"
 expect_error "read_regions, bad option" 2 "$build/pipelines/apps/read_regions" --frames 0
 expect_error "ball_detector, bad size" 1 "$build/pipelines/jobs/ball_detector" "$work/b.onnx" 7
+expect_error "ball_detector, bad batch" 1 "$build/pipelines/jobs/ball_detector" "$work/b.onnx" 320 0
 expect_error "tone_classifier, bad window" 1 "$build/pipelines/jobs/tone_classifier" "$work/t.onnx" 8
 expect_error "synchronize_batch_job, missing checkpoint" 1 "$build/pipelines/seeds/synchronize_batch_job" \
   --model-dir "$work/none"
