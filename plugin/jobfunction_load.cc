@@ -112,7 +112,8 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
     opts.optimizer = s.optimizer;
   }
   Device device;
-  if (std::string why; !parse_device(opts.device, &device, &why)) throw LoadError{"device", opts.device, why};
+  if (std::string why; !parse_device(opts.device, &device, &why))
+    throw LoadError{"device", opts.device, why};  // a choice parse_device() refuses: the enum and it disagree
 
   /* One load in the normal case: with the checkpoint when there is one to
    * load. Only when that fails is the job loaded alone, to tell whether
