@@ -57,27 +57,7 @@ JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_elements);
 
 // ------------------------------------------------------------ job files
 
-fs::path tmp_root() {
-  static const fs::path root = [] {
-    const char* env = g_getenv("JOBFLOW_TEST_TMP");
-    fs::path p = fs::path(env && *env ? env : fs::temp_directory_path().string()) /
-                 ("jobfunction-" + std::to_string(::getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return root;
-}
-
-// Removes the temporary root when the tests are done.
-class TmpCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_root(), ec);
-  }
-};
-const auto* const tmp_cleanup = ::testing::AddGlobalTestEnvironment(new TmpCleanup);
+JOBFLOW_ELEMENT_TEST_TMP_ROOT("jobfunction");
 
 // A fresh (absent) path under the temporary root.
 std::string fresh_path(const std::string& name) {
