@@ -191,4 +191,24 @@ inline gboolean answer_latency_query(GstPad* sinkpad, GstQuery* query, GstClockT
   return TRUE;
 }
 
+/* Pad query functions of a tensor element's plain pads: CAPS answered with
+ * the pad's template (sink pads: any tensors the template allows) or with
+ * its current caps, else the template (src pads); other queries the
+ * default. */
+inline gboolean template_caps_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return answer_caps_query(pad, query, false);
+  return gst_pad_query_default(pad, parent, query);
+}
+inline gboolean current_caps_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return answer_caps_query(pad, query, true);
+  return gst_pad_query_default(pad, parent, query);
+}
+/* current_caps_query on a src pad whose element adds `extra` to upstream's
+ * latency (minimum and maximum; `sinkpad` asks upstream). */
+inline gboolean current_caps_latency_query(GstPad* pad, GstObject* parent, GstQuery* query, GstPad* sinkpad,
+                                           GstClockTime extra) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) return answer_latency_query(sinkpad, query, extra, extra);
+  return current_caps_query(pad, parent, query);
+}
+
 }  // namespace jobflow::gst

@@ -303,21 +303,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstJobBatch* self = GST_JOB_BATCH(parent);
-  switch (GST_QUERY_TYPE(query)) {
-    case GST_QUERY_LATENCY: {
-      const GstClockTime extra = self->impl->latency.load();
-      return jobflow::gst::answer_latency_query(self->sinkpad, query, extra, extra);
-    }
-    case GST_QUERY_CAPS:
-      return jobflow::gst::answer_caps_query(pad, query, true);
-    default:
-      return gst_pad_query_default(pad, parent, query);
-  }
-}
-
-gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, false);
-  return gst_pad_query_default(pad, parent, query);
+  return jobflow::gst::current_caps_latency_query(pad, parent, query, self->sinkpad, self->impl->latency.load());
 }
 
 gboolean src_activate_mode(GstPad*, GstObject* parent, GstPadMode mode, gboolean active) {
@@ -388,7 +374,8 @@ static void gst_job_batch_class_init(GstJobBatchClass* klass) {
 }
 
 static void gst_job_batch_init(GstJobBatch* self) {
-  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
+  self->sinkpad =
+      jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, jobflow::gst::template_caps_query);
   self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query, src_activate_mode);
 
   SerialQueue::Handler handler;

@@ -912,21 +912,7 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
 
 gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstJobConvert* self = GST_JOB_CONVERT(parent);
-  switch (GST_QUERY_TYPE(query)) {
-    case GST_QUERY_LATENCY: {
-      const GstClockTime extra = self->impl->latency.load();
-      return jobflow::gst::answer_latency_query(self->sinkpad, query, extra, extra);
-    }
-    case GST_QUERY_CAPS:
-      return jobflow::gst::answer_caps_query(pad, query, true);
-    default:
-      return gst_pad_query_default(pad, parent, query);
-  }
-}
-
-gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, false);
-  return gst_pad_query_default(pad, parent, query);
+  return jobflow::gst::current_caps_latency_query(pad, parent, query, self->sinkpad, self->impl->latency.load());
 }
 
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
@@ -1118,7 +1104,8 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
 
 static void gst_job_convert_init(GstJobConvert* self) {
   self->impl = new Impl();
-  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
+  self->sinkpad =
+      jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, jobflow::gst::template_caps_query);
   self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query);
 }
 

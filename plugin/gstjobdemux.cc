@@ -82,11 +82,6 @@ GType output_get_type() {
   return jobflow::gst::enum_type(&type, "GstJobDemuxOutput", values);
 }
 
-gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, true);
-  return gst_pad_query_default(pad, parent, query);
-}
-
 /* The pad of `source`, made (and announced) on its first frame. */
 SourcePad& source_pad(GstJobDemux* self, guint source) {
   State& st = self->impl->state;
@@ -106,7 +101,7 @@ SourcePad& source_pad(GstJobDemux* self, guint source) {
   gchar* name = g_strdup_printf("src_%u", source);
   GstPad* pad = gst_pad_new_from_static_template(&src_template, name);
   g_free(name);
-  gst_pad_set_query_function(pad, src_query);
+  gst_pad_set_query_function(pad, jobflow::gst::current_caps_query);
   gst_pad_use_fixed_caps(pad);
   gst_pad_set_active(pad, TRUE);
   gchar* id = gst_pad_create_stream_id_printf(pad, GST_ELEMENT(self), "%u", source);
@@ -316,11 +311,6 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   });
 }
 
-gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, false);
-  return gst_pad_query_default(pad, parent, query);
-}
-
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
   GstJobDemux* self = GST_JOB_DEMUX(element);
   const GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_demux_parent_class)->change_state(element, transition);
@@ -383,7 +373,7 @@ static void gst_job_demux_init(GstJobDemux* self) {
   GstPad* sink = gst_pad_new_from_static_template(&sink_template, "sink");
   gst_pad_set_chain_function(sink, chain);
   gst_pad_set_event_function(sink, sink_event);
-  gst_pad_set_query_function(sink, sink_query);
+  gst_pad_set_query_function(sink, jobflow::gst::template_caps_query);
   gst_element_add_pad(GST_ELEMENT(self), sink);
   self->sinkpad = sink;
 }

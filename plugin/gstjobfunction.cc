@@ -614,20 +614,16 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_JOB: return change(s.job);
       case PROP_CHECKPOINT: return change(s.checkpoint);
       case PROP_FUNCTION: s.function = str(); break;
-      case PROP_DEVICE: {
-        s.device = str().empty() ? jobflow::gst::kDefaultDevice : str();
-        /* Checked now; refused when the element starts, naming it. */
-        if (const std::string why = jobflow::gst::device_problem(s.device); !why.empty())
-          GST_WARNING_OBJECT(self, "device=\"%s\": %s; the element will not start", s.device.c_str(), why.c_str());
-        break;
-      }
+      case PROP_DEVICE: s.device = static_cast<jobflow::gst::FunctionDevice>(g_value_get_enum(value)); break;
       case PROP_LOSS: s.loss = static_cast<jobflow::gst::FunctionLoss>(g_value_get_enum(value)); break;
       case PROP_OPTIMIZER: s.optimizer = str(); break;
       case PROP_SAVE_INTERVAL: s.save_interval = g_value_get_uint(value); break;
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
       case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
-      case PROP_PRECISION: s.precision = str(); break;
+      case PROP_PRECISION:
+        s.precision = static_cast<jobflow::gst::FunctionPrecision>(g_value_get_enum(value));
+        break;
       case PROP_SUMMARY_DIR: s.summary_dir = str(); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
@@ -653,14 +649,14 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_JOB: g_value_set_string(value, opt(s.job)); break;
       case PROP_FUNCTION: g_value_set_string(value, opt(s.function)); break;
       case PROP_CHECKPOINT: g_value_set_string(value, opt(s.checkpoint)); break;
-      case PROP_DEVICE: g_value_set_string(value, s.device.c_str()); break;
+      case PROP_DEVICE: g_value_set_enum(value, s.device); break;
       case PROP_LOSS: g_value_set_enum(value, s.loss); break;
       case PROP_OPTIMIZER: g_value_set_string(value, opt(s.optimizer)); break;
       case PROP_SAVE_INTERVAL: g_value_set_uint(value, s.save_interval); break;
       case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
       case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
       case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
-      case PROP_PRECISION: g_value_set_string(value, s.precision.c_str()); break;
+      case PROP_PRECISION: g_value_set_enum(value, s.precision); break;
       case PROP_SUMMARY_DIR: g_value_set_string(value, opt(s.summary_dir)); break;
       default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
     }
@@ -759,11 +755,10 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
                         G_MAXUINT, jobflow::gst::kDefaultSaveInterval, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_DEVICE,
-      g_param_spec_string("device", "Device",
-                          "Where the job runs: cpu, gpu (or cuda), cuda:0 (device 0: the only one used for now; "
-                          "checked when set, refused when the element starts; a warning says when no CUDA "
-                          "device is present and the job runs on the CPU)",
-                          jobflow::gst::kDefaultDevice, rw_ready));
+      g_param_spec_enum("device", "Device",
+                        "Where the job runs: cpu, gpu (or cuda), gpu:0 (or cuda:0; device 0 is the only one used "
+                        "for now). A warning says when no CUDA device is present and the job runs on the CPU",
+                        jobflow::gst::function_device_get_type(), jobflow::gst::kDeviceCpu, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint("max-in-flight", "Max in flight",
@@ -796,11 +791,11 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
                         0, 1024, 0, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_PRECISION,
-      g_param_spec_string("precision", "Precision",
-                          "fp32, or bf16: convolutions in bfloat16 with float32 accumulation where the CPU has AMX "
-                          "or AVX512_BF16 (float32 after a one-line notice elsewhere). Empty: the job file's "
-                          "jobflow.precision, else fp32",
-                          nullptr, rw_ready));
+      g_param_spec_enum("precision", "Precision",
+                        "auto: the job file's jobflow.precision, else fp32; fp32; or bf16: convolutions in bfloat16 "
+                        "with float32 accumulation where the CPU has AMX or AVX512_BF16 (float32 after a one-line "
+                        "notice elsewhere)",
+                        jobflow::gst::function_precision_get_type(), jobflow::gst::kPrecisionAuto, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SUMMARY_DIR,
       g_param_spec_string("summary-dir", "Summary folder",
@@ -839,6 +834,8 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
       "Jobflow project");
   jobflow::gst::add_tensors_pad_templates(element_class, true);
   gst_type_mark_as_plugin_api(jobflow::gst::function_loss_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(jobflow::gst::function_device_get_type(), static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(jobflow::gst::function_precision_get_type(), static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_job_function_init(GstJobFunction* self) {

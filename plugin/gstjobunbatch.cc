@@ -221,16 +221,6 @@ gboolean sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
   });
 }
 
-gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, true);
-  return gst_pad_query_default(pad, parent, query);
-}
-
-gboolean sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) return jobflow::gst::answer_caps_query(pad, query, false);
-  return gst_pad_query_default(pad, parent, query);
-}
-
 GstStateChangeReturn change_state(GstElement* element, GstStateChange transition) {
   Impl& p = *GST_JOB_UNBATCH(element)->impl;
   const GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_job_unbatch_parent_class)->change_state(element, transition);
@@ -281,8 +271,9 @@ static void gst_job_unbatch_class_init(GstJobUnbatchClass* klass) {
 
 static void gst_job_unbatch_init(GstJobUnbatch* self) {
   self->impl = new Impl();
-  self->sinkpad = jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, sink_query);
-  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, src_query);
+  self->sinkpad =
+      jobflow::gst::add_pad(GST_ELEMENT(self), "sink", chain, sink_event, jobflow::gst::template_caps_query);
+  self->srcpad = jobflow::gst::add_pad(GST_ELEMENT(self), "src", nullptr, nullptr, jobflow::gst::current_caps_query);
 }
 
 gboolean jobflow_register_jobunbatch(GstPlugin* plugin) {

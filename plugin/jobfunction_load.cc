@@ -37,11 +37,43 @@ const char* function_loss_nick(FunctionLoss loss) {
   return "none";
 }
 
-std::string device_problem(const std::string& device) {
-  Device d;
-  std::string why;
-  return parse_device(device, &d, &why) ? "" : why;
+namespace {
+
+const GEnumValue kDeviceValues[] = {
+    {kDeviceCpu, "The CPU", "cpu"},
+    {kDeviceGpu, "The CUDA device (the CPU, with a warning, when there is none)", "gpu"},
+    {kDeviceCuda, "The same as gpu", "cuda"},
+    {kDeviceGpu0, "CUDA device 0 (the only one used for now)", "gpu:0"},
+    {kDeviceCuda0, "The same as gpu:0", "cuda:0"},
+    {0, nullptr, nullptr}};
+
+const GEnumValue kPrecisionValues[] = {
+    {kPrecisionAuto, "The job file's jobflow.precision, else fp32", "auto"},
+    {kPrecisionFp32, "float32 throughout", "fp32"},
+    {kPrecisionBf16, "Convolutions in bfloat16 with float32 accumulation (AMX or AVX512_BF16)", "bf16"},
+    {0, nullptr, nullptr}};
+
+/* The nick of `v` in `values`, whose entries are 0, 1, ... in order. */
+template <size_t N>
+const char* nick_of(const GEnumValue (&values)[N], int v) {
+  return v >= 0 && static_cast<size_t>(v) + 1 < N ? values[v].value_nick : values[0].value_nick;
 }
+
+}  // namespace
+
+GType function_device_get_type() {
+  static GType type = 0;
+  return enum_type(&type, "GstJobFunctionDevice", kDeviceValues);
+}
+
+const char* function_device_nick(FunctionDevice device) { return nick_of(kDeviceValues, device); }
+
+GType function_precision_get_type() {
+  static GType type = 0;
+  return enum_type(&type, "GstJobFunctionPrecision", kPrecisionValues);
+}
+
+const char* function_precision_nick(FunctionPrecision precision) { return nick_of(kPrecisionValues, precision); }
 
 namespace {
 
@@ -51,8 +83,8 @@ LoadError option_error(const FunctionSettings& s, const onnx::OptionError& e) {
   if (o == "loss") return {"loss", function_loss_nick(s.loss), e.what()};
   if (o == "optimizer") return {"optimizer", s.optimizer, e.what()};
   if (o == "checkpoint") return {"checkpoint", s.checkpoint, e.what()};
-  if (o == "device") return {"device", s.device, e.what()};
-  if (o == "precision") return {"precision", s.precision, e.what()};
+  if (o == "device") return {"device", function_device_nick(s.device), e.what()};
+  if (o == "precision") return {"precision", function_precision_nick(s.precision), e.what()};
   return {"job", s.job, e.what()};  // a field the element does not set
 }
 
@@ -67,12 +99,10 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
   if (s.job.empty()) throw LoadError{"job", "", "no job file set (job=FILE.onnx)"};
   if (!fs::exists(s.job)) throw LoadError{"job", s.job, "no such file"};
   onnx::LoadOptions opts;
-  opts.device = s.device;
+  opts.device = function_device_nick(s.device);
   opts.max_in_flight = s.max_in_flight;
   opts.num_threads = static_cast<int>(s.num_threads);
-  if (!s.precision.empty() && s.precision != "fp32" && s.precision != "bf16")
-    throw LoadError{"precision", s.precision, "is not fp32 or bf16"};
-  opts.precision = s.precision;
+  opts.precision = s.precision == kPrecisionAuto ? "" : function_precision_nick(s.precision);
   if (s.loss != kLossNone || !s.optimizer.empty()) {
     if (s.loss == kLossNone)
       throw LoadError{"loss", function_loss_nick(s.loss), "optimizer is set but loss is not: a train job needs both"};
@@ -81,7 +111,9 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
     opts.loss = function_loss_nick(s.loss);
     opts.optimizer = s.optimizer;
   }
-  if (const std::string why = device_problem(s.device); !why.empty()) throw LoadError{"device", s.device, why};
+  Device device;
+  if (std::string why; !parse_device(opts.device, &device, &why))
+    throw LoadError{"device", opts.device, why};  // a choice parse_device() refuses: the enum and it disagree
 
   /* One load in the normal case: with the checkpoint when there is one to
    * load. Only when that fails is the job loaded alone, to tell whether
@@ -140,14 +172,11 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
   l->labels_index = sig.accuracy_labels;
   l->logits_index = sig.accuracy_logits;
   bool fell_back = false;
-  Device device;
-  std::string why;
-  parse_device(s.device, &device, &why);  // checked above
   backend_for(device.tag, &fell_back);
   if (fell_back)
     GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
                         ("device=%s: this build or machine has no CUDA device; the job runs on the CPU",
-                         s.device.c_str()),
+                         opts.device.c_str()),
                         (nullptr));
   GST_INFO_OBJECT(element, "loaded %s: %s", s.job.c_str(), sig.str().c_str());
   return l;

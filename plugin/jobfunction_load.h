@@ -21,30 +21,38 @@ GType function_loss_get_type();
 /* The choice's nick ("none", "mse", ...). */
 const char* function_loss_nick(FunctionLoss loss);
 
+/* The `device` property (GstJobFunctionDevice): every device string
+ * parse_device() accepts (device 0 is the only one the CUDA backend uses,
+ * so the choices are closed). The nick is the string given to the engine. */
+enum FunctionDevice { kDeviceCpu = 0, kDeviceGpu = 1, kDeviceCuda = 2, kDeviceGpu0 = 3, kDeviceCuda0 = 4 };
+GType function_device_get_type();
+const char* function_device_nick(FunctionDevice device);
+
+/* The `precision` property (GstJobFunctionPrecision): `auto` is the job
+ * file's jobflow.precision (fp32 when it has none). */
+enum FunctionPrecision { kPrecisionAuto = 0, kPrecisionFp32 = 1, kPrecisionBf16 = 2 };
+GType function_precision_get_type();
+const char* function_precision_nick(FunctionPrecision precision);
+
 constexpr guint kDefaultMaxInFlight = 2;
 constexpr guint kDefaultSaveInterval = 0;
 constexpr guint kDefaultMessageInterval = 1;
-constexpr const char* kDefaultDevice = "cpu";
 
 /* jobfunction's properties. */
 struct FunctionSettings {
   std::string job;
   std::string function;
   std::string checkpoint;
-  std::string device = kDefaultDevice;
+  FunctionDevice device = kDeviceCpu;
   FunctionLoss loss = kLossNone;
   std::string optimizer;
   guint max_in_flight = kDefaultMaxInFlight;
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
   guint num_threads = 0;
-  std::string precision;  // "" (the file's), fp32, bf16
+  FunctionPrecision precision = kPrecisionAuto;
   std::string summary_dir;
 };
-
-/* Why `device` is not one the element runs on ("" when it is): cpu, gpu or
- * cuda:<n>. */
-std::string device_problem(const std::string& device);
 
 /* A loaded job and what the element takes from its signature. */
 struct LoadedJob {

@@ -3,7 +3,7 @@
 
 #include "element_util.h"
 
-#include <jobflow/runtime.h>
+#include <jobflow/poll.h>
 
 #include <algorithm>
 #include <chrono>

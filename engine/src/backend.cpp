@@ -20,6 +20,8 @@
 #include <iostream>
 #include <iterator>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace jobflow {
 namespace {
@@ -68,15 +70,19 @@ const Backend* load_cuda_backend() {
   return nullptr;
 }
 
-// Device tag -> the loader of its backend (null: not built or not
-// loadable). Each loader runs once, at the first use of its tag.
+// Device tag -> the names users write for it, whether they may add a
+// device number (":<n>"), and the loader of its backend (null: not built
+// or not loadable). Each loader runs once, at the first use of its tag.
+// parse_device() reads the names from here: a backend is one row.
 struct BackendRow {
   const char* tag;
+  std::array<const char*, 2> names;  // unused slots are null
+  bool numbered;
   const Backend* (*load)();
 };
 constexpr BackendRow kBackends[] = {
-    {"cpu", load_cpu_backend},
-    {"gpu", load_cuda_backend},
+    {"cpu", {"cpu", nullptr}, false, load_cpu_backend},
+    {"gpu", {"gpu", "cuda"}, true, load_cuda_backend},
 };
 constexpr size_t kCpuRow = 0;
 
@@ -95,19 +101,34 @@ const Backend& cpu() { return *loaded(kCpuRow); }
 bool parse_device(const std::string& text, Device* out, std::string* why) {
   const size_t colon = text.find(':');
   const std::string name = text.substr(0, colon);
-  const bool gpu = name == "gpu" || name == "cuda";
   auto bad = [&](const std::string& w) {
     if (why) *why = "device \"" + text + "\" " + w;
     return false;
   };
-  if (name != "cpu" && !gpu) return bad("is not cpu, gpu, cuda, gpu:<n> or cuda:<n>");
+  // "cpu, gpu, cuda, gpu:<n> or cuda:<n>": every name, then the numbered forms.
+  auto choices = [] {
+    std::vector<std::string> c;
+    for (const BackendRow& r : kBackends)
+      for (const char* n : r.names)
+        if (n) c.emplace_back(n);
+    for (const BackendRow& r : kBackends)
+      for (const char* n : r.names)
+        if (n && r.numbered) c.push_back(std::string(n) + ":<n>");
+    std::string s;
+    for (size_t i = 0; i < c.size(); ++i) s += (i == 0 ? "" : i + 1 == c.size() ? " or " : ", ") + c[i];
+    return s;
+  };
+  const BackendRow* row = nullptr;
+  for (const BackendRow& r : kBackends)
+    for (const char* n : r.names)
+      if (n && name == n) row = &r;
+  if (!row || (colon != std::string::npos && !row->numbered)) return bad("is not " + choices());
   Device d;
-  d.tag = gpu ? "gpu" : "cpu";
+  d.tag = row->tag;
   if (colon != std::string::npos) {
     const std::string idx = text.substr(colon + 1);
-    if (!gpu) return bad("is not cpu, gpu, cuda, gpu:<n> or cuda:<n>");
     if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
-      return bad("has no device number after ':' (cuda:<n>)");
+      return bad("has no device number after ':' (" + name + ":<n>)");
     d.index = std::stoi(idx);
     if (d.index != 0)
       return bad("is not available: the CUDA backend runs on device 0 only (use cuda:0 or gpu)");

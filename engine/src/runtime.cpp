@@ -3,6 +3,8 @@
 // code (callbacks) runs while the job's lock is held.
 #include "jobflow/runtime.h"
 
+#include "jobflow/poll.h"
+
 #include <omp.h>
 
 #include <condition_variable>

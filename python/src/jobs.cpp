@@ -18,6 +18,7 @@
 
 #ifdef JOBFLOW_PY_ONNX
 #include <jobflow/onnx.h>
+#include <jobflow/poll.h>
 #endif
 
 namespace jobflow::python {

@@ -5,6 +5,8 @@
 //   EXPECT_TRUE(all_close("logits", got, want, kForward));
 //   // Also show what another computation gave at the worst element:
 //   EXPECT_TRUE(all_close("logits", got, want, kForward, want_f32, "float32 PyTorch"));
+//   EXPECT_LT(rel_diff(bf16_out, f32_out), 2e-2);
+//   EXPECT_LT(max_abs_diff(rows(batched, 2, 1), single), 1e-6);
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,6 +94,43 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
   if (also.defined() && also.numel() == want.numel()) m << ", " << also_label << " there: " << also.at(worst);
   m << "; max |diff| over the tensor " << max_abs;
   return ::testing::AssertionFailure() << m.str();
+}
+
+// Seeded uniform float32 values in [lo, hi) (std::mt19937_64).
+inline Tensor random_float32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(std::move(s), Float);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  return t;
+}
+
+// The largest |a - b| (the shapes must match).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double m = 0;
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) m = std::max(m, std::abs(a.at(i) - b.at(i)));
+  return m;
+}
+
+// The largest |a - b| relative to the largest |b|.
+inline double rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double scale = 1e-30, worst = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
+  return worst / scale;
+}
+
+// Rows [b, b + n) of t (along dim 0), copied.
+inline Tensor rows(const Tensor& t, int64_t b, int64_t n) {
+  Shape s = t.shape();
+  s[0] = n;
+  Tensor r(s, t.dtype());
+  const size_t row = t.nbytes() / static_cast<size_t>(t.dim(0));
+  std::memcpy(r.raw(), static_cast<const char*>(t.raw()) + b * row, n * row);
+  return r;
 }
 
 }  // namespace jobflow::testing

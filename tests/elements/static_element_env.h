@@ -2,13 +2,22 @@
 // register it statically: an isolated GStreamer (no registry file, no
 // plugin paths) in which criticals and warnings fail the test.
 //   JOBFLOW_STATIC_ELEMENT_TEST_ENV(jobflow_register_jobconvert);
+// and the helpers the element tests share:
+//   JOBFLOW_ELEMENT_TEST_TMP_ROOT("jobfunction");  // defines tmp_root()
+//   std::vector<float> v = buffer_tensor<float>(buffer, 0);
 #pragma once
 
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
+#include <filesystem>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace jobflow::test {
 
@@ -46,7 +55,52 @@ inline std::string caps_field(GstHarness* h, const char* name) {
   return v;
 }
 
+// The values of tensor `index` of `b` (one GstMemory per tensor).
+template <class T>
+std::vector<T> buffer_tensor(GstBuffer* b, guint index) {
+  GstMemory* m = gst_buffer_peek_memory(b, index);
+  GstMapInfo map;
+  gst_memory_map(m, &map, GST_MAP_READ);
+  std::vector<T> v(map.size / sizeof(T));
+  std::memcpy(v.data(), map.data, map.size);
+  gst_memory_unmap(m, &map);
+  return v;
+}
+
+// A test program's folder for the files it writes:
+// $JOBFLOW_TEST_TMP (meson sets it), else the system's temporary folder,
+// /<name>-<pid>; made empty at its first use, removed when the tests end.
+class TmpRoot : public ::testing::Environment {
+ public:
+  explicit TmpRoot(std::string name) : name_(std::move(name)) {}
+  const std::filesystem::path& path() {
+    std::call_once(made_, [this] {
+      const char* env = g_getenv("JOBFLOW_TEST_TMP");
+      path_ = std::filesystem::path(env && *env ? env : std::filesystem::temp_directory_path().string()) /
+              (name_ + "-" + std::to_string(::getpid()));
+      std::filesystem::remove_all(path_);
+      std::filesystem::create_directories(path_);
+    });
+    return path_;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+
+ private:
+  std::string name_;
+  std::once_flag made_;
+  std::filesystem::path path_;
+};
+
 }  // namespace jobflow::test
+
+// Defines `std::filesystem::path tmp_root()`, the test program's TmpRoot.
+#define JOBFLOW_ELEMENT_TEST_TMP_ROOT(name)                                                          \
+  ::jobflow::test::TmpRoot* const jobflow_tmp_root_ = static_cast<::jobflow::test::TmpRoot*>(     \
+      ::testing::AddGlobalTestEnvironment(new ::jobflow::test::TmpRoot(name)));                 \
+  std::filesystem::path tmp_root() { return jobflow_tmp_root_->path(); }
 
 #define JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_fn)                  \
   static const auto* const jobflow_static_element_env_ =             \

@@ -44,25 +44,7 @@ gboolean register_elements(GstPlugin* plugin) {
 }
 JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_elements);
 
-fs::path tmp_root() {
-  static const fs::path root = [] {
-    const char* env = g_getenv("JOBFLOW_TEST_TMP");
-    fs::path p = fs::path(env && *env ? env : fs::temp_directory_path().string()) /
-                 ("dynamic-tensors-" + std::to_string(::getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return root;
-}
-class TmpCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_root(), ec);
-  }
-};
-const auto* const tmp_cleanup = ::testing::AddGlobalTestEnvironment(new TmpCleanup);
+JOBFLOW_ELEMENT_TEST_TMP_ROOT("dynamic-tensors");
 
 /* rows: (x: (batch, 4) float32) -> (softmax(x), x * 2 + 1 summed per row):
  * every row of the outputs depends on its row of x only, with no GEMM whose

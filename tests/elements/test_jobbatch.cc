@@ -18,6 +18,7 @@ gboolean register_elements(GstPlugin* plugin) {
   return jobflow_register_jobbatch(plugin) && jobflow_register_jobunbatch(plugin);
 }
 JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_elements);
+using jobflow::test::buffer_tensor;
 
 constexpr GstClockTime kFrame = GST_SECOND / 30;
 // Two tensors per frame: a (1, 2) float32 and a scalar int32 label.
@@ -38,16 +39,6 @@ GstBuffer* frame(int i) {
   return b;
 }
 
-template <class T>
-std::vector<T> tensor(GstBuffer* b, guint index) {
-  GstMemory* m = gst_buffer_peek_memory(b, index);
-  GstMapInfo map;
-  gst_memory_map(m, &map, GST_MAP_READ);
-  std::vector<T> v(map.size / sizeof(T));
-  memcpy(v.data(), map.data, map.size);
-  gst_memory_unmap(m, &map);
-  return v;
-}
 
 using jobflow::test::caps_field;
 
@@ -79,8 +70,8 @@ TEST(JobBatch, FullBatchConcatenatesAlongDim0WithMeta) {
   EXPECT_EQ(caps_field(h, "types"), "float32,int32");
   EXPECT_EQ(caps_field(h, "framerate"), "10/1");
   ASSERT_EQ(gst_buffer_n_memory(out), 2u);
-  EXPECT_EQ(tensor<float>(out, 0), (std::vector<float>{0.5f, 0.f, 1.5f, -1.f, 2.5f, -2.f}));
-  EXPECT_EQ(tensor<gint32>(out, 1), (std::vector<gint32>{100, 101, 102}));
+  EXPECT_EQ(buffer_tensor<float>(out, 0), (std::vector<float>{0.5f, 0.f, 1.5f, -1.f, 2.5f, -2.f}));
+  EXPECT_EQ(buffer_tensor<gint32>(out, 1), (std::vector<gint32>{100, 101, 102}));
   EXPECT_EQ(GST_BUFFER_PTS(out), 1000 * GST_SECOND);
   EXPECT_EQ(GST_BUFFER_DURATION(out), 3 * kFrame);
   const JobflowBatchMeta* meta = jobflow_buffer_get_batch_meta(out);
@@ -111,8 +102,8 @@ TEST(JobBatch, RoundTripKeepsTimestampsAndValues) {
     EXPECT_EQ(GST_BUFFER_DTS(out), GST_BUFFER_DTS(in));
     EXPECT_EQ(GST_BUFFER_DURATION(out), GST_BUFFER_DURATION(in));
     EXPECT_EQ(GST_BUFFER_OFFSET(out), GST_BUFFER_OFFSET(in));
-    EXPECT_EQ(tensor<float>(out, 0), tensor<float>(in, 0));
-    EXPECT_EQ(tensor<gint32>(out, 1), tensor<gint32>(in, 1));
+    EXPECT_EQ(buffer_tensor<float>(out, 0), buffer_tensor<float>(in, 0));
+    EXPECT_EQ(buffer_tensor<gint32>(out, 1), buffer_tensor<gint32>(in, 1));
     EXPECT_EQ(jobflow_buffer_get_batch_meta(out), nullptr);
     gst_buffer_unref(in);
     gst_buffer_unref(out);
@@ -134,8 +125,8 @@ TEST(JobBatch, EosFlushesAPaddedPartialBatch) {
   EXPECT_EQ(meta->batch_size, 4u);
   EXPECT_EQ(meta->valid, 2u);
   EXPECT_EQ(meta->pts[2], GST_CLOCK_TIME_NONE);
-  EXPECT_EQ(tensor<float>(out, 0), (std::vector<float>{0.5f, 0.f, 1.5f, -1.f, 0, 0, 0, 0}));
-  EXPECT_EQ(tensor<gint32>(out, 1), (std::vector<gint32>{100, 101, 0, 0}));
+  EXPECT_EQ(buffer_tensor<float>(out, 0), (std::vector<float>{0.5f, 0.f, 1.5f, -1.f, 0, 0, 0, 0}));
+  EXPECT_EQ(buffer_tensor<gint32>(out, 1), (std::vector<gint32>{100, 101, 0, 0}));
   gst_buffer_unref(out);
   expect_eos(h);
   EXPECT_EQ(gst_harness_push(h, frame(5)), GST_FLOW_EOS);
@@ -229,8 +220,8 @@ TEST(JobUnbatch, WithoutMetaUsesBatchSizeOrFails) {
                                                 GST_EVENT_TAG}));
     GstBuffer* a = gst_harness_pull(h);
     GstBuffer* b = gst_harness_pull(h);
-    EXPECT_EQ(tensor<float>(a, 0), (std::vector<float>{0, 1, 2, 3}));
-    EXPECT_EQ(tensor<float>(b, 0), (std::vector<float>{4, 5, 6, 7}));
+    EXPECT_EQ(buffer_tensor<float>(a, 0), (std::vector<float>{0, 1, 2, 3}));
+    EXPECT_EQ(buffer_tensor<float>(b, 0), (std::vector<float>{4, 5, 6, 7}));
     EXPECT_EQ(GST_BUFFER_PTS(b), 2 * kFrame);
     EXPECT_EQ(GST_BUFFER_DURATION(b), 2 * kFrame);
     gst_buffer_unref(a);
@@ -269,7 +260,7 @@ TEST(JobBatch, FlushDropsWaitingFrames) {
   ASSERT_EQ(gst_harness_push(h, frame(1)), GST_FLOW_OK);
   ASSERT_EQ(gst_harness_push(h, frame(2)), GST_FLOW_OK);
   GstBuffer* out = gst_harness_pull(h);
-  EXPECT_EQ(tensor<gint32>(out, 1), (std::vector<gint32>{101, 102}));
+  EXPECT_EQ(buffer_tensor<gint32>(out, 1), (std::vector<gint32>{101, 102}));
   gst_buffer_unref(out);
   gst_harness_teardown(h);
 }

@@ -30,6 +30,7 @@ gboolean register_elements(GstPlugin* plugin) {
   return jobflow_register_jobmux(plugin) && jobflow_register_jobdemux(plugin);
 }
 JOBFLOW_STATIC_ELEMENT_TEST_ENV(register_elements);
+using jobflow::test::buffer_tensor;
 
 // One frame: a (1, 2) float32 tensor {100 s + i, -(100 s + i)} and a (1,) int32 = i.
 const char* kFrameCaps = "other/tensors,format=static,num_tensors=2,dimensions=(string)\"2:1,1\","
@@ -58,16 +59,6 @@ GstBuffer* frame(int source, int i) {
   return b;
 }
 
-template <class T>
-std::vector<T> tensor(GstBuffer* b, guint index) {
-  GstMemory* m = gst_buffer_peek_memory(b, index);
-  GstMapInfo map;
-  gst_memory_map(m, &map, GST_MAP_READ);
-  std::vector<T> v(map.size / sizeof(T));
-  memcpy(v.data(), map.data, map.size);
-  gst_memory_unmap(m, &map);
-  return v;
-}
 
 std::string caps_string(GstCaps* caps, const char* field) {
   const GstStructure* s = gst_caps_get_structure(caps, 0);
@@ -222,9 +213,9 @@ void expect_frames(Collected& c, int source, int first, int last) {
   ASSERT_EQ(c.buffers.size(), static_cast<size_t>(last - first)) << "source " << source;
   for (int i = first; i < last; ++i) {
     GstBuffer* b = c.buffers[i - first];
-    EXPECT_EQ(tensor<float>(b, 0), (std::vector<float>{100.0f * source + i, -(100.0f * source + i)}))
+    EXPECT_EQ(buffer_tensor<float>(b, 0), (std::vector<float>{100.0f * source + i, -(100.0f * source + i)}))
         << "source " << source << " frame " << i;
-    EXPECT_EQ(tensor<gint32>(b, 1), (std::vector<gint32>{i}));
+    EXPECT_EQ(buffer_tensor<gint32>(b, 1), (std::vector<gint32>{i}));
     EXPECT_EQ(GST_BUFFER_PTS(b), frame_pts(source, i));
     EXPECT_EQ(GST_BUFFER_DURATION(b), GST_SECOND / 10);
     EXPECT_EQ(GST_BUFFER_OFFSET(b), static_cast<guint64>(i));
@@ -260,8 +251,8 @@ TEST(JobMux, BatchesTheSourcesFramesWithTheirMetas) {
     ASSERT_NE(bm, nullptr);
     EXPECT_EQ(mm->batch_size, 2u);
     EXPECT_EQ(mm->valid, 2u);
-    const std::vector<float> x = tensor<float>(batch, 0);
-    const std::vector<gint32> idx = tensor<gint32>(batch, 1);
+    const std::vector<float> x = buffer_tensor<float>(batch, 0);
+    const std::vector<gint32> idx = buffer_tensor<gint32>(batch, 1);
     for (guint slot = 0; slot < 2; ++slot) {
       const guint source = mm->source_id[slot];
       const int i = idx[slot];
@@ -317,7 +308,7 @@ TEST(JobMux, MaxLatencyPushesAPaddedPartialBatch) {
   EXPECT_EQ(mm->valid, 1u);
   EXPECT_EQ(mm->source_id[0], 3u);
   EXPECT_EQ(mm->source_id[1], G_MAXUINT);
-  EXPECT_EQ(tensor<float>(batch, 0), (std::vector<float>{300, -300, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(buffer_tensor<float>(batch, 0), (std::vector<float>{300, -300, 0, 0, 0, 0, 0, 0}));
   gst_buffer_unref(batch);
   gst_harness_teardown(s0);
   gst_harness_teardown(out);
@@ -508,7 +499,7 @@ TEST(JobMux, AFlushingSeekFlushesDownstreamAndEverySource) {
   for (int i = 10; i < 14; ++i) ASSERT_EQ(gst_harness_push(s1, frame(1, i)), GST_FLOW_OK);
   GstBuffer* batch = gst_harness_pull(out);
   ASSERT_NE(batch, nullptr);
-  EXPECT_EQ(tensor<gint32>(batch, 1), (std::vector<gint32>{10, 11, 12, 13}));
+  EXPECT_EQ(buffer_tensor<gint32>(batch, 1), (std::vector<gint32>{10, 11, 12, 13}));
   gst_buffer_unref(batch);
   GstEvent* seg = gst_harness_pull_event(out);
   ASSERT_NE(seg, nullptr);

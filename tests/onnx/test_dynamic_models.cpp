@@ -17,6 +17,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "errors.h"
+#include "temp_dir.h"
+#include "tensor_compare.h"
+
 namespace flow = jobflow;
 namespace fs = std::filesystem;
 using flow::Blob;
@@ -25,20 +29,13 @@ using flow::Tensor;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using jobflow::testing::error_of;
+using jobflow::testing::max_abs_diff;
+using jobflow::testing::rows;
 
+// A fresh folder for one test's files (kept after the test: temp_dir.h).
 fs::path tmp_dir(const std::string& name) {
-  const char* base = std::getenv("JOBFLOW_TEST_TMP");
-  fs::path d = fs::path(base ? base : fs::temp_directory_path().string()) / ("dyn_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  const fs::path d = jobflow::testing::test_tmp_path("dyn_" + name);
   fs::create_directories(d);
   return d;
 }
@@ -48,22 +45,6 @@ Tensor sine(Shape s, double phase) {
   Tensor t(s, flow::Float);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(std::sin(i * 0.013 + phase));
   return t;
-}
-
-Tensor rows(const Tensor& t, int64_t b, int64_t n) {
-  Shape s = t.shape();
-  s[0] = n;
-  Tensor r(s, t.dtype());
-  const size_t row = t.nbytes() / static_cast<size_t>(t.dim(0));
-  std::memcpy(r.raw(), static_cast<const char*>(t.raw()) + b * row, n * row);
-  return r;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double m = 0;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) m = std::max(m, std::abs(a.at(i) - b.at(i)));
-  return m;
 }
 
 void add_input(::onnx::GraphProto* g, const std::string& name, int type, const std::vector<std::string>& dims) {

@@ -6,6 +6,7 @@
 
 #include "compiler.h"
 #include "compiler/passes.h"
+#include "errors.h"
 
 namespace flow = jobflow;
 namespace C = jobflow::compiler;
@@ -15,15 +16,7 @@ using flow::Tensor;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using jobflow::testing::error_of;
 
 // The plan under construction of a job's graph as defined.
 C::PlanBuild build_of(const flow::CompiledJob& job) {

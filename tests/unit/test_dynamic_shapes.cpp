@@ -14,6 +14,8 @@
 
 #include "compiler.h"
 #include "ops_internal.h"
+#include "errors.h"
+#include "tensor_compare.h"
 
 namespace flow = jobflow;
 using flow::Blob;
@@ -22,15 +24,9 @@ using flow::Tensor;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using jobflow::testing::error_of;
+using jobflow::testing::max_abs_diff;
+using jobflow::testing::rows;
 
 // Seeded values in [-1, 1).
 Tensor random_tensor(Shape s, uint64_t seed) {
@@ -41,23 +37,6 @@ Tensor random_tensor(Shape s, uint64_t seed) {
     t.data<float>()[i] = static_cast<float>(x % 20001) / 10000.0f - 1.0f;
   }
   return t;
-}
-
-// Rows [b, b + n) of t.
-Tensor rows(const Tensor& t, int64_t b, int64_t n) {
-  Shape s = t.shape();
-  s[0] = n;
-  Tensor r(s, t.dtype());
-  const size_t row = t.nbytes() / static_cast<size_t>(t.dim(0));
-  std::memcpy(r.raw(), static_cast<const char*>(t.raw()) + b * row, n * row);
-  return r;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.at(i) - b.at(i)));
-  return m;
 }
 
 // A small LeNet-like classifier: conv, pool, dense layers, softmax. Its

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compiler.h"
+#include "tensor_compare.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/layout_ops.h"
 
@@ -28,23 +29,8 @@ using flow::Tensor;
 
 namespace {
 
-Tensor random(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(std::move(s), flow::Float);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
-  return t;
-}
-
-// Largest |a - b| relative to the largest |b|.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double scale = 1e-30, worst = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
-  for (int64_t i = 0; i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
-  return worst / scale;
-}
+using jobflow::testing::random_float32;
+using jobflow::testing::rel_diff;
 
 int count(const std::vector<std::string>& ops, const std::string& prefix) {
   return static_cast<int>(std::count_if(ops.begin(), ops.end(), [&](const std::string& o) { return o.rfind(prefix, 0) == 0; }));
@@ -96,7 +82,7 @@ class Layout : public ::testing::Test {
 };
 
 TEST_F(Layout, BatchNormFoldsIntoTheConvolution) {
-  const Tensor x = random({2, 8, 10, 10}, 1);
+  const Tensor x = random_float32({2, 8, 10, 10}, 1);
   auto r = run_both("bn_fold", x, [](Blob b) {
     Blob y = flow::nn::bias_add(conv(b, "bn_w", 16, 3), var("bn_b", {16}), 1);
     return flow::nn::batch_normalization(y, var("bn_mean", {16}), var("bn_var", {16}, 0.5f, 1.5f),
@@ -108,7 +94,7 @@ TEST_F(Layout, BatchNormFoldsIntoTheConvolution) {
 }
 
 TEST_F(Layout, ResidualAddAndReluAreConvolutionPostOps) {
-  const Tensor x = random({2, 16, 8, 8}, 2);
+  const Tensor x = random_float32({2, 16, 8, 8}, 2);
   auto r = run_both("residual", x, [](Blob b) {
     Blob a = flow::nn::relu(conv(b, "res_w0", 32, 3));
     Blob h = flow::nn::relu(conv(a, "res_w1", 32, 3));
@@ -136,7 +122,7 @@ TEST_F(Layout, ActivationsBecomeConvolutionPostOps) {
       {"hardswish", [](Blob y) { return flow::mul(y, flow::nn::hard_sigmoid(y, 1.0 / 6, 0.5)); }, "fused=hardswish"},
       {"hard_sigmoid", [](Blob y) { return flow::nn::hard_sigmoid(y, 0.2, 0.5); }, "fused=linear+clip"},
   };
-  const Tensor x = random({2, 8, 9, 9}, 3, -3.f, 3.f);
+  const Tensor x = random_float32({2, 8, 9, 9}, 3, -3.f, 3.f);
   for (const Case& c : cases) {
     const std::string n = c.name;
     auto r = run_both("act_" + n, x, [&](Blob b) {
@@ -154,7 +140,7 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   // squeeze-and-excitation (global average pool, 1x1 conv, sigmoid, mul
   // broadcast over H and W), a residual add of two blocked blobs, and a
   // plain kernel at the end (reshape + matmul).
-  const Tensor x = random({2, 3, 20, 20}, 4);
+  const Tensor x = random_float32({2, 3, 20, 20}, 4);
   auto r = run_both("chain", x, [](Blob b) {
     Blob a = flow::nn::relu(conv(b, "ch_w0", 32, 3, 1, 2));
     Blob p = flow::nn::max_pool2d(a, 3, 2, "SAME");
@@ -179,7 +165,7 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
 }
 
 TEST_F(Layout, ABlockedBlobReturnedAndReadFurther) {
-  const Tensor x = random({1, 8, 12, 12}, 5);
+  const Tensor x = random_float32({1, 8, 12, 12}, 5);
   auto define = [&](bool fusion) {
     return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "ret" : "ret_ref").enable_fusion(fusion),
                                  {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
@@ -195,16 +181,16 @@ TEST_F(Layout, ABlockedBlobReturnedAndReadFurther) {
 }
 
 TEST_F(Layout, PreparedWeightsFollowTheirVariables) {
-  const Tensor x = random({2, 4, 6, 6}, 6);
+  const Tensor x = random_float32({2, 4, 6, 6}, 6);
   auto body = [](Blob b) -> flow::Numpy { return flow::nn::relu(flow::nn::conv2d(b, var("pw_w", {8, 4, 3, 3}), 1, "SAME")); };
   auto f = flow::global_function(flow::Predict, flow::function_config().name("pw"), {flow::Numpy::Placeholder(x.shape())}, body);
   auto r = flow::global_function(flow::Predict, flow::function_config().name("pw_ref").enable_fusion(false),
                                  {flow::Numpy::Placeholder(x.shape())}, body);
   EXPECT_LE(rel_diff(f(x), r(x)), 1e-5);
   // session::assign: the prepared (reordered) weights are rebuilt.
-  flow::session::assign("pw_w", random({8, 4, 3, 3}, 7));
+  flow::session::assign("pw_w", random_float32({8, 4, 3, 3}, 7));
   const Tensor after = r(x);
-  EXPECT_GT(rel_diff(f(x), random({2, 8, 6, 6}, 8)), 0.1);
+  EXPECT_GT(rel_diff(f(x), random_float32({2, 8, 6, 6}, 8)), 0.1);
   EXPECT_LE(rel_diff(f(x), after), 1e-5);
   // A train job updating the variable: the predict job sees every step.
   auto train = flow::global_function(flow::Train, flow::function_config().name("pw_train"),
@@ -249,7 +235,7 @@ TEST_F(Layout, PlansCompiledPerCallShapeGetThePass) {
   auto f = define(true), r = define(false);
   std::map<int64_t, double> flops;
   for (int64_t n : {1, 3, 2, 3}) {
-    const Tensor x = random({n, 8, 12, 12}, 20 + static_cast<uint64_t>(n));
+    const Tensor x = random_float32({n, 8, 12, 12}, 20 + static_cast<uint64_t>(n));
     const Tensor got = f(x), want = r(x);
     ASSERT_EQ(got.shape(), (Shape{n, 5}));
     const flow::Plan& plan = f.compiled()->plan();
@@ -282,7 +268,7 @@ TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
   for (const auto& n : job.compiled()->plan().graph().nodes)
     if (n.op->kind() == flow::OpKind::Mul) mul = n.op;
   ASSERT_TRUE(mul);
-  const Tensor x = random({2, 20, 5, 5}, 9), s = random({2, 20, 1, 1}, 10);
+  const Tensor x = random_float32({2, 20, 5, 5}, 9), s = random_float32({2, 20, 1, 1}, 10);
   const Tensor want = job(x, s);
   for (tag t : {tag::aBcd16b, tag::aBcd8b, tag::acdb}) {
     const dnnl::memory::desc bx({2, 20, 5, 5}, dt::f32, t), bs({2, 20, 1, 1}, dt::f32, t);

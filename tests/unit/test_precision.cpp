@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "compiler.h"
+#include "tensor_compare.h"
 #include "cpu/isa.h"
 
 namespace flow = jobflow;
@@ -31,25 +32,11 @@ using flow::Tensor;
 
 namespace {
 
+using jobflow::testing::random_float32;
+using jobflow::testing::rel_diff;
+
 constexpr double kOpTolerance = 2e-2;
 constexpr double kStepTolerance = 3e-2;
-
-Tensor random(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(std::move(s), flow::Float);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
-  return t;
-}
-
-double rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double scale = 1e-30, worst = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
-  for (int64_t i = 0; i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
-  return worst / scale;
-}
 
 bool have_bf16() { return flow::cpu::bf16_support() != flow::cpu::Bf16Support::None; }
 
@@ -87,7 +74,7 @@ Blob conv(Blob x, const std::string& name, int64_t k, int64_t ks, int64_t groups
 }
 
 TEST_F(Precision, Convolution) {
-  check("p_conv", random({2, 16, 12, 12}, 1), [](Blob b) { return conv(b, "p_conv_w", 32, 3); });
+  check("p_conv", random_float32({2, 16, 12, 12}, 1), [](Blob b) { return conv(b, "p_conv_w", 32, 3); });
 }
 
 // Every plan of a job with dims known at call time computes in bf16.
@@ -102,7 +89,7 @@ TEST_F(Precision, PlansCompiledPerCallShape) {
   };
   auto f32 = define(false), b16 = define(true);
   for (const Shape& s : {Shape{1, 8, 12, 12}, Shape{3, 8, 12, 16}}) {
-    const Tensor x = random(s, 40 + static_cast<uint64_t>(s[0]));
+    const Tensor x = random_float32(s, 40 + static_cast<uint64_t>(s[0]));
     const Tensor want = f32(x), got = b16(x);
     const std::string plan = b16.compiled()->plan().describe();
     ASSERT_EQ(got.shape(), (Shape{s[0], 8, 6, s[3] / 2}));
@@ -118,19 +105,19 @@ TEST_F(Precision, PlansCompiledPerCallShape) {
 }
 
 TEST_F(Precision, ConvolutionWithBiasAndRelu) {
-  check("p_convb", random({2, 8, 12, 12}, 2), [](Blob b) {
+  check("p_convb", random_float32({2, 8, 12, 12}, 2), [](Blob b) {
     return flow::nn::relu(flow::nn::bias_add(conv(b, "p_convb_w", 16, 3), var("p_convb_b", {16}), 1));
   });
 }
 
 TEST_F(Precision, DepthwiseAndPointwise) {
-  check("p_dw", random({2, 32, 10, 10}, 3), [](Blob b) {
+  check("p_dw", random_float32({2, 32, 10, 10}, 3), [](Blob b) {
     return conv(flow::clip(conv(b, "p_dw_w", 32, 3, 32), 0.0, 6.0), "p_pw_w", 24, 1);
   });
 }
 
 TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
-  check("p_chain", random({2, 8, 16, 16}, 4), [](Blob b) {
+  check("p_chain", random_float32({2, 8, 16, 16}, 4), [](Blob b) {
     Blob a = flow::nn::relu(conv(b, "p_ch_w0", 16, 3));
     Blob p = flow::nn::max_pool2d(a, 2, 2);
     Blob e = conv(p, "p_ch_w1", 16, 3);
@@ -140,15 +127,15 @@ TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
 }
 
 TEST_F(Precision, MatrixProductWithBiasAndRelu) {
-  check("p_mm", random({8, 64}, 8), [](Blob b) {
+  check("p_mm", random_float32({8, 64}, 8), [](Blob b) {
     Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("p_mm_w", {64, 32})), var("p_mm_b", {32}), 1));
     return flow::matmul(h, var("p_mm_w2", {10, 32}), false, true);
   });
 }
 
 TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
-  const Tensor x = random({4, 3, 10, 10}, 5);
-  const Tensor w0 = random({8, 3, 3, 3}, 6, -0.3f, 0.3f);
+  const Tensor x = random_float32({4, 3, 10, 10}, 5);
+  const Tensor w0 = random_float32({8, 3, 3, 3}, 6, -0.3f, 0.3f);
   auto step = [&](bool bf16) {
     flow::session::reset();
     auto job = flow::global_function(
@@ -161,7 +148,7 @@ TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
           return loss;
         });
     flow::session::assign("p_tw", w0);
-    flow::session::assign("p_tw2", random({4, 8, 3, 3}, 7, -0.3f, 0.3f));
+    flow::session::assign("p_tw2", random_float32({4, 8, 3, 3}, 7, -0.3f, 0.3f));
     Tensor loss = job(x);
     Tensor w1 = flow::session::variable("p_tw").clone();
     EXPECT_EQ(w1.dtype(), flow::Float);  // master weights stay float32
