@@ -156,6 +156,24 @@ void op_trilu(Importer& I) {
   I.out(0, mul(x, constant(make_tensor({R, C}, x.dtype(), m))));
 }
 
+void op_gather_nd(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1);
+  if (idx.dtype() != DType::Int64) I.err(std::string("indices must be int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, gather_nd(x, idx, static_cast<int>(I.attr_i("batch_dims", 0))));
+}
+
+void op_scatter_elements(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1), u = I.in(2);
+  const int64_t axis = I.attr_i("axis", 0);
+  I.axis_of(axis, x.ndim());
+  const std::string red = I.attr_s("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    I.err("reduction must be none, add, mul, max or min, got '" + red + "'");
+  if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
+    I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, scatter_elements(x, idx, u, static_cast<int>(axis), red));
+}
+
 // ---- export ----
 
 // strided_slice -> ONNX Slice itself (the engine's slice follows its
@@ -194,18 +212,29 @@ void export_pad(Exporter& E) {
 
 void indexing_onnx_rows(OpRows& r) {
   r.import_op("Slice", op_slice, true);
-  r.import_op("Split", op_split);
+  r.import_op("Split", op_split, true);
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
-  r.import_op("Pad", op_pad);
+  r.import_op("Pad", op_pad, true);
   r.import_op("Trilu", op_trilu);
   // The count of nonzero elements is known per call (the job runs in segments).
   r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
+  r.import_op("GatherND", op_gather_nd, true);
+  r.import_op("ScatterElements", op_scatter_elements, true);
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
   r.export_op(OpKind::Split, export_split);
   r.export_op(OpKind::Pad, export_pad);
   r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
+  r.export_op(OpKind::GatherND, [](Exporter& E) {
+    Exporter::set_int(E.add_as("GatherND"), "batch_dims", E.op().attr_int("batch_dims"));
+  });
+  r.export_op(OpKind::ScatterElements, [](Exporter& E) {
+    NodeProto* n = E.add_as("ScatterElements");
+    Exporter::set_int(n, "axis", E.op().attr_int("axis"));
+    const std::string red = E.op().attr_string("reduction");
+    if (red != "none") Exporter::set_string(n, "reduction", red);
+  });
 }
 
 }  // namespace jobflow::onnx

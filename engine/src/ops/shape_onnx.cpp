@@ -307,10 +307,10 @@ void export_slice(Exporter& E) {
 
 void shape_onnx_rows(OpRows& r) {
   r.import_op("Reshape", op_reshape);
-  r.import_op("Flatten", op_flatten);
-  r.import_op("Squeeze", op_squeeze);
-  r.import_op("Unsqueeze", op_unsqueeze);
-  r.import_op("Transpose", op_transpose);
+  r.import_op("Flatten", op_flatten, true);
+  r.import_op("Squeeze", op_squeeze, true);
+  r.import_op("Unsqueeze", op_unsqueeze, true);
+  r.import_op("Transpose", op_transpose, true);
   r.import_op("Concat", op_concat, true);
   r.import_op("Identity", op_identity, true);
   r.import_op("Constant", op_constant);
@@ -318,7 +318,7 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("Shape", op_shape);
   r.import_op("Size", op_size);
   r.import_op("Range", op_range);
-  r.import_op("Tile", op_tile);
+  r.import_op("Tile", op_tile, true);
   r.import_op("DepthToSpace", [](Importer& I) { op_depth_space(I, true); });
   r.import_op("SpaceToDepth", [](Importer& I) { op_depth_space(I, false); });
 
