@@ -50,12 +50,24 @@ void op_split(Importer& I) {
   Blob x = I.in(0);
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
   const int64_t D = x.shape()[ax];
-  if (D < 0) I.need_static(x.shape());
   std::vector<int64_t> parts;
   if (I.opset >= 13 && I.has(1)) parts = I.ints_in(1);
   else if (I.has_attr("split")) parts = I.attr_ints("split", {});
   else if (I.opset < 13 && I.has(1)) parts = I.ints_in(1);
   const int n = I.node->output_size();
+  if (D < 0) {  // an axis known per call: the given sizes as slices (equal parts need its size)
+    if (parts.empty()) I.need_static(x.shape());
+    if (static_cast<int>(parts.size()) != n)
+      I.err("split has " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
+    int64_t start = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t p = parts[static_cast<size_t>(i)];
+      if (p < 0 || p > std::numeric_limits<int64_t>::max() / 4 - start) I.err("split size " + std::to_string(p) + " is out of range");
+      if (I.wants(i)) I.out(i, slice(x, {start}, {start + p}, {ax}));
+      start += p;
+    }
+    return;
+  }
   if (parts.empty()) {
     const int64_t ns = I.attr_i("num_outputs", n);
     if (ns <= 0) I.err("no outputs");
@@ -81,6 +93,29 @@ void op_gather(Importer& I) {
   // The engine's gather: numpy.take semantics, negative indices wrap,
   // out-of-range indices are a run-time error; indices may be computed
   // (Embedding) or constant.
+  {  // dims of a shape known at load, picked from Shape of a blob with others known per call
+    const Value& v = I.value(I.iname(0));
+    if (v.dims && I.is_const(1) && I.attr_i("axis", 0) == 0) {
+      const Tensor it = I.cin(1);
+      if (!is_floating(it.dtype())) {
+        const std::vector<int64_t> idx = to_i64(it);
+        const int64_t n = static_cast<int64_t>(v.dims->size());
+        std::vector<int64_t> picked;
+        for (int64_t j : idx) {
+          if (j < -n || j >= n) break;
+          const int64_t d = (*v.dims)[static_cast<size_t>(j < 0 ? j + n : j)];
+          if (d < 0) break;
+          picked.push_back(d);
+        }
+        if (picked.size() == idx.size()) {
+          Tensor t(it.shape(), DType::Int64);
+          std::copy(picked.begin(), picked.end(), t.data<int64_t>());
+          I.out_const(0, t);
+          return;
+        }
+      }
+    }
+  }
   Blob x = I.in(0);
   const int64_t axis = I.attr_i("axis", 0);
   I.axis_of(axis, x.ndim());  // in range; the engine takes a negative axis as it is (as saved)

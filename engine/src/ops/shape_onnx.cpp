@@ -222,6 +222,10 @@ void op_shape(Importer& I) {
   int64_t st = I.attr_i("start", 0), en = I.attr_i("end", r);
   if (!is_static(s)) {  // known per call: folded when the job is specialized to the call's shapes
     I.out(0, shape_of(I.in(0), st, en));
+    if (st < 0) st += r;
+    if (en < 0) en += r;
+    st = std::clamp<int64_t>(st, 0, r), en = std::clamp<int64_t>(en, std::min(st, r), r);
+    if (I.wants(0)) I.values[I.node->output(0)].dims = Shape(s.begin() + st, s.begin() + en);
     return;
   }
   if (st < 0) st += r;
