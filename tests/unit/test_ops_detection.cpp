@@ -43,7 +43,8 @@ TEST_F(OpsDetection, ReduceProdValues) {
   EXPECT_EQ(p.dtype(), DType::Int64);
   expect_values(p, {}, {307200});
   // The empty product is 1.
-  expect_values(run1(f64({2, 0}, {}), [](Blob v) { return flow::reduce_prod(v, {1}); }), {2}, {1, 1});
+  expect_values(run1(x, [](Blob v) { return flow::reduce_prod(flow::constant(f64({2, 0}, {})), {1}, true) + v * 0.0; }),
+                {2, 3}, {1, 1, 1, 1, 1, 1});
   EXPECT_CONTAINS(error_of({x}, [](const Blobs& b) { return flow::reduce_prod(b[0], {2}); }),
                   "[reduce_prod] axis 2 is out of range for input (2, 3)");
 }

@@ -255,6 +255,7 @@ void indexing_onnx_rows(OpRows& r) {
   r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
   r.import_op("GatherND", op_gather_nd, true);
   r.import_op("ScatterElements", op_scatter_elements, true);
+  r.import_op("Scatter", op_scatter_elements, true);  // its name before opset 11
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
