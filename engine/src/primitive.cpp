@@ -110,7 +110,6 @@ constexpr OpRow kOps[] = {
     {OpKind::GatherND, "gather_nd"},
     {OpKind::GatherNDGrad, "gather_nd_grad"},
     {OpKind::ScatterElements, "scatter_elements"},
-    {OpKind::SliceTo, "slice_to"},
     {OpKind::Softmax, "softmax"},
     {OpKind::LogSoftmax, "log_softmax"},
     {OpKind::SoftmaxGrad, "softmax_grad"},
@@ -188,7 +187,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 156, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 155, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

@@ -262,12 +262,6 @@ Blob gather(Blob x, Blob indices, int axis = 0, const std::string& name = "");
 Blob slice(Blob x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
            const std::vector<int64_t>& axes = {}, const std::vector<int64_t>& steps = {},
            const std::string& name = "");
-// slice with starts and ends computed in the graph (int64/int32 (n,) for
-// the n axes; steps default 1): the output size is known per call (shape
-// arithmetic folds while specializing; values from data cut the call into
-// segments). No gradient.
-Blob slice_to(Blob x, Blob starts, Blob ends, const std::vector<int64_t>& axes,
-              const std::vector<int64_t>& steps = {}, const std::string& name = "");
 // Consecutive parts of the given sizes (summing to x.shape[axis]).
 std::vector<Blob> split(Blob x, const std::vector<int64_t>& sizes, int axis = 0, const std::string& name = "");
 // ONNX Pad: pads = {begin of every axis..., end of every axis...}; negative

@@ -60,7 +60,7 @@ enum class OpKind : uint16_t {
   ShapeOf, SizeOf, ReshapeTo, ConstantOfShape, Range,
   // ops/indexing.cpp
   Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad, NonZero,
-  GatherND, GatherNDGrad, ScatterElements, SliceTo,
+  GatherND, GatherNDGrad, ScatterElements,
   // ops/nn.cpp
   Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad,
   Dropout, DropoutGrad, BatchNormalization, BatchNormalizationGrad, BatchNormTrain, BatchNormTrainGrad,

@@ -388,70 +388,6 @@ Blob slice_grad(Blob dy, const SliceArgs& a, const Shape& x_shape) {
 }
 
 // ===========================================================================
-// slice_to: ONNX Slice with starts and ends computed in the graph
-
-std::vector<int64_t> ints_of_tensor(const char* op, const Tensor& t, const char* what) {
-  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::Int64) std::copy_n(t.data<int64_t>(), t.numel(), v.begin());
-  else if (t.dtype() == DType::Int32) std::copy_n(t.data<int32_t>(), t.numel(), v.begin());
-  else op_error(op, std::string(what) + " must be int32 or int64, got " + dtype_name(t.dtype()));
-  return v;
-}
-
-// Inputs x, starts, ends (1-D, one value per axis); axes and steps fixed.
-// The output size is decided by the values of starts and ends: known while
-// specializing when they fold from shapes, else the call is cut here.
-class SliceTo final : public Primitive {
- public:
-  SliceTo(std::vector<int64_t> axes, std::vector<int64_t> steps) : axes_(std::move(axes)), steps_(std::move(steps)) {}
-  OpKind kind() const override { return OpKind::SliceTo; }
-  Attrs attributes() const override { return {{"axes", axes_}, {"steps", steps_}}; }
-  bool differentiable_input(int) const override { return false; }
-  bool output_shape_from_data() const override { return true; }
-  bool shape_reads_value(int i) const override { return i > 0; }
-  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
-    expect_inputs("slice_to", in, 3);
-    check_rank("slice_to", in[0].shape, "x");
-    for (int i : {1, 2})
-      if ((in[i].dtype != DType::Int64 && in[i].dtype != DType::Int32) || in[i].shape.size() != 1 ||
-          !dims_agree(in[i].shape[0], static_cast<int64_t>(axes_.size())))
-        op_error("slice_to", std::string(i == 1 ? "starts" : "ends") + " must be int64 (" +
-                                 std::to_string(axes_.size()) + ",), one value per axis, got " + spec_str(in[i]));
-    Shape out = in[0].shape;
-    const int r = static_cast<int>(out.size());
-    for (int64_t a : axes_) {
-      if (a < -r || a >= r) op_error("slice_to", "axis " + std::to_string(a) + " is out of range for x " + shape_str(out));
-      out[a < 0 ? a + r : a] = kDynamic;
-    }
-    return {{out, in[0].dtype}};
-  }
-  SliceArgs args(const Tensor& starts, const Tensor& ends) const {
-    SliceArgs a{ints_of_tensor("slice_to", starts, "starts"), ints_of_tensor("slice_to", ends, "ends"), axes_, steps_};
-    if (a.starts.size() != axes_.size() || a.ends.size() != axes_.size())
-      op_error("slice_to", "starts and ends must hold " + std::to_string(axes_.size()) + " values");
-    return a;
-  }
-  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
-    infer(in);
-    return {{slice_shape(slice_geom("slice_to", args(v[1], v[2]), in[0].shape)), in[0].dtype}};
-  }
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    const SliceGeom g = slice_geom("slice_to", args(in[1], in[2]), in[0].shape());
-    kern::dispatch_all(in[0].dtype(), [&](auto z) {
-      using T = decltype(z);
-      slice_copy<false, T>(g, in[0].shape(), static_cast<T*>(in[0].raw()), static_cast<T*>(out[0].raw()));
-    });
-  }
-  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
-                        const std::vector<int>& argnums) const override {
-    return std::vector<Blob>(argnums.size());
-  }
-
- private:
-  std::vector<int64_t> axes_, steps_;
-};
-
-// ===========================================================================
 // split
 
 class Split final : public Primitive {
@@ -1105,17 +1041,6 @@ Blob pad(Blob x, const std::vector<int64_t>& pads, const std::string& mode, doub
 }
 
 Blob nonzero(Blob x, const std::string& name) { return internal::add_node(std::make_shared<NonZero>(), {x}, name)[0]; }
-
-Blob slice_to(Blob x, Blob starts, Blob ends, const std::vector<int64_t>& axes, const std::vector<int64_t>& steps,
-               const std::string& name) {
-  std::vector<int64_t> st = steps;
-  if (st.empty()) st.assign(axes.size(), 1);
-  if (st.size() != axes.size())
-    throw Error("[slice_to] axes " + ints_str(axes) + " and steps " + ints_str(steps) + " differ in length");
-  for (int64_t v : st)
-    if (v == 0) throw Error("[slice_to] steps must not be 0, got " + ints_str(steps));
-  return internal::add_node(std::make_shared<SliceTo>(axes, st), {x, starts, ends}, name)[0];
-}
 
 Blob gather_nd(Blob data, Blob indices, int batch_dims, const std::string& name) {
   return internal::add_node(std::make_shared<GatherND>(batch_dims), {data, indices}, name)[0];

@@ -42,24 +42,6 @@ void op_slice(Importer& I) {
   // negative and out-of-range starts/ends clamp, negative steps), whose
   // index arithmetic is overflow-safe for hostile values.
   Blob x = I.in(0);
-  if (I.opset >= 10 && (!I.is_const(1) || !I.is_const(2))) {
-    // starts/ends computed in the graph: slice_to, sized per call (axes
-    // and steps must be constants).
-    std::vector<int64_t> axes, steps;
-    if (I.has(3)) axes = I.ints_in(3);
-    if (I.has(4)) steps = I.ints_in(4);
-    Blob st = I.in(1), en = I.in(2);
-    if (st.ndim() != 1 || en.ndim() != 1) I.err("starts and ends must be 1-D");
-    const int64_t n = st.shape()[0];
-    if (n < 0) I.unsupported("Slice(starts of a length known per call)");
-    if (axes.empty())
-      for (int64_t i = 0; i < n; ++i) axes.push_back(i);
-    if (static_cast<int64_t>(axes.size()) != n) I.err("starts, ends and axes differ in length");
-    for (int64_t& a : axes) a = I.axis_of(a, x.ndim());
-    if (st.dtype() != en.dtype()) en = cast(en, st.dtype());
-    I.out(0, slice_to(x, st, en, axes, steps));
-    return;
-  }
   const SliceArgs a = read_slice_args(I);
   I.out(0, slice(x, a.starts, a.ends, a.axes, a.steps));
 }
@@ -280,13 +262,6 @@ void indexing_onnx_rows(OpRows& r) {
   r.export_op(OpKind::Split, export_split);
   r.export_op(OpKind::Pad, export_pad);
   r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
-  r.export_op(OpKind::SliceTo, [](Exporter& E) {
-    const std::string& nm = E.name();
-    E.add("Slice",
-          {E.in(0), E.in(1), E.in(2), E.int64_init(nm + "/axes", E.op().attr_ints("axes")),
-           E.int64_init(nm + "/steps", E.op().attr_ints("steps"))},
-          {E.out(0)}, nm);
-  });
   r.export_op(OpKind::GatherND, [](Exporter& E) {
     Exporter::set_int(E.add_as("GatherND"), "batch_dims", E.op().attr_int("batch_dims"));
   });
