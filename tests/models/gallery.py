@@ -47,7 +47,8 @@ SKIP = 77
 KNOWN_MISSING = {}
 # Shape arguments computed in the graph (issue 9 item 2: "Reshape, Slice, ...
 # with a runtime input"): shufflenet's channel split slices at Shape * 0.5,
-# which is a constant only when the batch is fixed.
+# which is a constant only when the batch is fixed; Faster R-CNN's RoI heads
+# slice at offsets computed from the proposals.
 KNOWN_MISSING["Slice(input computed at run time)"] = "issue 9 item 2"
 
 DEFAULT_TOLERANCE = 1e-4
