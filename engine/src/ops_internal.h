@@ -4,7 +4,15 @@
 #include "jobflow/ops.h"
 #include "jobflow/primitive.h"
 
+namespace jobflow {
+class CompiledJob;
+}
+
 namespace jobflow::internal {
+
+// The then (else) branch of an if_else node's primitive; null for other ops
+// (the ONNX exporter writes them as If subgraphs).
+const CompiledJob* if_branch(const Primitive& op, bool then);
 
 // dy * (y > 0), the gradient of relu given its output y.
 Blob relu_grad(Blob dy, Blob y);

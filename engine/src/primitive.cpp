@@ -87,6 +87,7 @@ constexpr OpRow kOps[] = {
     {OpKind::ZerosLike, "zeros_like"},
     {OpKind::OnesLike, "ones_like"},
     {OpKind::Expand, "expand"},
+    {OpKind::ReduceProd, "reduce_prod"},
     {OpKind::Reshape, "reshape"},
     {OpKind::Transpose, "transpose"},
     {OpKind::Concat, "concat"},
@@ -106,6 +107,9 @@ constexpr OpRow kOps[] = {
     {OpKind::Pad, "pad"},
     {OpKind::PadGrad, "pad_grad"},
     {OpKind::NonZero, "nonzero"},
+    {OpKind::GatherND, "gather_nd"},
+    {OpKind::GatherNDGrad, "gather_nd_grad"},
+    {OpKind::ScatterElements, "scatter_elements"},
     {OpKind::Softmax, "softmax"},
     {OpKind::LogSoftmax, "log_softmax"},
     {OpKind::SoftmaxGrad, "softmax_grad"},
@@ -164,6 +168,10 @@ constexpr OpRow kOps[] = {
     {OpKind::BitShift, "bit_shift"},
     {OpKind::Resize, "resize"},
     {OpKind::ResizeGrad, "resize_grad"},
+    {OpKind::TopK, "top_k"},
+    {OpKind::NonMaxSuppression, "non_max_suppression"},
+    {OpKind::RoiAlign, "roi_align"},
+    {OpKind::If, "if"},
     {OpKind::Reorder, "reorder"},
 };
 
@@ -179,7 +187,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 147, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 155, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];
@@ -275,6 +283,10 @@ Tensor Primitive::attr_tensor(const std::string& key) const {
 std::vector<Blob> Primitive::vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                                  const std::vector<int>&) const {
   op_error(name(), "has no gradient");
+}
+
+std::vector<Tensor> Primitive::eval_sized(const std::vector<Tensor>&, ExecContext&) const {
+  op_error(name(), "internal: eval_sized() of an op that does not size its outputs");
 }
 
 std::vector<TensorSpec> Primitive::infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>&) const {

@@ -44,11 +44,11 @@ SKIP = 77
 # Ops Jobflow's importer does not have yet, each with where it is being
 # added. A model whose load fails with "unsupported ops: ..." naming only
 # these is skipped; an op not listed here fails the test.
-KNOWN_MISSING = {op: "issue 9 item 2" for op in (
-    "If", "TopK", "NonMaxSuppression", "RoiAlign", "GatherND", "ScatterElements", "ReduceProd")}
+KNOWN_MISSING = {}
 # Shape arguments computed in the graph (issue 9 item 2: "Reshape, Slice, ...
 # with a runtime input"): shufflenet's channel split slices at Shape * 0.5,
-# which is a constant only when the batch is fixed.
+# which is a constant only when the batch is fixed; Faster R-CNN's RoI heads
+# slice at offsets computed from the proposals.
 KNOWN_MISSING["Slice(input computed at run time)"] = "issue 9 item 2"
 
 DEFAULT_TOLERANCE = 1e-4

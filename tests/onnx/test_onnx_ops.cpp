@@ -171,6 +171,58 @@ TEST_F(OnnxOps, GatherRoundTrip) {
   expect_same_ops(*job, *back, {"gather"});
 }
 
+// ------------------------------------------------------------ detection
+
+TEST_F(OnnxOps, DetectionOpsRoundTrip) {
+  const Tensor x = Tensor::from<float>({2, 4}, {3, 1, 4, 1, 5, 9, 2, 6});
+  const Tensor img = Tensor::from<float>({1, 1, 4, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  const Tensor boxes = Tensor::from<float>({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 10, 1, 11});
+  const Tensor scores = Tensor::from<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f});
+  const Tensor k = Tensor::from<int64_t>({1}, {3});
+  auto job = define("detect_ops", {x, img, boxes, scores, k}, [](const Blobs& v) {
+    const std::vector<Blob> tk = flow::top_k(v[0], 2, 1);
+    return Blobs{tk[0], tk[1], flow::top_k(v[0], v[4], 1, false)[0], flow::reduce_prod(v[0], {1}),
+                 flow::gather_nd(v[0], flow::constant(Tensor::from<int64_t>({2, 2}, {1, 2, 0, 3}))),
+                 flow::scatter_elements(v[0], tk[1], tk[0], 1, "add"),
+                 flow::roi_align(v[1], flow::constant(Tensor::from<float>({1, 4}, {0, 0, 2, 2})),
+                                 flow::constant(Tensor::from<int64_t>({1}, {0})), 2, 2, 2, 1.0, "avg", false),
+                 flow::non_max_suppression(v[2], v[3], flow::constant(Tensor::from<int64_t>({1}, {10})),
+                                           flow::constant(Tensor::from<float>({1}, {0.5f})))};
+  });
+  std::shared_ptr<flow::CompiledJob> back;
+  const auto m = round_trip(*job, {x, img, boxes, scores, k}, &back);
+  const auto ops = onnx_ops(m);
+  for (const char* op : {"TopK", "ReduceProd", "GatherND", "ScatterElements", "RoiAlign", "NonMaxSuppression"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  expect_same_ops(*job, *back, {"top_k", "reduce_prod", "gather_nd", "scatter_elements", "roi_align", "non_max_suppression"});
+}
+
+TEST_F(OnnxOps, IfElseRoundTrip) {
+  // Branches of different sizes: the loaded job's If runs the branch saved
+  // as its subgraph.
+  auto twice = flow::global_function(flow::Predict, flow::function_config().name("twice"),
+                                     {flow::Numpy::Placeholder({3}, flow::Float, "x")},
+                                     [](Blob x) -> flow::Numpy { return flow::mul_scalar(x, 2.0); })
+                   .compiled();
+  auto first = flow::global_function(flow::Predict, flow::function_config().name("first"),
+                                     {flow::Numpy::Placeholder({3}, flow::Float, "x")},
+                                     [](Blob x) -> flow::Numpy { return flow::slice(x, {0}, {1}); })
+                   .compiled();
+  const Tensor x = Tensor::from<float>({3}, {1, 2, 3});
+  for (float c : {1.0f, -1.0f}) {
+    const Tensor cv = Tensor::from<float>({}, {c});
+    auto job = define(c > 0 ? "if_then" : "if_else", {x, cv}, [&](const Blobs& v) {
+      Blob cond = flow::greater(v[1], flow::constant(Tensor::from<float>({}, {0.0f})));
+      return Blobs{flow::if_else(cond, {v[0]}, twice, first)[0]};
+    });
+    std::shared_ptr<flow::CompiledJob> back;
+    const auto m = round_trip(*job, {x, cv}, &back);
+    EXPECT_EQ(onnx_ops(m).count("If"), 1u);
+    const Tensor y = back->run({x, cv})[0];
+    EXPECT_EQ(y.numel(), c > 0 ? 3 : 1);
+  }
+}
+
 TEST_F(OnnxOps, StridedSliceRoundTrip) {
   const Tensor x = specials({6, 7, 3}, 30);
   const Tensor xi = ints<int64_t>({6, 7}, 31, -50, 50);
@@ -685,7 +737,7 @@ TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
       K::LeakyReluGrad, K::EluGrad, K::SeluGrad, K::SoftplusGrad, K::SoftsignGrad, K::HardSigmoidGrad, K::ClipGrad,
       K::LeakyReluGrad2, K::EluGrad2, K::SeluGrad2, K::SoftplusGrad2, K::SoftsignGrad2, K::HardSigmoidGrad2, K::ClipGrad2,
       K::PReluGradX, K::PReluGradSlope, K::PowGradBase, K::PowGradExponent, K::MinimumGradA, K::MinimumGradB,
-      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::StridedSliceGrad, K::PadGrad,
+      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::GatherNDGrad, K::StridedSliceGrad, K::PadGrad,
       K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
       K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
       K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::ResizeGrad, K::SgdUpdate, K::AdamUpdate,

@@ -445,6 +445,33 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
         return loss;
       });
   reinfer_with_dynamic_batch(*more.compiled()->definition().graph, seen);
+  // Detection models' ops (their output sizes known per call, except
+  // top_k's with a fixed k), with their gradients, and if_else.
+  auto branch = flow::global_function(flow::Predict, flow::function_config().name("every_branch"),
+                                      {flow::Numpy::Placeholder({-1, 6}, flow::Float, "x")},
+                                      [](Blob x) -> flow::Numpy { return flow::reduce_sum(x, {1}); })
+                    .compiled();
+  auto detect = flow::global_function(
+      flow::Predict, flow::function_config().name("every_detect"), ph, [&](Blob x, Blob img, Blob labels) -> flow::Numpy {
+        const Blob idx = flow::constant(flow::Tensor::from<int64_t>({2, 1}, {1, 0}));
+        Blob g = flow::gather_nd(x, idx);
+        Blob t = flow::top_k(x, 3, 1)[0];
+        const std::vector<Blob> t2 = flow::top_k(x, 2, 1);
+        Blob s = flow::scatter_elements(x, t2[1], flow::mul_scalar(t2[0], 0.0), 1);
+        Blob p = flow::reduce_prod(x, {1});
+        Blob loss = flow::add(flow::add(flow::reduce_sum(g), flow::reduce_sum(t)),
+                              flow::add(flow::reduce_sum(s), flow::reduce_sum(p)));
+        flow::gradients(loss, {x});
+        Blob boxes = flow::reshape(flow::slice(x, {0}, {1}), {1, 1, 6});
+        Blob nms = flow::non_max_suppression(flow::slice(boxes, {0}, {4}, {2}), flow::slice(boxes, {0}, {1}, {2}));
+        Blob ra = flow::roi_align(img, flow::constant(flow::Tensor::from<float>({1, 4}, {0, 0, 4, 4})),
+                                  flow::constant(flow::Tensor::from<int64_t>({1}, {0})), 2, 2);
+        Blob c = flow::greater(flow::reduce_sum(x), flow::constant(flow::Tensor::from<float>({}, {0.0f})));
+        Blob iff = flow::if_else(c, {x}, branch, branch)[0];
+        return flow::add(flow::add(loss, flow::cast(flow::reduce_sum(nms), flow::Float)),
+                         flow::add(flow::reduce_sum(ra), flow::reduce_sum(iff)));
+      });
+  reinfer_with_dynamic_batch(*detect.compiled()->definition().graph, seen);
   // The shape ops and nonzero have their own tests above (they take their
   // shapes from values); the second derivatives of piecewise linear
   // activations are 0 and never made; reorder exists only in plans (the

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "jobflow/graph.h"
 
 namespace jobflow {
+
+class CompiledJob;  // jobflow/runtime.h (if_else's branches)
 
 // ---- Initializers (OneFlow's flow.truncated_normal(0.1), ...) ----
 struct Initializer {
@@ -111,6 +114,9 @@ Blob reduce_sum(Blob x, const std::vector<int>& axes = {}, bool keepdims = false
 Blob reduce_mean(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
 Blob reduce_max(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
 Blob argmax(Blob x, int axis = -1, const std::string& name = "");  // int32
+// The product (float32 accumulates in double, integers in int64; the empty
+// product is 1). Gradient: dy * prod / x (exact away from zero elements).
+Blob reduce_prod(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
 
 using Activation = std::function<Blob(Blob)>;
 
@@ -271,6 +277,57 @@ Blob unsqueeze(Blob x, const std::vector<int64_t>& axes, const std::string& name
 // row-major order. Its output's size depends on the data: a job calling it
 // is run in segments (docs/architecture.md).
 Blob nonzero(Blob x, const std::string& name = "");
+// ONNX GatherND: slices of data picked by the index tuples in the last dim
+// of indices (int32/int64, negative ones count from the end), the first
+// batch_dims dims of both shared; output indices.shape[:-1] +
+// data.shape[batch_dims + m:]. Gradient (data): scatter-add into zeros.
+Blob gather_nd(Blob data, Blob indices, int batch_dims = 0, const std::string& name = "");
+// ONNX ScatterElements: a copy of data with updates written along `axis` at
+// the positions indices (same shape as updates) give; reduction "none"
+// (repeated positions keep the last update), "add", "mul", "max" or "min".
+// Gradient (data, for "none" and "add"): dy, zero where "none" overwrote.
+Blob scatter_elements(Blob data, Blob indices, Blob updates, int axis = 0, const std::string& reduction = "none",
+                      const std::string& name = "");
+
+// ---- Detection (ONNX TopK, NonMaxSuppression, RoiAlign) ----
+// The k largest (largest = false: smallest) elements along `axis`, sorted,
+// equal values in index order, and their indices (int64): {values, indices}.
+// Gradient (values): dy scatter-added at the indices.
+std::vector<Blob> top_k(Blob x, int64_t k, int axis = -1, bool largest = true, bool sorted = true,
+                        const std::string& name = "");
+// The same with k a one-element int64 tensor computed in the graph: the
+// output size is known per call (the job runs in segments).
+std::vector<Blob> top_k(Blob x, Blob k, int axis = -1, bool largest = true, bool sorted = true,
+                        const std::string& name = "");
+// ONNX NonMaxSuppression: boxes (B, N, 4) float32 as (y1, x1, y2, x2)
+// (center_point_box: (xc, yc, w, h)), scores (B, C, N); the optional
+// one-element tensors max_output_boxes_per_class (int64; absent or 0 selects
+// nothing), iou_threshold and score_threshold (float32). Per batch and
+// class, boxes with a score above score_threshold by descending score (ties:
+// lower index first), dropping a box whose IoU with a kept one exceeds
+// iou_threshold. Returns (count, 3) int64 rows (batch, class, box); the
+// count depends on the data (segments).
+Blob non_max_suppression(Blob boxes, Blob scores, Blob max_output_boxes_per_class = Blob(),
+                         Blob iou_threshold = Blob(), Blob score_threshold = Blob(), bool center_point_box = false,
+                         const std::string& name = "");
+// ONNX RoiAlign: x (N, C, H, W) float32, rois (R, 4) as (x1, y1, x2, y2) in
+// input pixels (times spatial_scale), batch_indices (R,) int64 -> (R, C,
+// output_height, output_width), each bin the average ("avg") or max ("max")
+// of sampling_ratio^2 bilinear samples (0: adaptive). half_pixel shifts the
+// ROI by -0.5 (ONNX "half_pixel", torchvision's aligned=True); false is ONNX
+// "output_half_pixel". No gradient.
+Blob roi_align(Blob x, Blob rois, Blob batch_indices, int64_t output_height = 1, int64_t output_width = 1,
+               int64_t sampling_ratio = 0, double spatial_scale = 1.0, const std::string& mode = "avg",
+               bool half_pixel = true, const std::string& name = "");
+
+// ---- Control flow ----
+// ONNX If with a condition known per call: runs then_job (cond true) or
+// else_job on `inputs` when the call reaches it and returns that branch's
+// results. Both are predict jobs taking `inputs`' specs and returning as
+// many tensors of the same dtypes and ranks; their sizes may differ (the
+// job then runs in segments). No gradient.
+std::vector<Blob> if_else(Blob cond, const std::vector<Blob>& inputs, std::shared_ptr<CompiledJob> then_job,
+                          std::shared_ptr<CompiledJob> else_job, const std::string& name = "");
 
 namespace nn {
 // x >= 0 ? x : alpha x

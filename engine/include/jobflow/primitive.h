@@ -52,7 +52,7 @@ enum class OpKind : uint16_t {
   // ops/linalg.cpp
   MatMul, BiasAdd, BiasGrad,
   // ops/reduce.cpp
-  ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike, Expand,
+  ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike, Expand, ReduceProd,
   // ops/shape.cpp
   Reshape, Transpose, Concat, Slice, SliceGrad, Identity,
   // ops/shape.cpp: shapes as tensors (the input's shape; a reshape, a fill
@@ -60,6 +60,7 @@ enum class OpKind : uint16_t {
   ShapeOf, SizeOf, ReshapeTo, ConstantOfShape, Range,
   // ops/indexing.cpp
   Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad, NonZero,
+  GatherND, GatherNDGrad, ScatterElements,
   // ops/nn.cpp
   Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad,
   Dropout, DropoutGrad, BatchNormalization, BatchNormalizationGrad, BatchNormTrain, BatchNormTrainGrad,
@@ -75,6 +76,10 @@ enum class OpKind : uint16_t {
   BitShift,
   // ops/resize.cpp
   Resize, ResizeGrad,
+  // ops/detection.cpp: top-k, non-maximum suppression, RoI align
+  TopK, NonMaxSuppression, RoiAlign,
+  // ops/control.cpp: a branch chosen at call time (ONNX If)
+  If,
   // compiler/layout.cpp: a change of memory format (oneDNN blocked <-> plain,
   // float32 <-> bfloat16) that only plans contain, never a job's definition.
   Reorder,
@@ -175,6 +180,12 @@ class Primitive {
   // into segments at the op (the op's outputs then get their memory sized
   // by this). Default: infer(in).
   virtual std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& values) const;
+  // An op whose outputs only a run can size (a branch run at call time,
+  // ops/control.cpp): where the call is cut at it, the compiler calls
+  // eval_sized(), which returns the outputs it made, instead of infer_data()
+  // then eval_cpu() on outputs sized by it.
+  virtual bool sizes_outputs() const { return false; }
+  virtual std::vector<Tensor> eval_sized(const std::vector<Tensor>& in, ExecContext& ctx) const;
 };
 
 // Dims that may be kDynamic (infer() of a job with dynamic dims): two dims

@@ -247,17 +247,24 @@ struct Program::Dynamic {
         specs.push_back({ins.back().shape(), ins.back().dtype()});
       }
       std::vector<TensorSpec> out_specs;
-      try {
-        out_specs = node.op->infer_data(specs, ins);
-      } catch (const Error& e) {
-        throw Error("[" + opts.job_name + "] node '" + node.name + "' (" + node.op->name() + "): " + e.what());
-      }
       std::vector<Tensor> res;
-      for (const TensorSpec& s : out_specs) res.emplace_back(s.shape, s.dtype);
       ExecContext ctx;
       ctx.step = call;
       ctx.seed = opts.seed;
-      backend_for(node.placement.device).eval(*node.op, ins, res, ctx);
+      try {
+        if (node.op->sizes_outputs()) {  // its kernel makes its outputs (a branch run now)
+          res = node.op->eval_sized(ins, ctx);
+          for (const Tensor& t : res) out_specs.push_back({t.shape(), t.dtype()});
+        } else {
+          out_specs = node.op->infer_data(specs, ins);
+        }
+      } catch (const Error& e) {
+        throw Error("[" + opts.job_name + "] node '" + node.name + "' (" + node.op->name() + "): " + e.what());
+      }
+      if (!node.op->sizes_outputs()) {
+        for (const TensorSpec& s : out_specs) res.emplace_back(s.shape, s.dtype);
+        backend_for(node.placement.device).eval(*node.op, ins, res, ctx);
+      }
       std::map<int, TensorSpec> given;
       for (size_t k = 0; k < res.size(); ++k) {
         given[node.outputs[k]] = out_specs[k];

@@ -62,6 +62,10 @@ struct Value {
   Blob blob;              // defined once the value exists in the graph
   Tensor konst;           // value known at load time
   bool variable = false;  // a float initializer: a session variable when used as data
+  // The output of Shape on a blob whose dims are not all known at load:
+  // those dims (kDynamic where known per call), so that Gather picking
+  // known ones gives a constant (torch's "squeeze if that dim is 1" If).
+  std::optional<Shape> dims;
   bool pure_const() const { return konst.defined() && !variable; }
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "import_internal.h"
@@ -80,13 +81,21 @@ void parse_model(const std::string& bytes, const LoadOptions& opts, const std::s
   for (const auto& o : g.output())
     if (!defined.count(o.name())) fail(what, "graph output '" + o.name() + "' is never defined");
   // Unsupported ops, all at once.
+  // Nodes of subgraphs (If's branches) count too.
   std::map<std::string, std::vector<std::string>> missing;
-  for (int k = 0; k < g.node_size(); ++k) {
-    const NodeProto& n = g.node(k);
-    const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    const std::string key = std_domain ? n.op_type() : n.domain() + "." + n.op_type();
-    if (!find_import(n.domain(), n.op_type())) missing[key].push_back(node_label(n, k));
-  }
+  std::function<void(const GraphProto&)> find_missing = [&](const GraphProto& gr) {
+    for (int k = 0; k < gr.node_size(); ++k) {
+      const NodeProto& n = gr.node(k);
+      const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      const std::string key = std_domain ? n.op_type() : n.domain() + "." + n.op_type();
+      if (!find_import(n.domain(), n.op_type())) missing[key].push_back(node_label(n, k));
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) find_missing(a.g());
+        for (const auto& sg : a.graphs()) find_missing(sg);
+      }
+    }
+  };
+  find_missing(g);
   if (!missing.empty()) {
     std::string msg = "unsupported ops: ";
     std::vector<std::pair<std::string, std::vector<std::string>>> list;

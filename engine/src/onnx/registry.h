@@ -82,6 +82,8 @@ void logic_onnx_rows(OpRows& r);
 void math_onnx_rows(OpRows& r);
 void resize_onnx_rows(OpRows& r);
 void rnn_onnx_rows(OpRows& r);
+void detection_onnx_rows(OpRows& r);
+void control_onnx_rows(OpRows& r);
 
 // The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
 // or null.

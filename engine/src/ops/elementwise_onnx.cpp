@@ -135,10 +135,10 @@ void elementwise_onnx_rows(OpRows& r) {
   r.import_op("Sub", [](Importer& I) { op_binary(I, Arith::Sub); }, true);
   r.import_op("Mul", [](Importer& I) { op_binary(I, Arith::Mul); }, true).weights = {0, 1};
   r.import_op("Div", [](Importer& I) { op_binary(I, Arith::Div); }, true);
-  r.import_op("Sum", [](Importer& I) { op_variadic(I, Variadic::Sum); });
-  r.import_op("Mean", [](Importer& I) { op_variadic(I, Variadic::Mean); });
-  r.import_op("Max", [](Importer& I) { op_variadic(I, Variadic::Max); });
-  r.import_op("Min", [](Importer& I) { op_variadic(I, Variadic::Min); });
+  r.import_op("Sum", [](Importer& I) { op_variadic(I, Variadic::Sum); }, true);
+  r.import_op("Mean", [](Importer& I) { op_variadic(I, Variadic::Mean); }, true);
+  r.import_op("Max", [](Importer& I) { op_variadic(I, Variadic::Max); }, true);
+  r.import_op("Min", [](Importer& I) { op_variadic(I, Variadic::Min); }, true);
   r.import_op("Neg", [](Importer& I) { unary(I, neg); }, true);
   r.import_op("Exp", [](Importer& I) { unary(I, exp); }, true);
   r.import_op("Log", [](Importer& I) { unary(I, log); }, true);

@@ -728,6 +728,280 @@ class NonZero final : public Primitive {
   }
 };
 
+
+// ===========================================================================
+// gather_nd (ONNX GatherND) and its gradient
+
+// Output of gather_nd: indices.shape[:-1] + data.shape[b + m:], m the last
+// dim of indices, b the batch dims.
+TensorSpec gather_nd_spec(const char* op, const TensorSpec& x, const TensorSpec& idx, int b) {
+  check_rank(op, x.shape, "data");
+  check_rank(op, idx.shape, "indices");
+  if (idx.dtype != DType::Int32 && idx.dtype != DType::Int64)
+    op_error(op, "indices must be int32 or int64, got " + spec_str(idx));
+  const int r = static_cast<int>(x.shape.size()), q = static_cast<int>(idx.shape.size());
+  if (q < 1) op_error(op, "indices must have rank >= 1, got " + spec_str(idx));
+  if (b < 0 || b >= std::min(r, q))
+    op_error(op, "batch_dims " + std::to_string(b) + " must be below the ranks of data " + shape_str(x.shape) +
+                     " and indices " + shape_str(idx.shape));
+  for (int i = 0; i < b; ++i)
+    if (!dims_agree(x.shape[i], idx.shape[i]))
+      op_error(op, "batch dim " + std::to_string(i) + " differs: data " + shape_str(x.shape) + ", indices " +
+                       shape_str(idx.shape));
+  const int64_t m = idx.shape.back();
+  if (m < 0) op_error(op, "the last dim of indices " + shape_str(idx.shape) + " must be known");
+  if (m < 1 || m > r - b)
+    op_error(op, "the last dim of indices " + shape_str(idx.shape) + " must be in 1.." + std::to_string(r - b) +
+                     " for data " + shape_str(x.shape) + " and batch_dims " + std::to_string(b));
+  Shape out(idx.shape.begin(), idx.shape.end() - 1);
+  out.insert(out.end(), x.shape.begin() + b + m, x.shape.end());
+  return {out, x.dtype};
+}
+
+// The geometry of one gather_nd: `batches` blocks, each of `per` index
+// tuples of m entries picking slices of `slice` elements from a data block
+// of `block` elements whose first m dims are dims[0..m).
+struct NdGeom {
+  int64_t batches = 1, per = 1, m = 0, slice = 1, block = 1;
+  int64_t dims[kMaxRank], strides[kMaxRank];
+};
+NdGeom nd_geom(const Shape& xs, const Shape& is, int b) {
+  NdGeom g;
+  const int r = static_cast<int>(xs.size());
+  g.m = is.back();
+  g.batches = span(xs, 0, b);
+  g.per = span(is, b, is.size() - 1);
+  g.slice = span(xs, b + g.m, r);
+  g.block = span(xs, b, r);
+  for (int64_t i = 0; i < g.m; ++i) {
+    g.dims[i] = xs[b + i];
+    g.strides[i] = span(xs, b + i + 1, r);
+  }
+  return g;
+}
+
+// The offsets (in elements, within a data block) of every index tuple,
+// checked before any data moves.
+template <class I>
+void nd_offsets(const char* op, const NdGeom& g, const I* ind, int64_t* off) {
+  for (int64_t t = 0; t < g.batches * g.per; ++t) {
+    int64_t o = 0;
+    for (int64_t k = 0; k < g.m; ++k) {
+      int64_t v = ind[t * g.m + k];
+      const int64_t n = g.dims[k];
+      if (v < -n || v >= n)
+        op_error(op, "index " + std::to_string(v) + " is out of range for a dim of size " + std::to_string(n) +
+                         " (valid: " + std::to_string(-n) + " to " + std::to_string(n - 1) + ")");
+      if (v < 0) v += n;
+      o += v * g.strides[k];
+    }
+    off[t] = o;
+  }
+}
+
+Blob gather_nd_grad(Blob dy, Blob indices, int batch_dims, const Shape& x_shape);
+
+// y = data[indices] per ONNX GatherND. Inputs data, indices.
+class GatherND final : public Primitive {
+ public:
+  explicit GatherND(int batch_dims) : b_(batch_dims) {}
+  OpKind kind() const override { return OpKind::GatherND; }
+  Attrs attributes() const override { return {{"batch_dims", int64_t{b_}}}; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("gather_nd", in, 2);
+    return {gather_nd_spec("gather_nd", in[0], in[1], b_)};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const NdGeom g = nd_geom(in[0].shape(), in[1].shape(), b_);
+    const int64_t tuples = g.batches * g.per;
+    std::vector<int64_t> off(static_cast<size_t>(tuples));
+    dispatch_index(in[1].dtype(), "gather_nd", [&](auto zi) {
+      using I = decltype(zi);
+      nd_offsets("gather_nd", g, static_cast<const I*>(in[1].raw()), off.data());
+    });
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* x = static_cast<const T*>(in[0].raw());
+      T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (tuples * g.slice > kern::kParallelGrain)
+      for (int64_t t = 0; t < tuples; ++t)
+        std::copy_n(x + (t / g.per) * g.block + off[t], g.slice, y + t * g.slice);
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {gather_nd_grad(cot[0], in[1], b_, in[0].shape())};
+  }
+
+ private:
+  int b_;
+};
+
+// dx = zeros(x_shape); dx[indices[t]] += dy[t]. Inputs dy, indices.
+class GatherNDGrad final : public Primitive {
+ public:
+  GatherNDGrad(int batch_dims, Shape x_shape) : b_(batch_dims), x_(std::move(x_shape)) {}
+  OpKind kind() const override { return OpKind::GatherNDGrad; }
+  Attrs attributes() const override { return {{"batch_dims", int64_t{b_}}, {"x_shape", x_}}; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("gather_nd_grad", in, 2);
+    expect_float("gather_nd_grad", in[0], "dy");
+    const TensorSpec y = gather_nd_spec("gather_nd_grad", {x_, in[0].dtype}, in[1], b_);
+    if (!specs_agree(in[0], y))
+      op_error("gather_nd_grad", "dy must be " + spec_str(y) + " for data " + shape_str(x_) + " and indices " +
+                                     spec_str(in[1]) + ", got " + spec_str(in[0]));
+    return {{x_, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const NdGeom g = nd_geom(x_, in[1].shape(), b_);
+    const int64_t tuples = g.batches * g.per;
+    std::vector<int64_t> off(static_cast<size_t>(tuples));
+    dispatch_index(in[1].dtype(), "gather_nd_grad", [&](auto zi) {
+      using I = decltype(zi);
+      nd_offsets("gather_nd_grad", g, static_cast<const I*>(in[1].raw()), off.data());
+    });
+    kern::dispatch_float(in[0].dtype(), "gather_nd_grad", [&](auto z) {
+      using T = decltype(z);
+      const T* dy = in[0].data<T>();
+      T* dx = out[0].data<T>();
+      zero_fill(dx, out[0].numel());
+      // Repeated index tuples add into the same slice: a task owns one batch
+      // block of dx (tuples of other batches never reach it).
+#pragma omp parallel for if (tuples * g.slice > kern::kParallelGrain && g.batches > 1)
+      for (int64_t bb = 0; bb < g.batches; ++bb)
+        for (int64_t t = bb * g.per; t < (bb + 1) * g.per; ++t) {
+          const T* src = dy + t * g.slice;
+          T* dst = dx + bb * g.block + off[t];
+          for (int64_t i = 0; i < g.slice; ++i) dst[i] += src[i];
+        }
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {internal::add_node(std::make_shared<GatherND>(b_), {cot[0], in[1]})[0]};
+  }
+
+ private:
+  int b_;
+  Shape x_;
+};
+
+Blob gather_nd_grad(Blob dy, Blob indices, int batch_dims, const Shape& x_shape) {
+  if (!dy.defined()) return Blob();
+  return internal::add_node(std::make_shared<GatherNDGrad>(batch_dims, x_shape), {dy, indices})[0];
+}
+
+// ===========================================================================
+// scatter_elements (ONNX ScatterElements)
+
+enum class ScatterRed { None, Add, Mul, Max, Min };
+const char* scatter_red_name(ScatterRed r) {
+  switch (r) {
+    case ScatterRed::None: return "none";
+    case ScatterRed::Add: return "add";
+    case ScatterRed::Mul: return "mul";
+    case ScatterRed::Max: return "max";
+    case ScatterRed::Min: return "min";
+  }
+  return "none";
+}
+
+// y = data; y[..., indices[i, j, ...], ...] (op)= updates[i, j, ...] along
+// `axis`. Inputs data, indices, updates.
+class ScatterElements final : public Primitive {
+ public:
+  ScatterElements(int axis, ScatterRed red) : axis_(axis), red_(red) {}
+  OpKind kind() const override { return OpKind::ScatterElements; }
+  Attrs attributes() const override {
+    return {{"axis", int64_t{axis_}}, {"reduction", std::string(scatter_red_name(red_))}};
+  }
+  // The gradient flows to data for "none" and "add" (the engine's own use:
+  // top_k's gradient scatter-adds dy into zeros).
+  bool differentiable_input(int i) const override {
+    return i == 0 && (red_ == ScatterRed::None || red_ == ScatterRed::Add);
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("scatter_elements", in, 3);
+    const TensorSpec &x = in[0], &idx = in[1], &u = in[2];
+    check_rank("scatter_elements", x.shape, "data");
+    if (idx.dtype != DType::Int32 && idx.dtype != DType::Int64)
+      op_error("scatter_elements", "indices must be int32 or int64, got " + spec_str(idx));
+    if (u.dtype != x.dtype)
+      op_error("scatter_elements", "updates " + spec_str(u) + " must have data's dtype " + dtype_name(x.dtype));
+    if (!shapes_agree(idx.shape, u.shape))
+      op_error("scatter_elements", "indices " + spec_str(idx) + " and updates " + spec_str(u) + " differ in shape");
+    if (idx.shape.size() != x.shape.size())
+      op_error("scatter_elements", "indices " + spec_str(idx) + " must have data's rank (data " + spec_str(x) + ")");
+    if (x.shape.empty()) op_error("scatter_elements", "data must have rank >= 1");
+    kern::norm_axis("scatter_elements", axis_, static_cast<int>(x.shape.size()));
+    if (red_ != ScatterRed::None) expect_not_bool("scatter_elements", x, "data");
+    return {x};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape &xs = in[0].shape(), &is = in[1].shape();
+    const int r = static_cast<int>(xs.size());
+    const int ax = kern::norm_axis("scatter_elements", axis_, r);
+    for (int d = 0; d < r; ++d)
+      if (d != ax && is[d] > xs[d])
+        op_error("scatter_elements", "indices " + shape_str(is) + " exceed data " + shape_str(xs) + " in dim " +
+                                         std::to_string(d));
+    int64_t xst[kMaxRank], ist[kMaxRank];
+    strides_of(xs, xst);
+    strides_of(is, ist);
+    const int64_t m = in[1].numel(), n = xs[ax];
+    dispatch_index(in[1].dtype(), "scatter_elements", [&](auto zi) {
+      using I = decltype(zi);
+      const I* ind = static_cast<const I*>(in[1].raw());
+      check_indices("scatter_elements", ind, m, n, ax);
+      kern::dispatch_all(in[0].dtype(), [&](auto z) {
+        using T = decltype(z);
+        const T* x = static_cast<const T*>(in[0].raw());
+        const T* u = static_cast<const T*>(in[2].raw());
+        T* y = static_cast<T*>(out[0].raw());
+        std::copy_n(x, in[0].numel(), y);
+        // In index order, so that repeated indices without a reduction keep
+        // the last update (as ONNX Runtime does).
+        for (int64_t e = 0; e < m; ++e) {
+          int64_t off = 0, q = e;
+          for (int d = 0; d < r; ++d) {
+            const int64_t i = q / ist[d];
+            q %= ist[d];
+            int64_t k = i;
+            if (d == ax) k = ind[e] < 0 ? ind[e] + n : ind[e];
+            off += k * xst[d];
+          }
+          T& dst = y[off];
+          const T v = u[e];
+          if constexpr (std::is_same_v<T, bool>) {
+            dst = v;
+          } else {
+            switch (red_) {
+              case ScatterRed::None: dst = v; break;
+              case ScatterRed::Add: dst = static_cast<T>(dst + v); break;
+              case ScatterRed::Mul: dst = static_cast<T>(dst * v); break;
+              case ScatterRed::Max: dst = std::max(dst, v); break;
+              case ScatterRed::Min: dst = std::min(dst, v); break;
+            }
+          }
+        }
+      });
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    if (red_ == ScatterRed::Add) return {cot[0]};
+    // Overwritten positions get no gradient: dy with zeros scattered there.
+    return {internal::add_node(std::make_shared<ScatterElements>(axis_, ScatterRed::None),
+                               {cot[0], in[1], zeros_like(in[2])})[0]};
+  }
+
+ private:
+  int axis_;
+  ScatterRed red_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -767,6 +1041,24 @@ Blob pad(Blob x, const std::vector<int64_t>& pads, const std::string& mode, doub
 }
 
 Blob nonzero(Blob x, const std::string& name) { return internal::add_node(std::make_shared<NonZero>(), {x}, name)[0]; }
+
+Blob gather_nd(Blob data, Blob indices, int batch_dims, const std::string& name) {
+  return internal::add_node(std::make_shared<GatherND>(batch_dims), {data, indices}, name)[0];
+}
+
+Blob scatter_elements(Blob data, Blob indices, Blob updates, int axis, const std::string& reduction,
+                      const std::string& name) {
+  ScatterRed r;
+  if (reduction == "none") r = ScatterRed::None;
+  else if (reduction == "add") r = ScatterRed::Add;
+  else if (reduction == "mul") r = ScatterRed::Mul;
+  else if (reduction == "max") r = ScatterRed::Max;
+  else if (reduction == "min") r = ScatterRed::Min;
+  else
+    throw Error("[scatter_elements] reduction must be \"none\", \"add\", \"mul\", \"max\" or \"min\", got \"" +
+                reduction + "\"");
+  return internal::add_node(std::make_shared<ScatterElements>(axis, r), {data, indices, updates}, name)[0];
+}
 
 Blob squeeze(Blob x, const std::vector<int64_t>& axes, const std::string& name) {
   const Shape xs = x.shape();

@@ -50,12 +50,24 @@ void op_split(Importer& I) {
   Blob x = I.in(0);
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
   const int64_t D = x.shape()[ax];
-  if (D < 0) I.need_static(x.shape());
   std::vector<int64_t> parts;
   if (I.opset >= 13 && I.has(1)) parts = I.ints_in(1);
   else if (I.has_attr("split")) parts = I.attr_ints("split", {});
   else if (I.opset < 13 && I.has(1)) parts = I.ints_in(1);
   const int n = I.node->output_size();
+  if (D < 0) {  // an axis known per call: the given sizes as slices (equal parts need its size)
+    if (parts.empty()) I.need_static(x.shape());
+    if (static_cast<int>(parts.size()) != n)
+      I.err("split has " + std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
+    int64_t start = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t p = parts[static_cast<size_t>(i)];
+      if (p < 0 || p > std::numeric_limits<int64_t>::max() / 4 - start) I.err("split size " + std::to_string(p) + " is out of range");
+      if (I.wants(i)) I.out(i, slice(x, {start}, {start + p}, {ax}));
+      start += p;
+    }
+    return;
+  }
   if (parts.empty()) {
     const int64_t ns = I.attr_i("num_outputs", n);
     if (ns <= 0) I.err("no outputs");
@@ -81,6 +93,29 @@ void op_gather(Importer& I) {
   // The engine's gather: numpy.take semantics, negative indices wrap,
   // out-of-range indices are a run-time error; indices may be computed
   // (Embedding) or constant.
+  {  // dims of a shape known at load, picked from Shape of a blob with others known per call
+    const Value& v = I.value(I.iname(0));
+    if (v.dims && I.is_const(1) && I.attr_i("axis", 0) == 0) {
+      const Tensor it = I.cin(1);
+      if (!is_floating(it.dtype())) {
+        const std::vector<int64_t> idx = to_i64(it);
+        const int64_t n = static_cast<int64_t>(v.dims->size());
+        std::vector<int64_t> picked;
+        for (int64_t j : idx) {
+          if (j < -n || j >= n) break;
+          const int64_t d = (*v.dims)[static_cast<size_t>(j < 0 ? j + n : j)];
+          if (d < 0) break;
+          picked.push_back(d);
+        }
+        if (picked.size() == idx.size()) {
+          Tensor t(it.shape(), DType::Int64);
+          std::copy(picked.begin(), picked.end(), t.data<int64_t>());
+          I.out_const(0, t);
+          return;
+        }
+      }
+    }
+  }
   Blob x = I.in(0);
   const int64_t axis = I.attr_i("axis", 0);
   I.axis_of(axis, x.ndim());  // in range; the engine takes a negative axis as it is (as saved)
@@ -156,6 +191,24 @@ void op_trilu(Importer& I) {
   I.out(0, mul(x, constant(make_tensor({R, C}, x.dtype(), m))));
 }
 
+void op_gather_nd(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1);
+  if (idx.dtype() != DType::Int64) I.err(std::string("indices must be int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, gather_nd(x, idx, static_cast<int>(I.attr_i("batch_dims", 0))));
+}
+
+void op_scatter_elements(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1), u = I.in(2);
+  const int64_t axis = I.attr_i("axis", 0);
+  I.axis_of(axis, x.ndim());
+  const std::string red = I.attr_s("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    I.err("reduction must be none, add, mul, max or min, got '" + red + "'");
+  if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
+    I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, scatter_elements(x, idx, u, static_cast<int>(axis), red));
+}
+
 // ---- export ----
 
 // strided_slice -> ONNX Slice itself (the engine's slice follows its
@@ -194,18 +247,30 @@ void export_pad(Exporter& E) {
 
 void indexing_onnx_rows(OpRows& r) {
   r.import_op("Slice", op_slice, true);
-  r.import_op("Split", op_split);
+  r.import_op("Split", op_split, true);
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
-  r.import_op("Pad", op_pad);
+  r.import_op("Pad", op_pad, true);
   r.import_op("Trilu", op_trilu);
   // The count of nonzero elements is known per call (the job runs in segments).
   r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
+  r.import_op("GatherND", op_gather_nd, true);
+  r.import_op("ScatterElements", op_scatter_elements, true);
+  r.import_op("Scatter", op_scatter_elements, true);  // its name before opset 11
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
   r.export_op(OpKind::Split, export_split);
   r.export_op(OpKind::Pad, export_pad);
   r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
+  r.export_op(OpKind::GatherND, [](Exporter& E) {
+    Exporter::set_int(E.add_as("GatherND"), "batch_dims", E.op().attr_int("batch_dims"));
+  });
+  r.export_op(OpKind::ScatterElements, [](Exporter& E) {
+    NodeProto* n = E.add_as("ScatterElements");
+    Exporter::set_int(n, "axis", E.op().attr_int("axis"));
+    const std::string red = E.op().attr_string("reduction");
+    if (red != "none") Exporter::set_string(n, "reduction", red);
+  });
 }
 
 }  // namespace jobflow::onnx

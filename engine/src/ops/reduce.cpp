@@ -32,7 +32,7 @@ using kern::kMaxRank;
 constexpr int64_t kColBlock = 256;  // outputs per stack accumulator block
 constexpr int kMaxThreads = 256;    // partial sums of the full reduction
 
-enum class RedOp { Sum, Mean, Max, SumTo };
+enum class RedOp { Sum, Mean, Max, SumTo, Prod };
 
 template <class T>
 using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -44,6 +44,14 @@ struct SumPolicy {
   static Acc init() { return Acc(0); }
   static Acc step(Acc a, T v) { return a + static_cast<Acc>(v); }
   static Acc merge(Acc a, Acc b) { return a + b; }
+};
+// Products accumulate like sums (float32 in double, integers in int64).
+template <class T>
+struct ProdPolicy {
+  using Acc = SumAcc<T>;
+  static Acc init() { return Acc(1); }
+  static Acc step(Acc a, T v) { return a * static_cast<Acc>(v); }
+  static Acc merge(Acc a, Acc b) { return a * b; }
 };
 template <class T>
 struct MaxPolicy {
@@ -216,6 +224,7 @@ OpKind red_kind(RedOp op) {
     case RedOp::Mean: return OpKind::ReduceMean;
     case RedOp::Max: return OpKind::ReduceMax;
     case RedOp::SumTo: return OpKind::SumTo;
+    case RedOp::Prod: return OpKind::ReduceProd;
   }
   return OpKind::ReduceSum;
 }
@@ -319,6 +328,8 @@ class Reduce final : public Primitive {
       T* y = static_cast<T*>(out[0].raw());
       if (op_ == RedOp::Max) {
         reduce_kernel<MaxPolicy<T>>(x, y, p, n_out, [](T a) { return a; });
+      } else if (op_ == RedOp::Prod) {
+        reduce_kernel<ProdPolicy<T>>(x, y, p, n_out, [](SumAcc<T> a) { return static_cast<T>(a); });
       } else if (op_ == RedOp::Mean) {
         // count 0 gives 0 * inf = NaN, numpy's mean of nothing.
         const double inv = 1.0 / static_cast<double>(p.count);
@@ -358,6 +369,12 @@ class Reduce final : public Primitive {
           if (red[i]) axes.push_back(static_cast<int>(i));
         Blob ties = reduce_sum(mask, axes, true);
         return {mul(mask, div(gk, ties))};
+      }
+      case RedOp::Prod: {
+        // d prod / d x_i = prod / x_i: cheap, exact away from zeros (at a
+        // zero element it is inf or NaN; docs/job-files.md).
+        Blob yk = keepdims_ ? outs[0] : reshape(outs[0], keep);
+        return {div(mul(broadcast_to(gk, xs), yk), x)};
       }
       default: return {Blob()};
     }
@@ -604,6 +621,10 @@ Blob reduce_sum(Blob x, const std::vector<int>& axes, bool keepdims, const std::
 Blob reduce_mean(Blob x, const std::vector<int>& axes, bool keepdims, const std::string& name) {
   return reduce(RedOp::Mean, x, axes, keepdims, name);
 }
+Blob reduce_prod(Blob x, const std::vector<int>& axes, bool keepdims, const std::string& name) {
+  return internal::add_node(std::make_shared<Reduce>(RedOp::Prod, axes, keepdims), {x}, name)[0];
+}
+
 Blob reduce_max(Blob x, const std::vector<int>& axes, bool keepdims, const std::string& name) {
   return reduce(RedOp::Max, x, axes, keepdims, name);
 }

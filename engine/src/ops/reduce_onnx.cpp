@@ -23,7 +23,7 @@ Shape reduce_shape(const Shape& s, const std::vector<int>& axes, bool keep) {
   return r;
 }
 
-enum class Reduction { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSumExp, LogSum };
+enum class Reduction { Sum, Mean, Max, Min, SumSquare, L1, L2, LogSumExp, LogSum, Prod };
 
 void op_reduce(Importer& I, Reduction kind) {
   Blob x = I.in(0);
@@ -65,6 +65,7 @@ void op_reduce(Importer& I, Reduction kind) {
       break;
     }
     case Reduction::LogSum: y = log(reduce_sum(x, ax, keep)); break;
+    case Reduction::Prod: y = reduce_prod(x, ax, keep); break;
   }
   I.out(0, y);
 }
@@ -146,22 +147,25 @@ void export_fill(Exporter& E, double v) {
 }  // namespace
 
 void reduce_onnx_rows(OpRows& r) {
-  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); });
-  r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); });
-  r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); });
-  r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); });
-  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); });
-  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); });
-  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); });
-  r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); });
-  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); });
-  r.import_op("ArgMax", [](Importer& I) { op_argmax(I, false); });
-  r.import_op("ArgMin", [](Importer& I) { op_argmax(I, true); });
-  r.import_op("Expand", op_expand);
+  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); }, true);
+  r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); }, true);
+  r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); }, true);
+  r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); }, true);
+  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); }, true);
+  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); }, true);
+  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); }, true);
+  r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); }, true);
+  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); }, true);
+  // Folded at load when its input is known (numel of a shape: Shape -> ReduceProd).
+  r.import_op("ReduceProd", [](Importer& I) { op_reduce(I, Reduction::Prod); }, true);
+  r.import_op("ArgMax", [](Importer& I) { op_argmax(I, false); }, true);
+  r.import_op("ArgMin", [](Importer& I) { op_argmax(I, true); }, true);
+  r.import_op("Expand", op_expand, true);
 
   r.export_op(OpKind::ReduceSum, [](Exporter& E) { export_reduce(E, "ReduceSum"); });
   r.export_op(OpKind::ReduceMean, [](Exporter& E) { export_reduce(E, "ReduceMean"); });
   r.export_op(OpKind::ReduceMax, [](Exporter& E) { export_reduce(E, "ReduceMax"); });
+  r.export_op(OpKind::ReduceProd, [](Exporter& E) { export_reduce(E, "ReduceProd"); });
   r.export_op(OpKind::SumTo, export_sum_to);
   r.export_op(OpKind::ArgMax, export_argmax);
   r.export_op(OpKind::BroadcastTo, [](Exporter& E) {

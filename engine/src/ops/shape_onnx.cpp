@@ -222,6 +222,10 @@ void op_shape(Importer& I) {
   int64_t st = I.attr_i("start", 0), en = I.attr_i("end", r);
   if (!is_static(s)) {  // known per call: folded when the job is specialized to the call's shapes
     I.out(0, shape_of(I.in(0), st, en));
+    if (st < 0) st += r;
+    if (en < 0) en += r;
+    st = std::clamp<int64_t>(st, 0, r), en = std::clamp<int64_t>(en, std::min(st, r), r);
+    if (I.wants(0)) I.values[I.node->output(0)].dims = Shape(s.begin() + st, s.begin() + en);
     return;
   }
   if (st < 0) st += r;
@@ -307,10 +311,10 @@ void export_slice(Exporter& E) {
 
 void shape_onnx_rows(OpRows& r) {
   r.import_op("Reshape", op_reshape);
-  r.import_op("Flatten", op_flatten);
-  r.import_op("Squeeze", op_squeeze);
-  r.import_op("Unsqueeze", op_unsqueeze);
-  r.import_op("Transpose", op_transpose);
+  r.import_op("Flatten", op_flatten, true);
+  r.import_op("Squeeze", op_squeeze, true);
+  r.import_op("Unsqueeze", op_unsqueeze, true);
+  r.import_op("Transpose", op_transpose, true);
   r.import_op("Concat", op_concat, true);
   r.import_op("Identity", op_identity, true);
   r.import_op("Constant", op_constant);
@@ -318,7 +322,7 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("Shape", op_shape);
   r.import_op("Size", op_size);
   r.import_op("Range", op_range);
-  r.import_op("Tile", op_tile);
+  r.import_op("Tile", op_tile, true);
   r.import_op("DepthToSpace", [](Importer& I) { op_depth_space(I, true); });
   r.import_op("SpaceToDepth", [](Importer& I) { op_depth_space(I, false); });
 
