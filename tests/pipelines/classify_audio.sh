@@ -12,6 +12,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
 
 fail() { echo "FAIL: $*"; exit 1; }
 show() { sed 's/^/    /' "$1"; }
