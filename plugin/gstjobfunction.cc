@@ -263,7 +263,8 @@ GstFlowReturn handle_format(GstJobFunction* self, std::shared_ptr<const OutForma
 
 /* Adaptive batching: whether `next` may run in one call with `first` and
  * the buffers taken after it (`rows` rows so far): the same job, the same
- * dtypes and dims but dim 0, at most `max_batch` rows in all. */
+ * dtypes and dims but dim 0, every placeholder's dim 0 its call's batch,
+ * at most `max_batch` rows in all. */
 bool joins(const Call& first, const Call& next, guint64 rows, guint max_batch) {
   if (next.loaded != first.loaded || next.inputs.size() != first.inputs.size() || next.batch == 0 ||
       rows + next.batch > max_batch)
@@ -272,6 +273,8 @@ bool joins(const Call& first, const Call& next, guint64 rows, guint max_batch) {
     const Tensor& a = first.inputs[i];
     const Tensor& b = next.inputs[i];
     if (a.dtype() != b.dtype() || a.ndim() != b.ndim() || a.ndim() == 0) return false;
+    // Every placeholder's dim 0 is the call's batch (rows), in both.
+    if (a.dim(0) != static_cast<int64_t>(first.batch) || b.dim(0) != static_cast<int64_t>(next.batch)) return false;
     for (int d = 1; d < a.ndim(); ++d)
       if (a.dim(d) != b.dim(d)) return false;
   }
