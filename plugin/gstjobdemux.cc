@@ -118,46 +118,22 @@ SourcePad& source_pad(GstJobDemux* self, guint source) {
 
 /* The caps of a result frame of `source`: the batch's tensors with dim 0
  * divided by `n`, at the framerate of the source's own caps. */
-GstCaps* result_caps(const State& st, guint n, const GstCaps* source_caps) {
-  std::vector<TensorSpec> out = st.in_specs;
-  for (TensorSpec& s : out) s.shape[0] /= n;
+GstCaps* result_caps(const std::vector<TensorSpec>& frame_specs, const GstCaps* source_caps) {
   int fps_n = 0, fps_d = 1;
   if (source_caps && !gst_caps_is_empty(source_caps))
     gst_structure_get_fraction(gst_caps_get_structure(source_caps, 0), "framerate", &fps_n, &fps_d);
-  return jobflow::gst::caps_from_specs(out, fps_n, fps_d);
-}
-
-bool check_split(GstJobDemux* self, guint n) {
-  const std::vector<TensorSpec>& specs = self->impl->state.in_specs;
-  for (size_t t = 0; t < specs.size(); ++t) {
-    if (specs[t].shape.empty() || specs[t].shape[0] % n != 0) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Tensor %zu of shape %s cannot be split into the batch's %u frames along dim 0", t,
-                         jobflow::shape_str(specs[t].shape).c_str(), n),
-                        ("batch size from JobflowMuxMeta"));
-      return false;
-    }
-  }
-  return true;
+  return jobflow::gst::caps_from_specs(frame_specs, fps_n, fps_d);
 }
 
 /* Frame `i` of `batch` for its source's pad. */
-GstBuffer* frame_buffer(GstJobDemux* self, GstBuffer* batch, const JobflowMuxMeta* mm, const JobflowBatchMeta* bm,
-                        guint i, Output output, const std::vector<size_t>& bytes) {
+GstBuffer* frame_buffer(GstBuffer* batch, const JobflowMuxMeta* mm, const JobflowBatchMeta* bm,
+                        guint i, Output output, const jobflow::gst::BatchSplit& split) {
   const guint n = mm->batch_size;
   GstBuffer* out;
   if (output == kOutputFrames) {
     out = gst_buffer_copy(mm->frames[i]);  // shares the memories; its metas and timestamps as they were
   } else {
-    out = gst_buffer_new();
-    size_t offset = 0;
-    for (const size_t b : bytes) {
-      const size_t fb = b / n;
-      GstBuffer* region = gst_buffer_copy_region(batch, GST_BUFFER_COPY_MEMORY, offset + i * fb, fb);
-      gst_buffer_append_memory(out, gst_buffer_get_all_memory(region));
-      gst_buffer_unref(region);
-      offset += b;
-    }
+    out = jobflow::gst::frame_slices(batch, split, i, n);
     if (bm && i < bm->batch_size) {
       GST_BUFFER_PTS(out) = bm->pts[i];
       GST_BUFFER_DTS(out) = bm->dts[i];
@@ -173,9 +149,7 @@ GstBuffer* frame_buffer(GstJobDemux* self, GstBuffer* batch, const JobflowMuxMet
     if (mm->frames[i])
       jobflow::gst::copy_metas_except(out, mm->frames[i], {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_MUX_META_API_TYPE,
                                                             JOBFLOW_BATCH_META_API_TYPE});
-    std::vector<TensorSpec> specs = self->impl->state.in_specs;
-    for (TensorSpec& s : specs) s.shape[0] /= n;
-    jobflow::gst::add_tensor_meta(out, specs);
+    jobflow::gst::add_tensor_meta(out, split.frame_specs);
   }
   JobflowMuxMeta* one = jobflow_buffer_get_mux_meta(out);
   if (one) gst_buffer_remove_meta(out, reinterpret_cast<GstMeta*>(one));
@@ -202,18 +176,11 @@ GstFlowReturn split(GstJobDemux* self, GstBuffer* batch) {
   const JobflowBatchMeta* bm = jobflow_buffer_get_batch_meta(batch);
   const Output output = p.settings.get(&Settings::output);
   const guint n = mm->batch_size;
-  std::vector<size_t> bytes;
+  jobflow::gst::BatchSplit split;
   if (output == kOutputResults) {
-    if (!check_split(self, n)) return GST_FLOW_ERROR;
-    size_t total = 0;
-    for (const TensorSpec& s : st.in_specs) {
-      bytes.push_back(jobflow::gst::spec_bytes(s));
-      total += bytes.back();
-    }
-    if (gst_buffer_get_size(batch) != total) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Buffer has %" G_GSIZE_FORMAT " bytes, the caps say %zu", gst_buffer_get_size(batch), total),
-                        (nullptr));
+    const std::string why = jobflow::gst::plan_split(batch, st.in_specs, n, &split);
+    if (!why.empty()) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("%s", why.c_str()), ("batch size from JobflowMuxMeta"));
       return GST_FLOW_ERROR;
     }
   }
@@ -222,7 +189,7 @@ GstFlowReturn split(GstJobDemux* self, GstBuffer* batch) {
     if (output == kOutputFrames && !mm->frames[i]) continue;
     SourcePad& sp = source_pad(self, mm->source_id[i]);
     GstCaps* caps = output == kOutputFrames ? (mm->caps[i] ? gst_caps_ref(mm->caps[i]) : nullptr)
-                                            : result_caps(st, n, mm->caps[i]);
+                                            : result_caps(split.frame_specs, mm->caps[i]);
     if (caps) {
       GstCaps* cur = gst_pad_get_current_caps(sp.pad);
       if (!cur || !gst_caps_is_equal(cur, caps)) gst_pad_push_event(sp.pad, gst_event_new_caps(caps));
@@ -235,7 +202,7 @@ GstFlowReturn split(GstJobDemux* self, GstBuffer* batch) {
       gst_pad_push_event(sp.pad, gst_event_new_segment(&seg));
       sp.need_segment = false;
     }
-    GstBuffer* out = frame_buffer(self, batch, mm, bm, i, output, bytes);
+    GstBuffer* out = frame_buffer(batch, mm, bm, i, output, split);
     const GstFlowReturn r = gst_pad_push(sp.pad, out);
     ret = gst_flow_combiner_update_pad_flow(p.combiner, sp.pad, r);
   }

@@ -33,8 +33,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,7 @@ enum {
   PROP_SAVE_INTERVAL,
   PROP_DEVICE,
   PROP_MAX_IN_FLIGHT,
+  PROP_MAX_BATCH,
   PROP_LOSS,
   PROP_OPTIMIZER,
   PROP_MESSAGE_INTERVAL,
@@ -258,21 +261,107 @@ GstFlowReturn handle_format(GstJobFunction* self, std::shared_ptr<const OutForma
   return GST_FLOW_OK;
 }
 
+/* Adaptive batching: whether `next` may run in one call with `first` and
+ * the buffers taken after it (`rows` rows so far): the same job, the same
+ * dtypes and dims but dim 0, every placeholder's dim 0 its call's batch,
+ * at most `max_batch` rows in all. */
+bool joins(const Call& first, const Call& next, guint64 rows, guint max_batch) {
+  if (next.loaded != first.loaded || next.inputs.size() != first.inputs.size() || next.batch == 0 ||
+      rows + next.batch > max_batch)
+    return false;
+  for (size_t i = 0; i < next.inputs.size(); ++i) {
+    const Tensor& a = first.inputs[i];
+    const Tensor& b = next.inputs[i];
+    if (a.dtype() != b.dtype() || a.ndim() != b.ndim() || a.ndim() == 0) return false;
+    // Every placeholder's dim 0 is the call's batch (rows), in both.
+    if (a.dim(0) != static_cast<int64_t>(first.batch) || b.dim(0) != static_cast<int64_t>(next.batch)) return false;
+    for (int d = 1; d < a.ndim(); ++d)
+      if (a.dim(d) != b.dim(d)) return false;
+  }
+  return true;
+}
+
+/* The calls' inputs, one tensor per placeholder, concatenated along dim 0
+ * (`rows` rows in all; a copy). */
+std::vector<Tensor> concat_inputs(const std::vector<const Call*>& calls, guint64 rows) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < calls[0]->inputs.size(); ++i) {
+    jobflow::Shape shape = calls[0]->inputs[i].shape();
+    shape[0] = static_cast<int64_t>(rows);
+    Tensor t(shape, calls[0]->inputs[i].dtype());
+    auto* dst = static_cast<unsigned char*>(t.raw());
+    for (const Call* c : calls) {
+      const size_t n = c->inputs[i].nbytes();
+      if (n) std::memcpy(dst, c->inputs[i].raw(), n);
+      dst += n;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/* Rows [begin, begin + n) of each result of a call of `rows` rows: views
+ * sharing the result's storage (no copy). */
+std::vector<Tensor> result_rows(const std::vector<Tensor>& result, guint64 begin, guint64 n, guint64 rows) {
+  std::vector<Tensor> out;
+  for (const Tensor& r : result) {
+    jobflow::Shape shape = r.shape();
+    shape[0] = static_cast<int64_t>(n);
+    const size_t row_bytes = r.nbytes() / rows;
+    out.push_back(Tensor::wrap(static_cast<unsigned char*>(r.raw()) + begin * row_bytes, std::move(shape), r.dtype(),
+                               r.storage()));
+  }
+  return out;
+}
+
 /* Runs a buffer's call on this thread (after the calls before it), saves
  * the checkpoint on a train job's save-interval steps, reports the step
- * and pushes the result. */
+ * and pushes the result. With a dynamic-batch job (LoadedJob::
+ * dynamic_batch) and max-batch > 1, the buffers queued behind it that fit
+ * join the call (adaptive batching): their inputs are concatenated along
+ * dim 0, and each gets its rows of the results, reported and pushed as if
+ * it had run alone. */
 GstFlowReturn handle_buffer(GstJobFunction* self, SerialQueue::Item& item) {
   Impl& p = *self->impl;
   if (!item.data) return gst_pad_push(self->srcpad, std::exchange(item.buffer, nullptr));  // an empty GAP buffer
   const Call& call = static_cast<const Call&>(*item.data);
   const LoadedJob& l = *call.loaded;
+  std::vector<SerialQueue::Item> more;
+  guint64 rows = call.batch;
+  const guint max_batch = p.settings.get(&FunctionSettings::max_batch);
+  if (l.dynamic_batch && max_batch > 1 && call.batch > 0 && call.batch < max_batch)
+    more = p.queue.take_buffers([&](const SerialQueue::Item& next) {
+      if (!next.data) return false;  // an empty GAP buffer
+      const Call& c = static_cast<const Call&>(*next.data);
+      if (!joins(call, c, rows, max_batch)) return false;
+      rows += c.batch;
+      return true;
+    });
+  std::vector<SerialQueue::Item*> frames{&item};
+  std::vector<const Call*> calls{&call};
+  for (SerialQueue::Item& m : more) {
+    frames.push_back(&m);
+    calls.push_back(static_cast<const Call*>(m.data.get()));
+  }
   std::vector<Tensor> result;
   try {
-    result = l.job->run_here(call.inputs);
+    result = l.job->run_here(more.empty() ? call.inputs : concat_inputs(calls, rows));
+    for (size_t i = 0; i < result.size() && !more.empty(); ++i)
+      if (result[i].ndim() == 0 || static_cast<guint64>(result[i].dim(0)) != rows)
+        throw std::runtime_error("[jobfunction] adaptive batching: return '" + l.job->signature().output_names.at(i) +
+                                 "' has shape " + jobflow::shape_str(result[i].shape()) + " for a call of " +
+                                 std::to_string(rows) + " rows: its dim 0 is not the batch (set max-batch=1)");
   } catch (const std::exception& e) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED,
-                      ("job '%s' failed at call %" G_GUINT64_FORMAT, l.job->signature().job_name.c_str(), call.step),
-                      ("%s", e.what()));
+    if (more.empty())
+      GST_ELEMENT_ERROR(self, STREAM, FAILED,
+                        ("job '%s' failed at call %" G_GUINT64_FORMAT, l.job->signature().job_name.c_str(), call.step),
+                        ("%s", e.what()));
+    else
+      GST_ELEMENT_ERROR(self, STREAM, FAILED,
+                        ("job '%s' failed at buffers %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT
+                         " (one call of %" G_GUINT64_FORMAT " rows, max-batch=%u)",
+                         l.job->signature().job_name.c_str(), call.step, calls.back()->step, rows, max_batch),
+                        ("%s", e.what()));
     return GST_FLOW_ERROR;
   }
   const int64_t job_step = p.metrics.writing() ? l.job->steps_run() : 0;  // this task is the job's only caller
@@ -283,12 +372,21 @@ GstFlowReturn handle_buffer(GstJobFunction* self, SerialQueue::Item& item) {
     const guint interval = p.settings.get(&FunctionSettings::save_interval);
     if (interval != 0 && call.step % interval == 0 && !save_or_post(self, *l.job, false)) return GST_FLOW_ERROR;
   }
-  if (!report_step(self, call, result, item.arrival_us, job_step)) return GST_FLOW_ERROR;
-  const GstFlowReturn caps_ret = push_result_caps(self, result);
-  if (caps_ret != GST_FLOW_OK) return caps_ret;
-  GstBuffer* out = output_buffer(item.buffer, result, p.out && p.out->mode == OutFormat::Flexible);
-  item.release();  // the input's memories (and the call's views of them)
-  return gst_pad_push(self->srcpad, out);
+  const bool flexible = p.out && p.out->mode == OutFormat::Flexible;
+  guint64 begin = 0;
+  for (size_t f = 0; f < frames.size(); ++f) {
+    const Call& c = *calls[f];
+    const std::vector<Tensor> mine = more.empty() ? std::move(result) : result_rows(result, begin, c.batch, rows);
+    begin += c.batch;
+    if (!report_step(self, c, mine, frames[f]->arrival_us, job_step)) return GST_FLOW_ERROR;
+    const GstFlowReturn caps_ret = push_result_caps(self, mine);
+    if (caps_ret != GST_FLOW_OK) return caps_ret;
+    GstBuffer* out = output_buffer(frames[f]->buffer, mine, flexible);
+    frames[f]->release();  // the input's memories (and the call's views of them)
+    const GstFlowReturn ret = gst_pad_push(self->srcpad, out);
+    if (ret != GST_FLOW_OK) return ret;
+  }
+  return GST_FLOW_OK;
 }
 
 GstFlowReturn handle_item(GstJobFunction* self, SerialQueue::Item& item) {
@@ -379,6 +477,14 @@ bool enqueue_out_format(GstJobFunction* self, const jobflow::Signature& sig, int
   return p.queue.push_event(caps) == GST_FLOW_OK;
 }
 
+/* Buffers that may wait in the queue: max-in-flight, or max-batch when
+ * larger and the job `l` batches adaptively (so that a batch can fill up
+ * while a call runs). */
+guint queue_limit(GstJobFunction* self, const std::shared_ptr<const LoadedJob>& l) {
+  const FunctionSettings s = self->impl->settings.copy();
+  return l && l->dynamic_batch ? std::max(s.max_in_flight, s.max_batch) : s.max_in_flight;
+}
+
 /* Applies a `job`/`checkpoint` change made while streaming. Chain thread. */
 bool apply_reload(GstJobFunction* self) {
   Impl& p = *self->impl;
@@ -406,6 +512,7 @@ bool apply_reload(GstJobFunction* self) {
     if ((!old || old->job->signature().outputs != sig.outputs) && !enqueue_out_format(self, sig, p.fps_n, p.fps_d))
       return false;
   }
+  p.queue.set_limit(queue_limit(self, l));
   set_current(self, l);
   GST_INFO_OBJECT(self, "reloaded job %s, checkpoint %s", s.job.c_str(), s.checkpoint.c_str());
   post_structure(self, gst_structure_new(JOBFLOW_RELOAD_MESSAGE_NAME, "job", G_TYPE_STRING, s.job.c_str(), "checkpoint",
@@ -589,8 +696,9 @@ gboolean src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
 }
 
 gboolean src_activate_mode(GstPad*, GstObject* parent, GstPadMode mode, gboolean active) {
-  Impl& p = *GST_JOB_FUNCTION(parent)->impl;
-  if (active) p.queue.set_limit(p.settings.get(&FunctionSettings::max_in_flight));
+  GstJobFunction* self = GST_JOB_FUNCTION(parent);
+  Impl& p = *self->impl;
+  if (active) p.queue.set_limit(queue_limit(self, current(self)));
   return p.queue.activate(mode, active);
 }
 
@@ -619,6 +727,7 @@ void set_property(GObject* object, guint prop_id, const GValue* value, GParamSpe
       case PROP_OPTIMIZER: s.optimizer = str(); break;
       case PROP_SAVE_INTERVAL: s.save_interval = g_value_get_uint(value); break;
       case PROP_MAX_IN_FLIGHT: s.max_in_flight = g_value_get_uint(value); break;
+      case PROP_MAX_BATCH: s.max_batch = g_value_get_uint(value); break;
       case PROP_MESSAGE_INTERVAL: s.message_interval = g_value_get_uint(value); break;
       case PROP_NUM_THREADS: s.num_threads = g_value_get_uint(value); break;
       case PROP_PRECISION:
@@ -654,6 +763,7 @@ void get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* psp
       case PROP_OPTIMIZER: g_value_set_string(value, opt(s.optimizer)); break;
       case PROP_SAVE_INTERVAL: g_value_set_uint(value, s.save_interval); break;
       case PROP_MAX_IN_FLIGHT: g_value_set_uint(value, s.max_in_flight); break;
+      case PROP_MAX_BATCH: g_value_set_uint(value, s.max_batch); break;
       case PROP_MESSAGE_INTERVAL: g_value_set_uint(value, s.message_interval); break;
       case PROP_NUM_THREADS: g_value_set_uint(value, s.num_threads); break;
       case PROP_PRECISION: g_value_set_enum(value, s.precision); break;
@@ -765,6 +875,15 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
                         "Buffers waiting in the queue besides the one the element's task computes and pushes; "
                         "upstream blocks beyond it",
                         1, 1024, jobflow::gst::kDefaultMaxInFlight, rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_BATCH,
+      g_param_spec_uint("max-batch", "Max batch",
+                        "Adaptive batching, for predict jobs whose placeholders and returns all have a dim 0 known "
+                        "per call: the buffers queued while a call runs are taken as one call of at most this many "
+                        "rows (dim 0) in all, and each gets its rows of the results with its own timestamps and "
+                        "metas. Only what is queued already is taken (no waiting). Up to this many buffers may then "
+                        "queue (max-in-flight when larger). 1 = one call per buffer; other jobs ignore it",
+                        1, 65536, jobflow::gst::kDefaultMaxBatch, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_LOSS,
       g_param_spec_enum("loss", "Loss",

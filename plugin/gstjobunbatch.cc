@@ -68,25 +68,8 @@ void push_pending_events(GstJobUnbatch* self) {
   for (GstEvent* e : events) gst_pad_push_event(self->srcpad, e);
 }
 
-bool check_split(GstJobUnbatch* self, guint n) {
-  const std::vector<TensorSpec>& specs = self->impl->state.in_specs;
-  for (size_t t = 0; t < specs.size(); ++t) {
-    const TensorSpec& s = specs[t];
-    if (s.shape.empty() || s.shape[0] % n != 0) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Tensor %zu of shape %s cannot be split into %u frames along dim 0", t,
-                         jobflow::shape_str(s.shape).c_str(), n),
-                        ("batch size from %s", "JobflowBatchMeta or the batch-size property"));
-      return false;
-    }
-  }
-  return true;
-}
-
-bool push_caps(GstJobUnbatch* self, guint n) {
+bool push_caps(GstJobUnbatch* self, guint n, std::vector<TensorSpec> out) {
   State& st = self->impl->state;
-  std::vector<TensorSpec> out = st.in_specs;
-  for (TensorSpec& s : out) s.shape[0] /= n;
   int fps_n = 0, fps_d = 1, out_n = 0, out_d = 1;
   GstCaps* in_caps = gst_pad_get_current_caps(self->sinkpad);
   if (in_caps) {
@@ -109,20 +92,11 @@ bool push_caps(GstJobUnbatch* self, guint n) {
 
 /* The frames of `buf` (n slots, the first `valid` real), pushed in order. */
 GstFlowReturn push_frames(GstJobUnbatch* self, GstBuffer* buf, const JobflowBatchMeta* meta, guint n, guint valid,
-                          const std::vector<size_t>& bytes) {
-  const State& st = self->impl->state;
+                          const jobflow::gst::BatchSplit& split) {
   const GstClockTime pts = GST_BUFFER_PTS(buf), dur = GST_BUFFER_DURATION(buf);
   GstFlowReturn ret = GST_FLOW_OK;
   for (guint i = 0; i < valid && ret == GST_FLOW_OK; ++i) {
-    GstBuffer* out = gst_buffer_new();
-    size_t offset = 0;
-    for (const size_t b : bytes) {
-      const size_t fb = b / n;
-      GstBuffer* region = gst_buffer_copy_region(buf, GST_BUFFER_COPY_MEMORY, offset + i * fb, fb);
-      gst_buffer_append_memory(out, gst_buffer_get_all_memory(region));  // shares, or merges when split
-      gst_buffer_unref(region);
-      offset += b;
-    }
+    GstBuffer* out = jobflow::gst::frame_slices(buf, split, i, n);
     if (meta) {
       GST_BUFFER_PTS(out) = meta->pts[i];
       GST_BUFFER_DTS(out) = meta->dts[i];
@@ -133,7 +107,7 @@ GstFlowReturn push_frames(GstJobUnbatch* self, GstBuffer* buf, const JobflowBatc
       GST_BUFFER_PTS(out) = pts + step * i;
       if (GST_CLOCK_TIME_IS_VALID(dur)) GST_BUFFER_DURATION(out) = step;
     }
-    jobflow::gst::add_tensor_meta(out, st.out_specs);
+    jobflow::gst::add_tensor_meta(out, split.frame_specs);
     ret = gst_pad_push(self->srcpad, out);
   }
   return ret;
@@ -156,21 +130,15 @@ GstFlowReturn split(GstJobUnbatch* self, GstBuffer* buf) {
   }
   if (meta && prop_n != 0 && prop_n != n)
     GST_WARNING_OBJECT(self, "batch-size=%u but the buffer's meta says %u: using the meta", prop_n, n);
-  if (!check_split(self, n)) return GST_FLOW_ERROR;
-  std::vector<size_t> bytes;
-  size_t total = 0;
-  for (const TensorSpec& s : st.in_specs) {
-    bytes.push_back(jobflow::gst::spec_bytes(s));
-    total += bytes.back();
-  }
-  if (gst_buffer_get_size(buf) != total) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                      ("Buffer has %" G_GSIZE_FORMAT " bytes, the caps say %zu", gst_buffer_get_size(buf), total),
-                      (nullptr));
+  jobflow::gst::BatchSplit split;
+  const std::string why = jobflow::gst::plan_split(buf, st.in_specs, n, &split);
+  if (!why.empty()) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("%s", why.c_str()),
+                      ("batch size from %s", meta ? "JobflowBatchMeta" : "the batch-size property"));
     return GST_FLOW_ERROR;
   }
-  if (st.caps_batch_size != n && !push_caps(self, n)) return GST_FLOW_NOT_NEGOTIATED;
-  return push_frames(self, buf, meta, n, meta ? std::min(meta->valid, n) : n, bytes);
+  if (st.caps_batch_size != n && !push_caps(self, n, split.frame_specs)) return GST_FLOW_NOT_NEGOTIATED;
+  return push_frames(self, buf, meta, n, meta ? std::min(meta->valid, n) : n, split);
 }
 
 GstFlowReturn chain(GstPad*, GstObject* parent, GstBuffer* buf) {

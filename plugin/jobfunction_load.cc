@@ -7,6 +7,7 @@
 #include <jobflow/backend.h>
 #include <jobflow/onnx.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 
@@ -167,6 +168,14 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
   if (sig.outputs.empty()) throw LoadError{"job", s.job, "the job returns nothing: there is nothing to push"};
   for (const TensorSpec& t : sig.inputs) l->in_ranks.push_back(t.shape.size());
   for (const TensorSpec& t : sig.outputs) l->out_ranks.push_back(t.shape.size());
+  /* Adaptive batching: a predict job whose placeholders and returns all
+   * have dim 0 known per call (the batch). */
+  auto dynamic_batch = [](const std::vector<TensorSpec>& specs) {
+    return !specs.empty() && std::all_of(specs.begin(), specs.end(), [](const TensorSpec& t) {
+      return !t.shape.empty() && t.shape[0] == kDynamic;
+    });
+  };
+  l->dynamic_batch = !l->train && dynamic_batch(sig.inputs) && dynamic_batch(sig.outputs);
   /* What the job declares, not what its returns look like. */
   if (l->train) l->loss_index = sig.loss_output;
   l->labels_index = sig.accuracy_labels;

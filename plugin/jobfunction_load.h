@@ -37,6 +37,7 @@ const char* function_precision_nick(FunctionPrecision precision);
 constexpr guint kDefaultMaxInFlight = 2;
 constexpr guint kDefaultSaveInterval = 0;
 constexpr guint kDefaultMessageInterval = 1;
+constexpr guint kDefaultMaxBatch = 8;
 
 /* jobfunction's properties. */
 struct FunctionSettings {
@@ -47,6 +48,7 @@ struct FunctionSettings {
   FunctionLoss loss = kLossNone;
   std::string optimizer;
   guint max_in_flight = kDefaultMaxInFlight;
+  guint max_batch = kDefaultMaxBatch;
   guint save_interval = kDefaultSaveInterval;
   guint message_interval = kDefaultMessageInterval;
   guint num_threads = 0;
@@ -60,6 +62,9 @@ struct LoadedJob {
   std::string job_path, checkpoint;  // what it was loaded from
   bool train = false;
   std::vector<size_t> in_ranks, out_ranks;
+  /* A predict job whose placeholders and returns all have a dim 0 known
+   * per call: buffers that queue up may run as one call (max-batch). */
+  bool dynamic_batch = false;
   /* Train jobs: the return that is the loss (Signature::loss_output). */
   int loss_index = -1;
   /* The returns the job declares its accuracy (Signature::accuracy_*). */

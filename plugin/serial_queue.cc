@@ -187,6 +187,18 @@ GstFlowReturn SerialQueue::forward_event(GstEvent* event, std::shared_ptr<const 
   return GST_FLOW_OK;
 }
 
+std::vector<SerialQueue::Item> SerialQueue::take_buffers(const std::function<bool(const Item&)>& take) {
+  std::vector<Item> taken;
+  std::lock_guard<std::mutex> lk(mu_);
+  while (!flushing_ && !items_.empty() && items_.front().buffer && take(items_.front())) {
+    taken.push_back(std::move(items_.front()));
+    items_.pop_front();
+    queued_buffers_--;
+  }
+  if (!taken.empty()) notify();  // slots for upstream
+  return taken;
+}
+
 void SerialQueue::task(gpointer self) { static_cast<SerialQueue*>(self)->iterate(); }
 
 void SerialQueue::iterate() {

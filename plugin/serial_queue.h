@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace jobflow::gst {
 
@@ -107,6 +108,12 @@ class SerialQueue {
    * src pad flushes goes back to the head of the queue (FLUSH_STOP keeps it
    * then) and gives FLUSHING. */
   GstFlowReturn forward_event(GstEvent* event, std::shared_ptr<const ItemData> data = nullptr);
+  /* Takes the buffers at the head of the queue, in order, while `take`
+   * accepts them (called with the queue's lock held: keep it short, no
+   * GStreamer calls that may block); stops at the first event, note or
+   * refused buffer. Never waits: only what is queued already (jobfunction's
+   * adaptive batching). The slots they held are free for upstream. */
+  std::vector<Item> take_buffers(const std::function<bool(const Item&)>& take);
   /* Calls Handler::wake at this monotonic time (us) unless an item comes
    * first; 0 = never. */
   void wake_at(gint64 monotonic_us) { wake_us_ = monotonic_us; }

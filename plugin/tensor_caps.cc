@@ -508,6 +508,37 @@ size_t spec_bytes(const TensorSpec& spec) {
   return static_cast<size_t>(numel(spec.shape)) * dtype_size(spec.dtype);
 }
 
+std::string plan_split(GstBuffer* buf, const std::vector<TensorSpec>& specs, guint n, BatchSplit* split) {
+  split->frame_specs = specs;
+  split->bytes.clear();
+  size_t total = 0;
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const TensorSpec& s = specs[t];
+    if (n == 0 || s.shape.empty() || s.shape[0] % n != 0)
+      return "Tensor " + std::to_string(t) + " of shape " + shape_str(s.shape) + " cannot be split into " +
+             std::to_string(n) + " frames along dim 0";
+    split->frame_specs[t].shape[0] /= n;
+    split->bytes.push_back(spec_bytes(s));
+    total += split->bytes.back();
+  }
+  if (gst_buffer_get_size(buf) != total)
+    return "Buffer has " + std::to_string(gst_buffer_get_size(buf)) + " bytes, the caps say " + std::to_string(total);
+  return "";
+}
+
+GstBuffer* frame_slices(GstBuffer* batch, const BatchSplit& split, guint i, guint n) {
+  GstBuffer* out = gst_buffer_new();
+  size_t offset = 0;
+  for (const size_t b : split.bytes) {
+    const size_t fb = b / n;
+    GstBuffer* region = gst_buffer_copy_region(batch, GST_BUFFER_COPY_MEMORY, offset + i * fb, fb);
+    gst_buffer_append_memory(out, gst_buffer_get_all_memory(region));  // shares, or merges when split
+    gst_buffer_unref(region);
+    offset += b;
+  }
+  return out;
+}
+
 GstBuffer* new_tensor_buffer(size_t bytes) {
   GstAllocationParams params;
   gst_allocation_params_init(&params);

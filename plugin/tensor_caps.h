@@ -92,4 +92,18 @@ size_t spec_bytes(const TensorSpec& spec);
  * tensors are. */
 GstBuffer* new_tensor_buffer(size_t bytes);
 
+/* A batch buffer's split into its frames along dim 0 (jobunbatch,
+ * jobdemux): each frame's specs and each tensor's bytes in the batch. */
+struct BatchSplit {
+  std::vector<TensorSpec> frame_specs;  // the batch's, dim 0 divided by the frames
+  std::vector<size_t> bytes;            // per tensor, all frames
+};
+/* Plans splitting `buf`, tensors `specs`, into `n` frames: "" and *split,
+ * or why not (a tensor whose dim 0 does not divide by n, naming it and its
+ * shape; a buffer whose size is not the specs'). */
+std::string plan_split(GstBuffer* buf, const std::vector<TensorSpec>& specs, guint n, BatchSplit* split);
+/* Frame `i` of the `n` in `batch`: a new buffer holding the frame's slice
+ * of each tensor (memories shared, no copy); no timestamps, no metas. */
+GstBuffer* frame_slices(GstBuffer* batch, const BatchSplit& split, guint i, guint n);
+
 }  // namespace jobflow::gst

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <array>
 #include <random>
 #include <future>
 #include <limits>
@@ -327,21 +328,29 @@ std::string find_file(const std::string& dir, const std::string& base) {
 }
 
 // Cuts (N, H, W) uint8 images and (N,) uint8 labels into full batches.
-Dataset make_batches(const Tensor& images, const Tensor& labels, int64_t batch, const char* split,
-                     const std::string& ipath, const std::string& lpath) {
+/* The checks of make_batches: uint8 (N, H, W) images, (N,) labels, a batch
+ * no larger than N. */
+void check_split(const Tensor& images, const Tensor& labels, int64_t batch, const char* split,
+                 const std::string& ipath, const std::string& lpath) {
   if (images.dtype() != DType::UInt8 || images.ndim() != 3)
     throw Error("[load_mnist] " + ipath + ": expected (N, H, W) unsigned bytes, got " +
                 shape_str(images.shape()) + " " + dtype_name(images.dtype()));
   if (labels.dtype() != DType::UInt8 || labels.ndim() != 1)
     throw Error("[load_mnist] " + lpath + ": expected (N,) unsigned bytes, got " + shape_str(labels.shape()) +
                 " " + dtype_name(labels.dtype()));
-  const int64_t n = images.dim(0), h = images.dim(1), w = images.dim(2);
+  const int64_t n = images.dim(0);
   if (labels.dim(0) != n)
     throw Error("[load_mnist] " + ipath + " has " + std::to_string(n) + " images but " + lpath + " has " +
                 std::to_string(labels.dim(0)) + " labels");
   if (batch > n)
     throw Error(std::string("[load_mnist] ") + split + " batch size " + std::to_string(batch) +
                 " is larger than the " + std::to_string(n) + " " + split + " samples");
+}
+
+Dataset make_batches(const Tensor& images, const Tensor& labels, int64_t batch, const char* split,
+                     const std::string& ipath, const std::string& lpath) {
+  check_split(images, labels, batch, split, ipath, lpath);
+  const int64_t n = images.dim(0), h = images.dim(1), w = images.dim(2);
   const int64_t nb = n / batch, per = h * w;
   Dataset ds;
   ds.images.reserve(nb);
@@ -543,17 +552,25 @@ std::string default_mnist_dir() {
   return "/usr/share/datasets/fashion-mnist";
 }
 
-Mnist load_mnist(int64_t train_batch, int64_t test_batch, const std::string& dir_in) {
+namespace {
+
+/* load_mnist's checks and the four files' paths. */
+std::array<std::string, 4> mnist_files(int64_t train_batch, int64_t& test_batch, const std::string& dir_in,
+                                       const char* where) {
   if (test_batch == 0) test_batch = train_batch;
   if (train_batch <= 0 || test_batch < 0)
-    throw Error("[load_mnist] batch sizes must be positive, got train_batch=" + std::to_string(train_batch) +
-                " test_batch=" + std::to_string(test_batch));
+    throw Error(std::string("[") + where + "] batch sizes must be positive, got train_batch=" +
+                std::to_string(train_batch) + " test_batch=" + std::to_string(test_batch));
   const std::string dir = dir_in.empty() ? default_mnist_dir() : dir_in;
-  if (!is_dir(dir)) throw Error("[load_mnist] " + dir + " does not exist; " + kInstallHint);
-  const std::string paths[4] = {find_file(dir, "train-images-idx3-ubyte"),
-                                find_file(dir, "train-labels-idx1-ubyte"),
-                                find_file(dir, "t10k-images-idx3-ubyte"),
-                                find_file(dir, "t10k-labels-idx1-ubyte")};
+  if (!is_dir(dir)) throw Error(std::string("[") + where + "] " + dir + " does not exist; " + kInstallHint);
+  return {find_file(dir, "train-images-idx3-ubyte"), find_file(dir, "train-labels-idx1-ubyte"),
+          find_file(dir, "t10k-images-idx3-ubyte"), find_file(dir, "t10k-labels-idx1-ubyte")};
+}
+
+}  // namespace
+
+Mnist load_mnist(int64_t train_batch, int64_t test_batch, const std::string& dir_in) {
+  const std::array<std::string, 4> paths = mnist_files(train_batch, test_batch, dir_in, "load_mnist");
   // Decode the two image files in parallel (they are >99% of the work), and
   // batch each split as soon as its files are read.
   auto split = [&](int k, int64_t batch, const char* name) {
@@ -568,6 +585,59 @@ Mnist load_mnist(int64_t train_batch, int64_t test_batch, const std::string& dir
   return out;
 }
 
+RawMnist load_mnist_raw(int64_t train_batch, int64_t test_batch, const std::string& dir_in) {
+  const std::array<std::string, 4> paths = mnist_files(train_batch, test_batch, dir_in, "load_mnist");
+  auto split = [&](int k, int64_t batch, const char* name) {
+    RawSplit r;
+    r.labels = read_idx(paths[k + 1]);
+    r.images = read_idx(paths[k]);
+    check_split(r.images, r.labels, batch, name, paths[k], paths[k + 1]);
+    r.batch_size = batch;
+    return r;
+  };
+  auto test = std::async(std::launch::async, split, 2, test_batch, "test");
+  RawMnist out;
+  out.train = split(0, train_batch, "train");
+  out.test = test.get();
+  return out;
+}
+
+int64_t RawSplit::batches() const { return batch_size > 0 && images.ndim() == 3 ? images.dim(0) / batch_size : 0; }
+
+std::pair<Tensor, Tensor> RawSplit::batch(int64_t i, const std::vector<int64_t>& order) const {
+  const int64_t nb = batches();
+  if (i < 0 || i >= nb)
+    throw Error("[RawSplit::batch] batch " + std::to_string(i) + " of " + std::to_string(nb));
+  if (!order.empty() && static_cast<int64_t>(order.size()) != samples())
+    throw Error("[RawSplit::batch] an order of " + std::to_string(order.size()) + " samples for " +
+                std::to_string(samples()));
+  const int64_t B = batch_size, h = images.dim(1), w = images.dim(2), per = h * w;
+  Tensor img({B, 1, h, w}, DType::Float32);
+  Tensor lab({B}, DType::Int32);
+  float* dst = img.data<float>();
+  int32_t* ld = lab.data<int32_t>();
+  const uint8_t* px = images.data<uint8_t>();
+  const uint8_t* lb = labels.data<uint8_t>();
+  for (int64_t k = 0; k < B; ++k) {
+    const int64_t src = order.empty() ? i * B + k : order[static_cast<size_t>(i * B + k)];
+    if (src < 0 || src >= samples())
+      throw Error("[RawSplit::batch] sample " + std::to_string(src) + " of " + std::to_string(samples()));
+    const uint8_t* s = px + src * per;
+    // x.astype(float32) / 255.0 — as make_batches.
+    for (int64_t p = 0; p < per; ++p) dst[k * per + p] = static_cast<float>(s[p]) / 255.0f;
+    ld[k] = lb[src];
+  }
+  return {std::move(img), std::move(lab)};
+}
+
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed) {
+  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
 Dataset shuffled(const Dataset& d, uint64_t seed) {
   if (d.images.size() != d.labels.size())
     throw Error("[data::shuffled] " + std::to_string(d.images.size()) + " image batches but " +
@@ -576,10 +646,7 @@ Dataset shuffled(const Dataset& d, uint64_t seed) {
   const int64_t B = d.images[0].dim(0);
   const size_t per_image = static_cast<size_t>(d.images[0].numel() / B) * sizeof(float);
   const int64_t n = B * static_cast<int64_t>(d.images.size());
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
-  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<int64_t> order = shuffled_order(n, seed);
   Dataset out;
   for (size_t b = 0; b < d.images.size(); ++b) {
     Tensor img(d.images[b].shape(), d.images[b].dtype());

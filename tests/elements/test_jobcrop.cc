@@ -862,7 +862,10 @@ TEST(SecondStage, CropRunDecodeDeliversEveryFrameWithItsResultsAtEos) {
 TEST(SecondStage, AJobWithADynamicBatchTakesTheSizeFromTheProperties) {
   const std::string labels = write_file("rgb3.txt", "red\ngreen\nblue\n");
   GstBus* bus = gst_bus_new();
-  GstHarness* h = gst_harness_new_parse(("jobcrop label=plate width=16 height=8 batch-size=2 ! jobfunction name=fn job=" +
+  // max-batch=1: one call per jobcrop buffer (adaptive batching would merge
+  // the queued ones, as many calls as the timing gives).
+  GstHarness* h = gst_harness_new_parse(("jobcrop label=plate width=16 height=8 batch-size=2 ! jobfunction name=fn "
+                                         "max-batch=1 job=" +
                                          channel_mean_dynamic_job() +
                                          " ! jobdecode mode=labels per-region=true softmax=false labels=" + labels)
                                             .c_str());
@@ -906,7 +909,8 @@ TEST(SecondStage, AJobWithADynamicBatchTakesTheSizeFromTheProperties) {
 TEST(SecondStage, DynamicWidthRunsAJobOfAnyWidthAndResultsReachTheirRegions) {
   const std::string labels = write_file("rgb4.txt", "red\ngreen\nblue\n");
   GstBus* bus = gst_bus_new();
-  GstHarness* h = gst_harness_new_parse(("jobcrop dynamic-width=true height=8 batch-size=2 ! jobfunction name=fn job=" +
+  GstHarness* h = gst_harness_new_parse(("jobcrop dynamic-width=true height=8 batch-size=2 ! jobfunction name=fn "
+                                         "max-batch=1 job=" +
                                          channel_mean_any_width_job() +
                                          " ! jobdecode mode=labels per-region=true softmax=false labels=" + labels)
                                             .c_str());

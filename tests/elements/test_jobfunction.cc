@@ -80,10 +80,14 @@ std::string fresh_path(const std::string& name) {
  *           dense layer fn_lin2 as train's
  *   apply   (x: (2, 3)) -> (2, 2): train's dense layer fn_lin in a predict
  *           job (its file declares fn_lin frozen: no jobflow.trainable)
+ *   dyn     (x: (B, 4) float32, B known per call) -> (x * 2 + 1, the sum of
+ *           each row (B,)): a dynamic-batch job (adaptive batching)
+ *   dyn_sum (x: (B, 4)) -> the sum over the rows (4,): dim 0 known per call
+ *           but the return is not per row (never batched)
  * and two checkpoints of `scaled`: fn_scale = 3 (ck_scale3) and a (5,)
  * fn_scale that does not fit (ck_scale_bad). */
 struct Jobs {
-  std::string affine, fold, scaled, train, eval, argmax, train_y, apply, ck_scale3, ck_scale_bad;
+  std::string affine, fold, scaled, train, eval, argmax, train_y, apply, dyn, dyn_sum, ck_scale3, ck_scale_bad;
 };
 
 const Jobs& jobs() {
@@ -100,6 +104,8 @@ const Jobs& jobs() {
     r.argmax = path("argmax.onnx");
     r.train_y = path("train_y.onnx");
     r.apply = path("apply.onnx");
+    r.dyn = path("dyn.onnx");
+    r.dyn_sum = path("dyn_sum.onnx");
     r.ck_scale3 = path("ck_scale3");
     r.ck_scale_bad = path("ck_scale_bad");
     {
@@ -180,6 +186,20 @@ const Jobs& jobs() {
                                        });
       flow::CheckPoint().init();
       flow::onnx::save(*job.compiled(), r.apply);
+    }
+    {
+      auto job = flow::global_function(flow::Predict, flow::function_config().name("fn_dyn"),
+                                       {flow::Numpy::Placeholder({-1, 4}, flow::Float, "x")},
+                                       [](Blob x) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                         return {x * 2.0 + 1.0, flow::reduce_sum(x, {1})};
+                                       });
+      flow::onnx::save(*job.compiled(), r.dyn);
+    }
+    {
+      auto job = flow::global_function(flow::Predict, flow::function_config().name("fn_dyn_sum"),
+                                       {flow::Numpy::Placeholder({-1, 4}, flow::Float, "x")},
+                                       [](Blob x) -> flow::Numpy { return flow::reduce_sum(x, {0}); });
+      flow::onnx::save(*job.compiled(), r.dyn_sum);
     }
     flow::checkpoint_io::save(r.ck_scale3, {{"fn_scale", Tensor::from<float>({4}, {3, 3, 3, 3})}});
     flow::checkpoint_io::save(r.ck_scale_bad, {{"fn_scale", Tensor::from<float>({5}, {3, 3, 3, 3, 3})}});
@@ -1742,9 +1762,10 @@ TEST_F(JobFunction, Defaults) {
   GstElement* e = gst_element_factory_make("jobfunction", nullptr);
   ASSERT_NE(e, nullptr);
   gchar *job = nullptr, *ck = nullptr;
-  guint mif = 0, si = 99, mi = 0;
+  guint mif = 0, si = 99, mi = 0, mb = 0;
   g_object_get(e, "job", &job, "checkpoint", &ck, "max-in-flight", &mif, "save-interval", &si, "message-interval",
-               &mi, nullptr);
+               &mi, "max-batch", &mb, nullptr);
+  EXPECT_EQ(mb, 8u);
   EXPECT_EQ(job, nullptr);
   EXPECT_EQ(enum_value(e, "device"), "cpu");
   EXPECT_EQ(enum_value(e, "precision"), "auto");
@@ -1757,4 +1778,218 @@ TEST_F(JobFunction, Defaults) {
   g_object_get(e, "summary-dir", &sd, nullptr);
   EXPECT_EQ(sd, nullptr);  // off
   gst_object_unref(e);
+}
+
+// ------------------------------------------------- adaptive batching
+
+namespace {
+
+constexpr const char* kDynCaps1 =
+    "other/tensors,format=static,num_tensors=1,dimensions=(string)4:1,types=(string)float32,framerate=30/1";
+constexpr const char* kDynCaps2 =
+    "other/tensors,format=static,num_tensors=1,dimensions=(string)4:2,types=(string)float32,framerate=30/1";
+
+// Frame i of the dyn job: `rows` rows of four distinct values, timestamps
+// and offsets of its own, a JobflowBatchMeta standing for any meta.
+GstBuffer* dyn_buffer(int i, int rows = 1) {
+  std::vector<float> v;
+  for (int r = 0; r < rows; ++r)
+    for (float x : affine_in(10 * i + r)) v.push_back(x);
+  GstBuffer* b = buffer_of({Tensor::from<float>({rows, 4}, v)});
+  GST_BUFFER_PTS(b) = 1000 * GST_SECOND + i * GST_MSECOND;
+  GST_BUFFER_DTS(b) = 999 * GST_SECOND + i * GST_MSECOND;
+  GST_BUFFER_DURATION(b) = GST_MSECOND;
+  GST_BUFFER_OFFSET(b) = 10 + i;
+  GST_BUFFER_OFFSET_END(b) = 11 + i;
+  if (i % 2) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DELTA_UNIT);
+  JobflowBatchMeta* bm = jobflow_buffer_add_batch_meta(b, 1);
+  bm->valid = 1;
+  bm->offset[0] = 500 + i;
+  return b;
+}
+
+/* Holds the element's task in its push of the first result (a blocking
+ * probe on its src pad), so that what the test pushes meanwhile queues up:
+ * adaptive batching becomes deterministic without any sleep. */
+class SrcBlock {
+ public:
+  explicit SrcBlock(GstElement* e) : pad_(gst_element_get_static_pad(e, "src")) {
+    id_ = gst_pad_add_probe(pad_, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BLOCK | GST_PAD_PROBE_TYPE_BUFFER),
+                            [](GstPad*, GstPadProbeInfo*, gpointer p) -> GstPadProbeReturn {
+                              auto* self = static_cast<SrcBlock*>(p);
+                              std::lock_guard<std::mutex> lk(self->mu_);
+                              self->blocked_ = true;
+                              self->cv_.notify_all();
+                              return GST_PAD_PROBE_OK;
+                            },
+                            this, nullptr);
+  }
+  ~SrcBlock() {
+    release();
+    gst_object_unref(pad_);
+  }
+  // Waits until the task is held with a result.
+  void wait_blocked() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return blocked_; });
+  }
+  void release() {
+    if (id_) gst_pad_remove_probe(pad_, id_);
+    id_ = 0;
+  }
+
+ private:
+  GstPad* pad_;
+  gulong id_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool blocked_ = false;
+};
+
+/* Runs frames 0..n-1 (rows each) through a jobfunction on `job` with these
+ * properties: frame 0 alone, then frames 1..n-1 pushed while the task holds
+ * frame 0's result, then EOS. Returns the results in order (every one
+ * before EOS, checked) and the job's calls. */
+struct QueuedRun {
+  std::vector<GstBuffer*> out;
+  guint64 calls = 0;
+  std::vector<guint64> step_messages;
+  std::string errors;
+  ~QueuedRun() {
+    for (GstBuffer* b : out) gst_buffer_unref(b);
+  }
+};
+
+void run_queued(const std::string& job, std::initializer_list<std::pair<const char*, std::string>> props, int n,
+                int rows, QueuedRun* r) {
+  Bus bus;
+  GstElement* e = make_function(props);
+  g_object_set(e, "job", job.c_str(), nullptr);
+  GstHarness* h = harness(e, bus, rows == 1 ? kDynCaps1 : kDynCaps2);
+  {
+    SrcBlock block(h->element);
+    ASSERT_EQ(gst_harness_push(h, dyn_buffer(0, rows)), GST_FLOW_OK);
+    block.wait_blocked();
+    for (int i = 1; i < n; ++i) ASSERT_EQ(gst_harness_push(h, dyn_buffer(i, rows)), GST_FLOW_OK) << i;
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  }  // released: the task goes on with what queued
+  ASSERT_TRUE(pull_until_eos(h));
+  EXPECT_EQ(gst_harness_buffers_in_queue(h), guint(n)) << "every result before EOS";
+  while (GstBuffer* b = gst_harness_try_pull(h)) r->out.push_back(b);
+  g_object_get(h->element, "steps", &r->calls, nullptr);
+  for (const GstStructure* m : bus.element(JOBFLOW_STEP_MESSAGE_NAME)) r->step_messages.push_back(u64(m, "step"));
+  r->errors = errors_text(bus);
+  gst_harness_teardown(h);
+}
+
+}  // namespace
+
+TEST_F(JobFunction, AdaptiveBatchingGivesEachFrameItsResultsAsBatchOneDoes) {
+  constexpr int kN = 11;
+  QueuedRun batched, single;
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn, {{"max-batch", "4"}, {"max-in-flight", "16"}}, kN, 1, &batched));
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn, {{"max-batch", "1"}, {"max-in-flight", "16"}}, kN, 1, &single));
+  EXPECT_EQ(batched.errors, "");
+  EXPECT_EQ(single.errors, "");
+  // Frame 0 alone, then the ten queued ones in calls of at most 4: 4, 4, 2.
+  EXPECT_EQ(batched.calls, 4u);
+  EXPECT_EQ(single.calls, guint64(kN));
+  // One step report per frame either way, numbered as the buffers came.
+  std::vector<guint64> want_steps;
+  for (int i = 0; i < kN; ++i) want_steps.push_back(i + 1);
+  EXPECT_EQ(batched.step_messages, want_steps);
+  EXPECT_EQ(single.step_messages, want_steps);
+  ASSERT_EQ(batched.out.size(), size_t(kN));
+  ASSERT_EQ(single.out.size(), size_t(kN));
+  for (int i = 0; i < kN; ++i) {
+    GstBuffer* b = batched.out[i];
+    GstBuffer* s = single.out[i];
+    // Values: the batch-1 run's, and the frame's own.
+    ASSERT_EQ(gst_buffer_n_memory(b), 2u) << i;
+    EXPECT_EQ(tensor<float>(b, 0), tensor<float>(s, 0)) << i;
+    EXPECT_EQ(tensor<float>(b, 1), tensor<float>(s, 1)) << i;
+    EXPECT_EQ(tensor<float>(b, 0), affine_out(10 * i)) << i;
+    const std::vector<float> in = affine_in(10 * i);
+    EXPECT_EQ(tensor<float>(b, 1), std::vector<float>{in[0] + in[1] + in[2] + in[3]}) << i;
+    // Timestamps, offsets, flags and metas: the frame's own.
+    EXPECT_EQ(GST_BUFFER_PTS(b), 1000 * GST_SECOND + i * GST_MSECOND) << i;
+    EXPECT_EQ(GST_BUFFER_DTS(b), 999 * GST_SECOND + i * GST_MSECOND) << i;
+    EXPECT_EQ(GST_BUFFER_DURATION(b), GST_MSECOND) << i;
+    EXPECT_EQ(GST_BUFFER_OFFSET(b), guint64(10 + i)) << i;
+    EXPECT_EQ(GST_BUFFER_OFFSET_END(b), guint64(11 + i)) << i;
+    EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT), i % 2 == 1) << i;
+    const JobflowBatchMeta* bm = jobflow_buffer_get_batch_meta(b);
+    ASSERT_NE(bm, nullptr) << i;
+    EXPECT_EQ(bm->offset[0], guint64(500 + i)) << i;
+    // The tensor meta describes this frame's rows: (1, 4) and (1,).
+    const JobflowTensorMeta* tm = jobflow_buffer_get_tensor_meta(b);
+    ASSERT_NE(tm, nullptr) << i;
+    std::vector<flow::TensorSpec> specs;
+    ASSERT_TRUE(jobflow::gst::specs_from_meta(tm, &specs));
+    EXPECT_EQ(specs, (std::vector<flow::TensorSpec>{{{1, 4}, flow::Float32}, {{1}, flow::Float32}})) << i;
+  }
+}
+
+TEST_F(JobFunction, AdaptiveBatchNeverExceedsMaxBatchRows) {
+  // Frames of two rows, max-batch=5: two frames (4 rows) a call, never three (6).
+  constexpr int kN = 7;
+  QueuedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn, {{"max-batch", "5"}, {"max-in-flight", "16"}}, kN, 2, &r));
+  EXPECT_EQ(r.errors, "");
+  EXPECT_EQ(r.calls, 4u);  // frame 0, then 1-2, 3-4, 5-6
+  ASSERT_EQ(r.out.size(), size_t(kN));
+  for (int i = 0; i < kN; ++i) {
+    std::vector<float> want = affine_out(10 * i);
+    for (float x : affine_out(10 * i + 1)) want.push_back(x);
+    EXPECT_EQ(tensor<float>(r.out[i], 0), want) << i;
+    EXPECT_EQ(GST_BUFFER_PTS(r.out[i]), 1000 * GST_SECOND + i * GST_MSECOND) << i;
+  }
+  // A frame as large as max-batch runs alone.
+  QueuedRun whole;
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn, {{"max-batch", "2"}, {"max-in-flight", "16"}}, kN, 2, &whole));
+  EXPECT_EQ(whole.calls, guint64(kN));
+  EXPECT_EQ(whole.errors, "");
+}
+
+TEST_F(JobFunction, AdaptiveBatchingLeavesOtherJobsOneCallPerBuffer) {
+  // The affine job's batch is fixed ((4,)): as before, one call per buffer.
+  Bus bus;
+  GstHarness* h = harness(make_function({{"job", jobs().affine}, {"max-batch", "8"}}), bus, kAffineCaps);
+  constexpr int kN = 3;  // within max-in-flight (2) + the one held
+  {
+    SrcBlock block(h->element);
+    ASSERT_EQ(gst_harness_push(h, affine_buffer(0)), GST_FLOW_OK);
+    block.wait_blocked();
+    for (int i = 1; i < kN; ++i) ASSERT_EQ(gst_harness_push(h, affine_buffer(i)), GST_FLOW_OK);
+  }
+  for (int i = 0; i < kN; ++i) {
+    GstBuffer* out = gst_harness_pull(h);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(tensor<float>(out, 0), affine_out(i));
+    gst_buffer_unref(out);
+  }
+  guint64 steps = 0;
+  g_object_get(h->element, "steps", &steps, nullptr);
+  EXPECT_EQ(steps, guint64(kN));
+  EXPECT_EQ(errors_text(bus), "");
+  gst_harness_teardown(h);
+
+  // dim 0 known per call, but the return sums over it: not split, not batched.
+  QueuedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn_sum, {{"max-batch", "8"}, {"max-in-flight", "16"}}, 5, 1, &r));
+  EXPECT_EQ(r.errors, "");
+  EXPECT_EQ(r.calls, 5u);
+  ASSERT_EQ(r.out.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tensor<float>(r.out[i], 0), affine_in(10 * i)) << i;
+}
+
+TEST_F(JobFunction, AdaptiveBatchingQueueHoldsMaxBatchBuffers) {
+  // max-in-flight 2 but max-batch 6: six buffers may wait behind the one
+  // held, so the next call takes all six (pushing them must not block).
+  QueuedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_queued(jobs().dyn, {{"max-batch", "6"}}, 7, 1, &r));
+  EXPECT_EQ(r.errors, "");
+  EXPECT_EQ(r.calls, 2u);
+  ASSERT_EQ(r.out.size(), 7u);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(tensor<float>(r.out[i], 0), affine_out(10 * i)) << i;
 }

@@ -255,6 +255,49 @@ TEST(LoadMnist, SmallSyntheticSet) {
   expect_error([&] { jobflow::data::load_mnist(0, 2, d.path()); }, "[load_mnist] ", {"must be positive"});
 }
 
+TEST(LoadMnistRaw, BatchesEqualLoadMnistsInOrderAndShuffled) {
+  TempDir d;
+  // 11 train / 5 test images of 28x28 with distinct bytes and labels.
+  auto make = [&](const std::string& prefix, uint32_t n) {
+    std::vector<uint8_t> px(n * 28 * 28), lb(n);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>((i * 7 + i / 784) % 256);
+    for (uint32_t i = 0; i < n; ++i) lb[i] = static_cast<uint8_t>(i % 10);
+    write_plain(d / (prefix + "-images-idx3-ubyte"), idx_bytes(0x08, {n, 28, 28}, px.data(), 1));
+    write_plain(d / (prefix + "-labels-idx1-ubyte"), idx_bytes(0x08, {n}, lb.data(), 1));
+  };
+  make("train", 11);
+  make("t10k", 5);
+  const auto m = jobflow::data::load_mnist(3, 2, d.path());
+  const auto raw = jobflow::data::load_mnist_raw(3, 2, d.path());
+  EXPECT_EQ(raw.train.images.dtype(), DType::UInt8);  // held as stored
+  EXPECT_EQ(raw.train.images.shape(), (jobflow::Shape{11, 28, 28}));
+  ASSERT_EQ(raw.train.batches(), 3);  // 11 / 3, remainder dropped
+  ASSERT_EQ(raw.train.samples(), 9);
+  ASSERT_EQ(raw.test.batches(), 2);
+  for (int64_t i = 0; i < 3; ++i) {
+    const auto [img, lab] = raw.train.batch(i);
+    EXPECT_TRUE(img.equal(m.train.images[i])) << i;
+    EXPECT_TRUE(lab.equal(m.train.labels[i])) << i;
+  }
+  const auto [timg, tlab] = raw.test.batch(1);
+  EXPECT_TRUE(timg.equal(m.test.images[1]));
+  EXPECT_TRUE(tlab.equal(m.test.labels[1]));
+  // An epoch's order: the batches of shuffled(load_mnist, seed).
+  for (uint64_t seed : {0u, 5u}) {
+    const auto s = jobflow::data::shuffled(m.train, seed);
+    const std::vector<int64_t> order = jobflow::data::shuffled_order(raw.train.samples(), seed);
+    for (int64_t i = 0; i < 3; ++i) {
+      const auto [img, lab] = raw.train.batch(i, order);
+      EXPECT_TRUE(img.equal(s.images[i])) << seed << " " << i;
+      EXPECT_TRUE(lab.equal(s.labels[i])) << seed << " " << i;
+    }
+  }
+  expect_error([&] { raw.train.batch(3); }, "[RawSplit::batch] ", {"batch 3 of 3"});
+  expect_error([&] { raw.train.batch(0, {0, 1}); }, "[RawSplit::batch] ", {"an order of 2 samples for 9"});
+  expect_error([&] { jobflow::data::load_mnist_raw(12, 2, d.path()); }, "[load_mnist] ",
+               {"train batch size 12 is larger than the 11 train samples"});
+}
+
 TEST(LoadMnist, RealFashionMnist) {
   const std::string dir = jobflow::data::default_mnist_dir();
   if (!fs::is_directory(dir))

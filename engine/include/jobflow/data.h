@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jobflow/tensor.h"
@@ -78,5 +79,33 @@ std::string default_mnist_dir();
 // "install it with: apt-get install dataset-fashion-mnist". The four files
 // are decoded in parallel; the whole set loads in a fraction of a second.
 Mnist load_mnist(int64_t train_batch, int64_t test_batch = 0, const std::string& dir = "");
+
+// The order shuffled(d, seed) puts d's n samples in (sample k of the result
+// is sample order[k] of d, counted across batches).
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed);
+
+// One split held once, as the IDX files store it (a quarter of the float32
+// batches' memory), batches made on demand: for training loops that need
+// little memory. batch(i) equals load_mnist's batch i, and
+// batch(i, shuffled_order(n, seed)) equals shuffled(load_mnist(...), seed)'s.
+struct RawSplit {
+  Tensor images;       // (N, H, W) uint8
+  Tensor labels;       // (N,) uint8
+  int64_t batch_size = 0;
+  // Full batches (the remainder N % batch_size is dropped, as load_mnist does).
+  int64_t batches() const;
+  // The samples a batch covers: batches() * batch_size.
+  int64_t samples() const { return batches() * batch_size; }
+  // Batch i: images (B, 1, H, W) float32 x / 255.0f, labels (B,) int32; the
+  // samples order[i * B .. i * B + B) when `order` is given (samples()
+  // long, e.g. shuffled_order(samples(), epoch)), else i * B .. i * B + B.
+  // "[RawSplit::batch] ..." for an index or order out of range.
+  std::pair<Tensor, Tensor> batch(int64_t i, const std::vector<int64_t>& order = {}) const;
+};
+struct RawMnist {
+  RawSplit train, test;
+};
+// load_mnist's files, checks and errors, held as RawSplits.
+RawMnist load_mnist_raw(int64_t train_batch, int64_t test_batch = 0, const std::string& dir = "");
 
 }  // namespace jobflow::data
