@@ -34,7 +34,11 @@
 // backbone) the same again for that job, without jobdecode/jobtrack (its
 // outputs are feature maps): demux.src_S ! queue ! fakesink.
 // Prints per case "name engine E engine+prep P pipeline Q frames/s
-// pipeline/engine R pipeline/engine+prep S" and the target line.
+// pipeline/engine R pipeline/engine+prep S" and the target, then the CPU
+// time (all threads, user + system) per frame of each: on a machine shared
+// with other work the wall-clock ratio says as much about the scheduler (a
+// pipeline has a dozen threads to compete for the cores, the engine two or
+// three) as about the pipeline; CPU time per frame is the cost.
 //
 // usage: bench_streams --jobs DIR --plugin DIR [--frames N] [--repeats N] [--quick] [--model FILE]...
 #include <gst/gst.h>
@@ -42,6 +46,8 @@
 
 #include <jobflow/jobflow.h>
 #include <jobflow/onnx.h>
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -72,6 +78,13 @@ struct Options {
   int repeats = 3;
   int64_t frames = 300;  // per stream per run
 };
+
+/* CPU seconds this process has used (every thread, user + system). */
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -343,22 +356,29 @@ int run(int argc, char** argv) {
   bool all_met = true;
   for (const Case& c : cases) {
     const int64_t calls = opt.frames;  // four frames a call
-    std::vector<double> te, tp, tq;
+    std::vector<double> te, tp, tq, ce, cp, cq;  // seconds; CPU seconds
     for (int r = 0; r < opt.repeats; ++r) {
       // each engine figure: the faster of the two ways to call it
-      double t[2][2];
+      double t[2][2], cpu[2][2];
       for (int prep = 0; prep < 2; ++prep)
         for (int here = 0; here < 2; ++here) {
           settle();
+          const double c0 = cpu_seconds();
           t[prep][here] = run_engine(c.job, batches, prep ? &rgb : nullptr, calls, here);
+          cpu[prep][here] = cpu_seconds() - c0;
         }
-      te.push_back(std::min(t[0][0], t[0][1]));
-      tp.push_back(std::min(t[1][0], t[1][1]));
+      const int e_here = t[0][1] < t[0][0], p_here = t[1][1] < t[1][0];
+      te.push_back(t[0][e_here]);
+      tp.push_back(t[1][p_here]);
+      ce.push_back(cpu[0][e_here]);
+      cp.push_back(cpu[1][p_here]);
       settle();
       const std::string d = pipeline(c.job, c.decode);
       int64_t got = 0;
       if (r == 0) run_pipeline(d, &got);  // warm-up (registry, first allocations)
+      const double c0 = cpu_seconds();
       tq.push_back(run_pipeline(d, &got));
+      cq.push_back(cpu_seconds() - c0);
       if (got != kStreams * opt.frames)
         fail(d + ": " + std::to_string(got) + " frames at the sinks, expected " + std::to_string(kStreams * opt.frames));
     }
@@ -371,6 +391,9 @@ int run(int argc, char** argv) {
                 c.name.c_str(), e, p, q, q / e, q / p, met ? "MET" : "NOT MET",
                 c.decode ? "jobmux ! jobfunction ! jobdemux ! 4 x (queue ! jobdecode ! jobtrack)"
                          : "jobmux ! jobfunction ! jobdemux ! 4 x queue");
+    std::printf("%-16s cpu ms/frame: engine %.2f  engine+prep %.2f  pipeline %.2f  (engine+prep/pipeline %.3f)\n",
+                c.name.c_str(), median(ce) / n * 1e3, median(cp) / n * 1e3, median(cq) / n * 1e3,
+                median(cp) / median(cq));
     std::fflush(stdout);
   }
   for (GstBuffer* b : rgb) gst_buffer_unref(b);
