@@ -8,6 +8,11 @@
 #   (b) pipelines/gst/train-eval-lenet: the held-out accuracy of the live
 #       weights, at fixed step counts (gated, so independent of timing),
 #       rises from an untrained LeNet's to well above it
+#   (c) train-eval-lenet --eval-interval epoch --summary-dir (what
+#       scripts/main-job runs): it trains exactly as train-lenet (the same
+#       weights), one eval pass per epoch, and DIR/test holds the
+#       accuracy per pass at its train step, read back with TensorBoard's
+#       own reader (BUILD/venv); plot-curves --test draws it
 # Usage: train_eval.sh BUILD_DIR
 set -euo pipefail
 . "$(dirname "$0")/../sanitizer-preload.sh"  # LD_PRELOAD in a sanitizer build
@@ -65,4 +70,56 @@ out=$("$src/pipelines/gst/train-eval-lenet" --build "$build" --eval-interval 0 2
   fail "--eval-interval 0 was accepted"
 echo "$out" | grep -q -- "--eval-interval needs a whole number >= 1" || fail "unclear error for --eval-interval 0: $out"
 echo "train-eval-lenet: test accuracy $first -> $last over 100 steps"
+
+# (c) 2 epochs of 10 steps, evaluated on 200 test samples after each epoch.
+# Both runs on one thread: with no thread count set, each call's count
+# follows the cores other processes keep busy (engine/src/cpu/threads.h), so
+# under a loaded test run the two trainings sum in different orders and end
+# a few 1e-2 apart (seen: 2 of 7 runs under meson test, by up to 0.045).
+JOBFLOW_NUM_THREADS=1 OMP_NUM_THREADS=1 "$src/pipelines/gst/train-lenet" --build "$build" --epochs 2 --num-samples 1000 --checkpoint "$work/ck-lenet" \
+  > "$work/lenet.txt" 2>&1 || { show "$work/lenet.txt"; fail "train-lenet failed"; }
+summary=()  # --summary-dir needs PyPI tensorboard (BUILD/venv) to write DIR/test
+[ -x "$build/venv/bin/python3" ] && summary=(--summary-dir "$work/runs")
+JOBFLOW_NUM_THREADS=1 OMP_NUM_THREADS=1 "$src/pipelines/gst/train-eval-lenet" --build "$build" --epochs 2 --num-samples 1000 --eval-interval epoch \
+  --eval-samples 200 --checkpoint "$work/ck-live" ${summary[@]+"${summary[@]}"} > "$work/epochs.txt" 2>&1 ||
+  { show "$work/epochs.txt"; fail "train-eval-lenet --eval-interval epoch --summary-dir failed"; }
+steps=$(sed -nE 's/^step ([0-9]+): .*test accuracy [01]\.[0-9]{4} \([0-9]+\/200\)$/\1/p' "$work/epochs.txt" | tr '\n' ' ')
+[ "$steps" = "0 10 20 " ] || { show "$work/epochs.txt"; fail "--eval-interval epoch: expected passes at steps 0 10 20, got '$steps'"; }
+# The same steps in the same order: the same weights (another shuffle seed
+# differs by ~0.3 after these 20 steps). Printed as the largest difference.
+ckdiff=$(/usr/bin/python3 -c '
+import os, sys
+import numpy as np
+a, b = sys.argv[1:]
+names = sorted(v for v in os.listdir(a) if os.path.isfile(os.path.join(a, v, "out")))
+assert names == sorted(v for v in os.listdir(b) if os.path.isfile(os.path.join(b, v, "out"))), "other variables"
+print("%g" % max(np.abs(np.fromfile(os.path.join(a, v, "out"), np.float32)
+                        - np.fromfile(os.path.join(b, v, "out"), np.float32)).max() for v in names))
+' "$work/ck-lenet" "$work/ck-live" 2>&1) || fail "comparing the checkpoints: $ckdiff"
+greater 1e-3 "$ckdiff" ||
+  fail "train-eval-lenet saved other weights than train-lenet with the same options (max difference $ckdiff)"
+out=$("$src/pipelines/gst/train-eval-lenet" --build "$build" --eval-interval each 2>&1) &&
+  fail "--eval-interval each was accepted"
+echo "$out" | grep -q -- "--eval-interval needs a whole number >= 1 or 'epoch', not 'each'" ||
+  fail "unclear error for --eval-interval each: $out"
+if [ -x "$build/venv/bin/python3" ]; then
+  ls "$work"/runs/train/events.out.tfevents.* >/dev/null 2>&1 || fail "--summary-dir wrote no DIR/train event files"
+  # the accuracy per pass, as printed, read back with TensorBoard's reader
+  want=$(sed -nE 's/^step ([0-9]+): .*test accuracy ([01]\.[0-9]{4}) .*/\1 \2/p' "$work/epochs.txt" | tr '\n' ' ')
+  got=$("$build/venv/bin/python3" -c '
+import sys
+from tensorboard.backend.event_processing import event_accumulator as ea
+acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.SCALARS: 0})
+acc.Reload()
+print(" ".join("%d %.4f" % (e.step, e.value) for e in acc.Scalars("accuracy")), end=" ")
+' "$work/runs/test") || fail "TensorBoard's reader failed on $work/runs/test"
+  [ "$got" = "$want" ] || fail "DIR/test accuracy events '$got', printed '$want'"
+  "$src/pipelines/gst/plot-curves" --build "$build" --train "$work/runs/train" --test "$work/runs/test" \
+    --out "$work/curves.png" > "$work/plot.txt" 2>&1 || { show "$work/plot.txt"; fail "plot-curves --test failed"; }
+  [ "$(head -c 8 "$work/curves.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "curves.png is not a PNG"
+  echo "train-eval-lenet --summary-dir: test accuracy events $got"
+else
+  echo "train-eval-lenet --summary-dir: events not read (no $build/venv: scripts/setup makes it)"
+fi
+echo "train-eval-lenet --eval-interval epoch: the checkpoint of train-lenet (max difference $ckdiff), passes at steps $steps"
 echo "all train-and-eval pipelines pass"
