@@ -71,6 +71,21 @@ Tensor scalar_like(double v, DType dt) { return make_tensor({}, dt, {v}); }
 Blob scalar_blob(double v, DType dt) { return constant(scalar_like(v, dt)); }
 Blob abs_of(Blob x) { return math::abs(x); }
 
+std::pair<Blob, Blob> binary_operands(Importer& I) {
+  Blob a = I.in(0), b = I.in(1);
+  if (I.opset < 7 && I.attr_i("broadcast", 0) && I.has_attr("axis")) {
+    const int ax = I.axis_of(I.attr_i("axis", 0), a.ndim());
+    Shape s(a.ndim() - ax, 1);
+    for (int d = 0; d < b.ndim(); ++d) s[d] = b.shape()[d];
+    b = reshape(b, s);
+  }
+  Shape bs;
+  if (!layout::broadcast_shape(a.shape(), b.shape(), &bs))
+    I.err("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " do not broadcast");
+  if (a.dtype() != b.dtype()) I.err("input dtypes differ: " + spec_str(a.spec()) + " and " + spec_str(b.spec()));
+  return {a, b};
+}
+
 // ---------------------------------------------------------------------------
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
 

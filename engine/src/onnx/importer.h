@@ -144,5 +144,9 @@ class Importer {
 // ---- shared by the rows ----
 Blob scalar_blob(double v, DType dt);  // a constant scalar of `dt`
 Blob abs_of(Blob x);                   // |x| from engine ops (relu(x) + relu(-x))
+// The two operands of a broadcasting binary op, checked to broadcast and to
+// share a dtype; before opset 7, `broadcast` with `axis` aligns b at that
+// axis of a.
+std::pair<Blob, Blob> binary_operands(Importer& I);
 
 }  // namespace jobflow::onnx

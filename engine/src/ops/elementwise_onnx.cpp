@@ -17,17 +17,7 @@ void unary(Importer& I, Blob (*f)(Blob)) { I.out(0, f(I.in(0))); }
 enum class Arith { Add, Sub, Mul, Div };
 
 void op_binary(Importer& I, Arith kind) {
-  Blob a = I.in(0), b = I.in(1);
-  if (I.opset < 7 && I.attr_i("broadcast", 0) && I.has_attr("axis")) {
-    // Legacy broadcast: b aligned at `axis` of a.
-    const int ax = I.axis_of(I.attr_i("axis", 0), a.ndim());
-    Shape s(a.ndim() - ax, 1);
-    for (int d = 0; d < b.ndim(); ++d) s[d] = b.shape()[d];
-    b = reshape(b, s);
-  }
-  Shape bs;
-  if (!layout::broadcast_shape(a.shape(), b.shape(), &bs)) I.err("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " do not broadcast");
-  if (a.dtype() != b.dtype()) I.err("input dtypes differ: " + spec_str(a.spec()) + " and " + spec_str(b.spec()));
+  auto [a, b] = binary_operands(I);
   Blob y;
   switch (kind) {
     case Arith::Add: y = add(a, b); break;

@@ -6,32 +6,15 @@
 namespace jobflow::onnx {
 namespace {
 
-// The two operands of a broadcasting op; before opset 7, `broadcast` with
-// `axis` aligns b at that axis of a.
-std::pair<Blob, Blob> operands(Importer& I) {
-  Blob a = I.in(0), b = I.in(1);
-  if (I.opset < 7 && I.attr_i("broadcast", 0) && I.has_attr("axis")) {
-    const int ax = I.axis_of(I.attr_i("axis", 0), a.ndim());
-    Shape s(a.ndim() - ax, 1);
-    for (int d = 0; d < b.ndim(); ++d) s[d] = b.shape()[d];
-    b = reshape(b, s);
-  }
-  Shape bs;
-  if (!layout::broadcast_shape(a.shape(), b.shape(), &bs))
-    I.err("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) + " do not broadcast");
-  if (a.dtype() != b.dtype()) I.err("input dtypes differ: " + spec_str(a.spec()) + " and " + spec_str(b.spec()));
-  return {a, b};
-}
-
 template <Blob (*F)(Blob, Blob, const std::string&)>
 void op_compare(Importer& I) {
-  auto [a, b] = operands(I);
+  auto [a, b] = binary_operands(I);
   I.out(0, F(a, b, ""));
 }
 
 template <Blob (*F)(Blob, Blob, const std::string&)>
 void op_logical(Importer& I) {
-  auto [a, b] = operands(I);
+  auto [a, b] = binary_operands(I);
   if (a.dtype() != DType::Bool) I.err("inputs must be bool, got " + spec_str(a.spec()));
   I.out(0, F(a, b, ""));
 }
