@@ -1469,7 +1469,7 @@ static void gst_job_decode_class_init(GstJobDecodeClass* klass) {
           g_param_spec_boolean("message", "Message",
                                "Post element messages on the bus: \"" JOBFLOW_LABELS_MESSAGE_NAME
                                "\" / \"" JOBFLOW_TEXT_MESSAGE_NAME "\" per row, \"" JOBFLOW_REGIONS_MESSAGE_NAME
-                               "\" per buffer in the frame modes",
+                               "\" per frame in the frame modes (each frame of a jobmux batch)",
                                kDefaultMessage, playing));
   install(PROP_SCHEME, g_param_spec_enum("scheme", "Scheme", "mode=boxes: the layout of the detector's output",
                                          scheme_get_type(), kSchemeYolov8, ready));

@@ -316,7 +316,8 @@ static void gst_job_track_class_init(GstJobTrackClass* klass) {
                                          nullptr, playing));
   install(PROP_MESSAGE, g_param_spec_boolean("message", "Message",
                                              "Post a \"" JOBFLOW_REGIONS_MESSAGE_NAME
-                                             "\" message (the regions with their tracks as JSON) per buffer",
+                                             "\" message (the regions with their tracks as JSON) per frame "
+                                             "(each frame of a jobmux batch)",
                                              FALSE, playing));
   install(PROP_COUNT_IN, g_param_spec_uint64("count-in", "Count in",
                                              "Tracks that crossed the line from its negative to its positive side",
