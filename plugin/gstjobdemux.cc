@@ -12,7 +12,6 @@
 #include "tensor_caps.h"
 
 #include <gst/base/gstflowcombiner.h>
-#include <gst/video/video.h>
 
 #include <algorithm>
 #include <map>
@@ -147,11 +146,12 @@ GstBuffer* frame_buffer(GstBuffer* batch, const JobflowMuxMeta* mm, const Jobflo
      * JobflowFrameMeta above all (the video frame and the scaling that
      * jobdecode's frame modes put the regions back on; after jobdecode on
      * the batch, the slot's frame is the video frame, and its regions come
-     * along); not its tensors' description (the results have their own),
-     * jobmux's bookkeeping, nor a video frame's layout. */
+     * along); not its tensors' description (the results have their own)
+     * nor jobmux's bookkeeping (nor, as copy_metas_except() skips metas
+     * tied to the memory, a video frame's GstVideoMeta). */
     if (mm->frames[i])
       jobflow::gst::copy_metas_except(out, mm->frames[i], {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_MUX_META_API_TYPE,
-                                                            JOBFLOW_BATCH_META_API_TYPE, GST_VIDEO_META_API_TYPE});
+                                                            JOBFLOW_BATCH_META_API_TYPE});
     jobflow::gst::add_tensor_meta(out, split.frame_specs);
   }
   JobflowMuxMeta* one = jobflow_buffer_get_mux_meta(out);
