@@ -24,6 +24,7 @@
 #include "jobflow_crop_meta.h"
 #include "jobflow_frame_meta.h"
 #include "jobflow_meta.h"
+#include "jobmux_meta.h"
 #include "tensor_caps.h"
 
 #include <gst/video/video.h>
@@ -1208,7 +1209,93 @@ GstFlowReturn transform_text(GstJobDecode* self, GstBuffer* inbuf, GstBuffer* ou
   return GST_FLOW_OK;
 }
 
-/* Frame modes: the results as metas on the output buffer. */
+/* Decodes one frame's tensors into `meta`: regions or a mask, in the
+ * pixels of the frame `fm` describes (model-input pixels without one). */
+void decode_frame(const State& st, const Settings& cfg, const std::vector<Tensor>& t, const JobflowFrameMeta* fm,
+                  JobflowAnalyticsRelationMeta* meta, GstBuffer* mask_video) {
+  Geometry g;
+  g.frame = fm;
+  if (fm) {
+    g.out_w = fm->frame_width;
+    g.out_h = fm->frame_height;
+  }
+  switch (st.mode) {
+    case kModeBoxes:
+      add_regions(st, decode_boxes(st, cfg, t, fm), g, meta);
+      break;
+    case kModeTextRegions:
+      decode_text_regions(st, cfg, t[0], g, meta);
+      break;
+    case kModeSegmentation:
+      decode_segmentation(st, t[0], g, meta, mask_video);
+      break;
+    default:
+      break;
+  }
+}
+
+/* A jobmux batch (the frames of several sources in one buffer, each
+ * tensor's dim 0 their slots): each valid slot is decoded as a frame of its
+ * own, and its results go on that slot's frame in the JobflowMuxMeta of
+ * `outbuf` — the video frame of the slot's JobflowFrameMeta (as jobdecode
+ * gives it for one frame; without a frame meta, the slot's buffer as it
+ * entered jobmux), which replaces the slot's buffer there, with its caps.
+ * jobtrack tracks them per source, jobdemux output=frames pushes them.
+ * Throws std::runtime_error naming the shape on a mismatch. */
+void decode_batch(GstJobDecode* self, const Settings& cfg, const std::vector<Tensor>& t, GstBuffer* outbuf) {
+  const State& st = self->impl->state;
+  JobflowMuxMeta* mm = jobflow_buffer_get_mux_meta(outbuf);  // the output's own copy
+  const size_t n = mm->batch_size;
+  if (st.mode == kModeSegmentation && st.mask_video)
+    throw std::runtime_error("mask-video=true outputs one frame per buffer, not a jobmux batch of " +
+                             std::to_string(n) + ": put jobdemux before jobdecode");
+  for (const Tensor& v : t)
+    if (v.ndim() < 1 || v.shape()[0] % static_cast<int64_t>(n) != 0)
+      throw std::runtime_error("on a jobmux batch of " + std::to_string(n) + " frames each tensor's dim 0 must be " +
+                               "a multiple of " + std::to_string(n) + ", got " + jobflow::shape_str(v.shape()));
+  std::vector<GstMessage*> messages;
+  for (guint i = 0; i < std::min<guint>(mm->valid, mm->batch_size); ++i) {
+    GstBuffer* in = mm->frames[i];
+    if (!in) continue;
+    std::vector<Tensor> slot;
+    for (const Tensor& v : t) {
+      Shape shape = v.shape();
+      shape[0] /= static_cast<int64_t>(n);
+      const size_t bytes = v.nbytes() / n;
+      slot.push_back(Tensor::wrap(static_cast<guint8*>(v.raw()) + i * bytes, shape, DType::Float32, nullptr));
+    }
+    const JobflowFrameMeta* fm = jobflow_buffer_get_frame_meta(in);
+    GstBuffer* frame = gst_buffer_copy(fm ? fm->frame : in);  // shares the memory
+    if (fm)
+      jobflow::gst::copy_metas_except(frame, in, {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_FRAME_META_API_TYPE,
+                                                  JOBFLOW_ANALYTICS_RELATION_META_API_TYPE});
+    gst_buffer_copy_into(frame, in, GST_BUFFER_COPY_TIMESTAMPS, 0, static_cast<gsize>(-1));
+    try {
+      decode_frame(st, cfg, slot, fm, jobflow_buffer_get_or_add_analytics_relation_meta(frame), nullptr);
+    } catch (...) {
+      gst_buffer_unref(frame);
+      for (GstMessage* m : messages) gst_message_unref(m);
+      throw;
+    }
+    const GstSegment segment = mm->segments[i];
+    GstCaps* caps = fm ? fm->caps : mm->caps[i];  // held: replacing the slot's buffer may free `fm`
+    if (caps) gst_caps_ref(caps);
+    jobflow_mux_meta_set_slot(mm, i, mm->source_id[i], frame, caps, &segment);
+    if (caps) gst_caps_unref(caps);
+    if (cfg.message)
+      messages.push_back(jobflow_mux_regions_message_new(GST_OBJECT(self), frame, &segment, mm->source_id[i]));
+    gst_buffer_unref(frame);
+  }
+  for (GstMessage* m : messages) gst_element_post_message(GST_ELEMENT(self), m);
+}
+
+/* A jobmux batch: the buffer has a JobflowMuxMeta and is not a single
+ * frame's tensors (which carry their JobflowFrameMeta, also after
+ * jobdemux). */
+bool is_batch(GstBuffer* buf) { return jobflow_buffer_get_mux_meta(buf) && !jobflow_buffer_get_frame_meta(buf); }
+
+/* Frame modes: the results as metas on the output buffer (on a jobmux
+ * batch: on its slots' frames). */
 GstFlowReturn transform_frame(GstJobDecode* self, GstBuffer* inbuf, GstBuffer* outbuf) {
   const State& st = self->impl->state;
   const Settings cfg = self->impl->settings.copy();
@@ -1220,34 +1307,24 @@ GstFlowReturn transform_frame(GstJobDecode* self, GstBuffer* inbuf, GstBuffer* o
   }
   std::vector<Tensor> t;
   for (const Tensor& v : views) t.push_back(v.dtype() == DType::Float32 ? v : v.astype(DType::Float32));
-  Geometry g;
-  g.frame = jobflow_buffer_get_frame_meta(inbuf);
-  if (g.frame) {
-    g.out_w = g.frame->frame_width;
-    g.out_h = g.frame->frame_height;
-  }
-  JobflowAnalyticsRelationMeta* meta = jobflow_buffer_get_or_add_analytics_relation_meta(outbuf);
+  const bool batch = is_batch(inbuf);
   try {
-    switch (st.mode) {
-      case kModeBoxes:
-        add_regions(st, decode_boxes(st, cfg, t, g.frame), g, meta);
-        break;
-      case kModeTextRegions:
-        decode_text_regions(st, cfg, t[0], g, meta);
-        break;
-      case kModeSegmentation:
-        decode_segmentation(st, t[0], g, meta, st.mask_video ? outbuf : nullptr);
-        break;
-      default:
-        break;
+    if (batch) {
+      decode_batch(self, cfg, t, outbuf);
+    } else {
+      decode_frame(st, cfg, t, jobflow_buffer_get_frame_meta(inbuf),
+                   jobflow_buffer_get_or_add_analytics_relation_meta(outbuf), st.mask_video ? outbuf : nullptr);
     }
   } catch (const std::exception& e) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("jobdecode mode=%s: %s", mode_name(st.mode), e.what()), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (cfg.message)
-    gst_element_post_message(GST_ELEMENT(self), jobflow_analytics_regions_message_new(
-                                                    GST_OBJECT(self), outbuf, &GST_BASE_TRANSFORM(self)->segment));
+  if (cfg.message && !batch) {
+    const JobflowMuxMeta* mm = jobflow_buffer_get_mux_meta(outbuf);  // a frame after jobdemux: its source
+    gst_element_post_message(GST_ELEMENT(self),
+                             jobflow_mux_regions_message_new(GST_OBJECT(self), outbuf, &GST_BASE_TRANSFORM(self)->segment,
+                                                             mm ? mm->source_id[0] : G_MAXUINT));
+  }
   return GST_FLOW_OK;
 }
 
@@ -1392,7 +1469,7 @@ static void gst_job_decode_class_init(GstJobDecodeClass* klass) {
           g_param_spec_boolean("message", "Message",
                                "Post element messages on the bus: \"" JOBFLOW_LABELS_MESSAGE_NAME
                                "\" / \"" JOBFLOW_TEXT_MESSAGE_NAME "\" per row, \"" JOBFLOW_REGIONS_MESSAGE_NAME
-                               "\" per buffer in the frame modes",
+                               "\" per frame in the frame modes (each frame of a jobmux batch)",
                                kDefaultMessage, playing));
   install(PROP_SCHEME, g_param_spec_enum("scheme", "Scheme", "mode=boxes: the layout of the detector's output",
                                          scheme_get_type(), kSchemeYolov8, ready));

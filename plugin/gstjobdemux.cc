@@ -144,8 +144,11 @@ GstBuffer* frame_buffer(GstBuffer* batch, const JobflowMuxMeta* mm, const Jobflo
     }
     /* The metas of the frame as it entered jobmux go with its results: its
      * JobflowFrameMeta above all (the video frame and the scaling that
-     * jobdecode's frame modes put the regions back on); not its tensors'
-     * description (the results have their own) nor jobmux's bookkeeping. */
+     * jobdecode's frame modes put the regions back on; after jobdecode on
+     * the batch, the slot's frame is the video frame, and its regions come
+     * along); not its tensors' description (the results have their own)
+     * nor jobmux's bookkeeping (nor, as copy_metas_except() skips metas
+     * tied to the memory, a video frame's GstVideoMeta). */
     if (mm->frames[i])
       jobflow::gst::copy_metas_except(out, mm->frames[i], {JOBFLOW_TENSOR_META_API_TYPE, JOBFLOW_MUX_META_API_TYPE,
                                                             JOBFLOW_BATCH_META_API_TYPE});

@@ -4,9 +4,12 @@
 #include "gstjobtrack.h"
 
 #include "element_util.h"
+#include "gstjobmux.h"
 #include "jobflow_analytics.h"
+#include "jobmux_meta.h"
 #include "track/sort.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <exception>
@@ -64,16 +67,19 @@ struct Seen {
   bool placed = false;
 };
 
-/* Streaming thread only (and start/stop). */
+/* One stream's tracks. Streaming thread only (and start/stop). */
 struct State {
   trk::Sort sort;
   std::map<uint64_t, Seen> seen;  // by track id
 };
 
+/* The key of frames that did not come through jobmux (jobmux_meta.h's "no source"). */
+constexpr guint kNoSource = G_MAXUINT;
+
 struct Impl {
   jobflow::gst::Locked<Settings> settings;
   std::atomic<guint64> count_in{0}, count_out{0};
-  State state;
+  std::map<guint, State> streams;  // by jobmux source (kNoSource: one stream)
 };
 
 GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
@@ -113,83 +119,105 @@ bool crosses(const Line& l, double px, double py, double qx, double qy, bool* in
   return true;
 }
 
+/* Tracks the regions of one frame (`meta` may be NULL: no regions) with
+ * the tracks of its stream; the crossing messages go to `messages`. */
+void track_frame(GstJobTrack* self, const Settings& cfg, const Line& line, State& st,
+                 JobflowAnalyticsRelationMeta* meta, GstClockTime pts, const GstSegment& segment, guint source,
+                 std::vector<GstMessage*>* messages) {
+  st.sort.set_params({static_cast<int>(cfg.max_age), static_cast<int>(cfg.min_hits),
+                      static_cast<float>(cfg.iou_threshold), cfg.per_label});
+  std::vector<trk::Detection> dets;
+  std::vector<JobflowAnalyticsODMtd> ods;
+  if (meta) {
+    gpointer state = nullptr;
+    JobflowAnalyticsODMtd od;
+    while (jobflow_analytics_relation_meta_iterate(meta, &state, jobflow_analytics_od_mtd_get_mtd_type(), &od)) {
+      gint x, y, w, h;
+      jobflow_analytics_od_mtd_get_location(&od, &x, &y, &w, &h, nullptr);
+      dets.push_back({{static_cast<float>(x), static_cast<float>(y), static_cast<float>(x + w),
+                       static_cast<float>(y + h)},
+                      static_cast<int>(jobflow_analytics_od_mtd_get_obj_type(&od))});
+      ods.push_back(od);
+    }
+  }
+  const std::vector<size_t> idx = st.sort.update(dets);
+  for (size_t i = 0; i < dets.size(); ++i) {
+    const trk::Track& t = st.sort.tracks()[idx[i]];
+    if (!t.confirmed) continue;
+    Seen& s = st.seen[t.id];
+    if (!GST_CLOCK_TIME_IS_VALID(s.first)) s.first = pts;
+    JobflowAnalyticsTrackingMtd tm;
+    jobflow_analytics_relation_meta_add_tracking_mtd(meta, t.id, s.first, &tm);
+    jobflow_analytics_tracking_mtd_update_last_seen(&tm, pts);
+    jobflow_analytics_relation_meta_set_relation(meta, JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO, ods[i].id, tm.id);
+    const double cx = (dets[i].rect.x1 + dets[i].rect.x2) / 2.0, cy = (dets[i].rect.y1 + dets[i].rect.y2) / 2.0;
+    bool in = false;
+    if (!cfg.line.empty() && s.placed && crosses(line, s.cx, s.cy, cx, cy, &in)) {
+      const guint64 n_in = in ? ++self->impl->count_in : self->impl->count_in.load();
+      const guint64 n_out = in ? self->impl->count_out.load() : ++self->impl->count_out;
+      const bool timed = segment.format == GST_FORMAT_TIME && GST_CLOCK_TIME_IS_VALID(pts);
+      const GstClockTime running = timed ? gst_segment_to_running_time(&segment, GST_FORMAT_TIME, pts)
+                                         : GST_CLOCK_TIME_NONE;
+      const GQuark label = jobflow_analytics_od_mtd_get_obj_type(&ods[i]);
+      GST_DEBUG_OBJECT(self, "track %" G_GUINT64_FORMAT " crossed the line (%s)", t.id, in ? "in" : "out");
+      GstStructure* s = gst_structure_new(
+          JOBFLOW_LINE_CROSSING_MESSAGE_NAME, "track-id", G_TYPE_UINT64, t.id, "label", G_TYPE_STRING,
+          label ? g_quark_to_string(label) : "", "direction", G_TYPE_STRING, in ? "in" : "out", "count-in",
+          G_TYPE_UINT64, n_in, "count-out", G_TYPE_UINT64, n_out, "timestamp", G_TYPE_UINT64, pts, "running-time",
+          G_TYPE_UINT64, running, nullptr);
+      if (source != kNoSource) gst_structure_set(s, "source", G_TYPE_UINT, source, nullptr);
+      messages->push_back(gst_message_new_element(GST_OBJECT(self), s));
+    }
+    s.cx = cx;
+    s.cy = cy;
+    s.placed = true;
+  }
+  /* forget the tracks SORT dropped */
+  if (st.seen.size() > st.sort.tracks().size()) {
+    std::map<uint64_t, Seen> alive;
+    for (const trk::Track& t : st.sort.tracks())
+      if (t.confirmed && st.seen.count(t.id)) alive[t.id] = st.seen[t.id];
+    st.seen.swap(alive);
+  }
+}
+
 GstFlowReturn transform_ip(GstBaseTransform* trans, GstBuffer* buf) {
   GstJobTrack* self = GST_JOB_TRACK(trans);
   return jobflow::gst::guarded(GST_ELEMENT(self), "Tracking", GST_FLOW_ERROR, [&]() -> GstFlowReturn {
     const Settings cfg = self->impl->settings.copy();
     Line line;
     if (!check_line(self, cfg, &line)) return GST_FLOW_ERROR;
-    State& st = self->impl->state;
-    st.sort.set_params({static_cast<int>(cfg.max_age), static_cast<int>(cfg.min_hits),
-                        static_cast<float>(cfg.iou_threshold), cfg.per_label});
-    JobflowAnalyticsRelationMeta* meta = jobflow_buffer_get_analytics_relation_meta(buf);
-    std::vector<trk::Detection> dets;
-    std::vector<JobflowAnalyticsODMtd> ods;
-    if (meta) {
-      gpointer state = nullptr;
-      JobflowAnalyticsODMtd od;
-      while (jobflow_analytics_relation_meta_iterate(meta, &state, jobflow_analytics_od_mtd_get_mtd_type(), &od)) {
-        gint x, y, w, h;
-        jobflow_analytics_od_mtd_get_location(&od, &x, &y, &w, &h, nullptr);
-        dets.push_back({{static_cast<float>(x), static_cast<float>(y), static_cast<float>(x + w),
-                         static_cast<float>(y + h)},
-                        static_cast<int>(jobflow_analytics_od_mtd_get_obj_type(&od))});
-        ods.push_back(od);
-      }
-    }
-    const std::vector<size_t> idx = st.sort.update(dets);
-    const GstClockTime pts = GST_BUFFER_PTS(buf);
-    const GstSegment& segment = trans->segment;
     std::vector<GstMessage*> messages;
-    for (size_t i = 0; i < dets.size(); ++i) {
-      const trk::Track& t = st.sort.tracks()[idx[i]];
-      if (!t.confirmed) continue;
-      Seen& s = st.seen[t.id];
-      if (!GST_CLOCK_TIME_IS_VALID(s.first)) s.first = pts;
-      JobflowAnalyticsTrackingMtd tm;
-      jobflow_analytics_relation_meta_add_tracking_mtd(meta, t.id, s.first, &tm);
-      jobflow_analytics_tracking_mtd_update_last_seen(&tm, pts);
-      jobflow_analytics_relation_meta_set_relation(meta, JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO, ods[i].id, tm.id);
-      const double cx = (dets[i].rect.x1 + dets[i].rect.x2) / 2.0, cy = (dets[i].rect.y1 + dets[i].rect.y2) / 2.0;
-      bool in = false;
-      if (!cfg.line.empty() && s.placed && crosses(line, s.cx, s.cy, cx, cy, &in)) {
-        const guint64 n_in = in ? ++self->impl->count_in : self->impl->count_in.load();
-        const guint64 n_out = in ? self->impl->count_out.load() : ++self->impl->count_out;
-        const bool timed = segment.format == GST_FORMAT_TIME && GST_CLOCK_TIME_IS_VALID(pts);
-        const GstClockTime running = timed ? gst_segment_to_running_time(&segment, GST_FORMAT_TIME, pts)
-                                           : GST_CLOCK_TIME_NONE;
-        const GQuark label = jobflow_analytics_od_mtd_get_obj_type(&ods[i]);
-        GST_DEBUG_OBJECT(self, "track %" G_GUINT64_FORMAT " crossed the line (%s)", t.id, in ? "in" : "out");
-        messages.push_back(gst_message_new_element(
-            GST_OBJECT(self),
-            gst_structure_new(JOBFLOW_LINE_CROSSING_MESSAGE_NAME, "track-id", G_TYPE_UINT64, t.id, "label",
-                              G_TYPE_STRING, label ? g_quark_to_string(label) : "", "direction", G_TYPE_STRING,
-                              in ? "in" : "out", "count-in", G_TYPE_UINT64, n_in, "count-out", G_TYPE_UINT64, n_out,
-                              "timestamp", G_TYPE_UINT64, pts, "running-time", G_TYPE_UINT64, running, nullptr)));
+    JobflowMuxMeta* mm = jobflow_buffer_get_mux_meta(buf);
+    if (mm && !jobflow_buffer_get_analytics_relation_meta(buf)) {
+      /* A jobmux batch: the regions are on its slots' frames (jobdecode's
+       * frame modes put them there), each source has its own tracks. The
+       * batch is writable (in place), so its meta is; a frame shared with
+       * another buffer is copied (memory shared) before the tracks go on. */
+      for (guint i = 0; i < std::min(mm->valid, mm->batch_size); ++i) {
+        if (!mm->frames[i]) continue;
+        mm->frames[i] = gst_buffer_make_writable(mm->frames[i]);
+        GstBuffer* frame = mm->frames[i];
+        const guint source = mm->source_id[i];
+        track_frame(self, cfg, line, self->impl->streams[source], jobflow_buffer_get_analytics_relation_meta(frame),
+                    GST_BUFFER_PTS(frame), mm->segments[i], source, &messages);
+        if (cfg.message)
+          messages.push_back(jobflow_mux_regions_message_new(GST_OBJECT(self), frame, &mm->segments[i], source));
       }
-      s.cx = cx;
-      s.cy = cy;
-      s.placed = true;
-    }
-    /* forget the tracks SORT dropped */
-    if (st.seen.size() > st.sort.tracks().size()) {
-      std::map<uint64_t, Seen> alive;
-      for (const trk::Track& t : st.sort.tracks())
-        if (t.confirmed && st.seen.count(t.id)) alive[t.id] = st.seen[t.id];
-      st.seen.swap(alive);
+    } else {
+      /* One frame (after jobdemux: of the source its one-slot meta names) */
+      const guint source = mm ? mm->source_id[0] : kNoSource;
+      track_frame(self, cfg, line, self->impl->streams[source], jobflow_buffer_get_analytics_relation_meta(buf),
+                  GST_BUFFER_PTS(buf), trans->segment, source, &messages);
+      if (cfg.message)
+        messages.push_back(jobflow_mux_regions_message_new(GST_OBJECT(self), buf, &trans->segment, source));
     }
     for (GstMessage* m : messages) gst_element_post_message(GST_ELEMENT(self), m);
-    if (cfg.message)
-      gst_element_post_message(GST_ELEMENT(self),
-                               jobflow_analytics_regions_message_new(GST_OBJECT(self), buf, &trans->segment));
     return GST_FLOW_OK;
   });
 }
 
-void reset(GstJobTrack* self) {
-  self->impl->state.sort.reset();
-  self->impl->state.seen.clear();
-}
+void reset(GstJobTrack* self) { self->impl->streams.clear(); }
 
 gboolean start(GstBaseTransform* trans) {
   GstJobTrack* self = GST_JOB_TRACK(trans);
@@ -207,6 +235,12 @@ gboolean stop(GstBaseTransform* trans) {
 
 gboolean sink_event(GstBaseTransform* trans, GstEvent* event) {
   if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) reset(GST_JOB_TRACK(trans));  // a seek: the motion is broken
+  /* a jobmux source left: its tracks end (when it comes back, it starts afresh) */
+  const GstStructure* s = gst_event_get_structure(event);
+  guint source;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_DOWNSTREAM && s && gst_structure_has_name(s, JOBFLOW_MUX_SOURCE_EOS_EVENT) &&
+      gst_structure_get_uint(s, "source", &source))
+    GST_JOB_TRACK(trans)->impl->streams.erase(source);
   return GST_BASE_TRANSFORM_CLASS(gst_job_track_parent_class)->sink_event(trans, event);
 }
 
@@ -282,7 +316,8 @@ static void gst_job_track_class_init(GstJobTrackClass* klass) {
                                          nullptr, playing));
   install(PROP_MESSAGE, g_param_spec_boolean("message", "Message",
                                              "Post a \"" JOBFLOW_REGIONS_MESSAGE_NAME
-                                             "\" message (the regions with their tracks as JSON) per buffer",
+                                             "\" message (the regions with their tracks as JSON) per frame "
+                                             "(each frame of a jobmux batch)",
                                              FALSE, playing));
   install(PROP_COUNT_IN, g_param_spec_uint64("count-in", "Count in",
                                              "Tracks that crossed the line from its negative to its positive side",

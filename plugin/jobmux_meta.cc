@@ -1,6 +1,8 @@
 /* JobflowMuxMeta and the per-slot split registry. See jobmux_meta.h. */
 #include "jobmux_meta.h"
 
+#include "jobflow_analytics.h"
+
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -105,6 +107,13 @@ void jobflow_mux_meta_set_slot(JobflowMuxMeta* meta, guint slot, guint source_id
     gst_segment_copy_into(segment, &meta->segments[slot]);
   else
     gst_segment_init(&meta->segments[slot], GST_FORMAT_TIME);
+}
+
+GstMessage* jobflow_mux_regions_message_new(GstObject* src, GstBuffer* frame, const GstSegment* segment, guint source) {
+  GstMessage* m = jobflow_analytics_regions_message_new(src, frame, segment);
+  if (source != G_MAXUINT)
+    gst_structure_set(gst_message_writable_structure(m), "source", G_TYPE_UINT, source, nullptr);
+  return m;
 }
 
 void jobflow_meta_split_register(GType meta_api, JobflowMetaSplitFunc split) {

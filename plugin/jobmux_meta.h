@@ -39,6 +39,11 @@ void jobflow_mux_meta_set_slot(JobflowMuxMeta* meta, guint slot, guint source_id
                                const GstSegment* segment);
 #define jobflow_buffer_get_mux_meta(b) ((JobflowMuxMeta*)gst_buffer_get_meta((b), JOBFLOW_MUX_META_API_TYPE))
 
+/* jobflow_analytics_regions_message_new() (jobflow_analytics.h) for a
+ * frame of jobmux source `source`: with a "source" (guint) field, unless
+ * `source` is G_MAXUINT (a frame that did not come through jobmux). */
+GstMessage* jobflow_mux_regions_message_new(GstObject* src, GstBuffer* frame, const GstSegment* segment, guint source);
+
 /* Copies the part of `meta` (on a batch of `batch_size` slots) that belongs
  * to slot `slot` onto `dest` (a writable frame buffer). Returns FALSE when
  * nothing was added. */

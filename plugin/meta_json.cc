@@ -131,10 +131,11 @@ gchar* jobflow_meta_json_frame(GstBuffer* buffer, guint frame, const JobflowMeta
   if (const JobflowTensorMeta* tm = jobflow_buffer_get_tensor_meta(buffer))
     json_object_set_array_member(o, "tensors", tensors(buffer, tm, slot, n, options ? options->max_values : 0));
 
-  /* The results: the analytics meta's own JSON, its members spliced in. A
-   * batch's meta is not split per frame (jobdemux gives each frame its
-   * own), so the frames of a batch have none here. */
+  /* The results: the analytics meta's own JSON, its members spliced in.
+   * A frame's are on its buffer; a jobmux batch's on its slots' frames
+   * (jobdecode's frame modes put them there). */
   JobflowAnalyticsRelationMeta* am = batched ? nullptr : jobflow_buffer_get_analytics_relation_meta(buffer);
+  if (!am && mm && mm->frames[slot]) am = jobflow_buffer_get_analytics_relation_meta(mm->frames[slot]);
   JsonBuilder* b = json_builder_new();
   jobflow_analytics_relation_meta_write_json(am, b);
   JsonNode* results = json_builder_get_root(b);

@@ -18,6 +18,7 @@
 #include "jobflow_analytics.h"
 #include "jobflow_frame_meta.h"
 #include "jobflow_meta.h"
+#include "jobmux_meta.h"
 #include "static_element_env.h"
 
 namespace {
@@ -416,6 +417,107 @@ TEST_F(JobDecode, WrongHeadShapeIsAStreamErrorNamingTheScheme) {
   EXPECT_EQ(gst_harness_push(h_, b), GST_FLOW_ERROR);
   EXPECT_EQ(error_message(GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT),
             "jobdecode mode=boxes: scheme=yolov8 with 3 labels expects 7 values per candidate, got (1, 6, 4)");
+}
+
+// A jobmux batch (jobmux ! jobfunction ! jobdecode): each slot is decoded
+// as its own frame, through its own frame's geometry, and its regions go on
+// that slot's frame in the JobflowMuxMeta, which becomes the video frame
+// (with the video caps) for jobtrack and jobdemux output=frames.
+TEST_F(JobDecode, OnAJobmuxBatchEachSlotsRegionsGoOnItsOwnFrame) {
+  const std::string labels = file("two.txt", "ball\nbox\n");
+  const char* tensor_caps = "other/tensors,format=static,num_tensors=1,dimensions=(string)2:6:3,types=float32";
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes");
+                             g_object_set(e, "labels", labels.c_str(), "score-threshold", 0.5, nullptr); },
+        tensor_caps);
+  // (3, 4 + 2, 2): candidates in columns; slot 0 a ball, slot 1 a box, slot 2
+  // padding (which must not be decoded, whatever it holds)
+  const std::vector<float> head = {
+      50, 10, 50, 10, 20, 4, 10, 4, 0.8f, 0.1f, 0.1f, 0.1f,  // slot 0: ball at model (40, 45)-(60, 55)
+      30, 10, 40, 10, 8, 4, 6, 4, 0.1f, 0.1f, 0.95f, 0.1f,   // slot 1: box at model (26, 37)-(34, 43)
+      50, 50, 50, 50, 9, 9, 9, 9, 0.9f, 0.9f, 0.9f, 0.9f,    // slot 2: padding
+  };
+  // slot 0: a 320x240 frame letterboxed into 160x160 (scale 0.5, 20 rows on
+  // top); slot 1: a 64x64 frame scaled by 2 into 128x128
+  GstCaps* caps[2] = {gst_caps_from_string(kFrameCaps),
+                      gst_caps_from_string("video/x-raw,format=RGB,width=64,height=64,framerate=10/1")};
+  GstBuffer* picture[2] = {gst_buffer_new_allocate(nullptr, 320 * 240 * 3, nullptr),
+                           gst_buffer_new_allocate(nullptr, 64 * 64 * 3, nullptr)};
+  GstBuffer* batch = gst_buffer_new_memdup(head.data(), head.size() * sizeof(float));
+  GST_BUFFER_PTS(batch) = 0;
+  JobflowMuxMeta* mm = jobflow_buffer_add_mux_meta(batch, 3);
+  mm->valid = 2;
+  const guint sources[2] = {5, 2};
+  for (int i = 0; i < 2; ++i) {
+    GstBuffer* in = gst_buffer_new();  // the slot's tensors as they entered jobmux
+    GST_BUFFER_PTS(in) = (i + 1) * GST_SECOND;
+    jobflow_buffer_add_frame_meta(in, picture[i], caps[i], i == 0 ? 160 : 128, i == 0 ? 160 : 128,
+                                  i == 0 ? 0.5 : 2.0, i == 0 ? 0.5 : 2.0, 0, i == 0 ? 20 : 0);
+    GstSegment seg;
+    gst_segment_init(&seg, GST_FORMAT_TIME);
+    seg.base = i * 10 * GST_SECOND;
+    jobflow_mux_meta_set_slot(mm, i, sources[i], in, nullptr, &seg);
+    gst_buffer_unref(in);
+  }
+  ASSERT_EQ(gst_harness_push(h_, batch), GST_FLOW_OK);
+  GstBuffer* out = gst_harness_pull(h_);
+  ASSERT_NE(out, nullptr);
+  // the batch goes on (its tensors, its tensor caps), without regions of its own
+  EXPECT_EQ(out_caps(), std::string("other/tensors, format=(string)static, num_tensors=(int)1, "
+                                    "dimensions=(string)2:6:3, types=(string)float32"));
+  EXPECT_EQ(gst_buffer_get_size(out), head.size() * sizeof(float));
+  EXPECT_EQ(jobflow_buffer_get_analytics_relation_meta(out), nullptr);
+  const JobflowMuxMeta* om = jobflow_buffer_get_mux_meta(out);
+  ASSERT_NE(om, nullptr);
+  ASSERT_EQ(om->batch_size, 3u);
+  EXPECT_EQ(om->valid, 2u);
+  const std::string want[2] = {
+      // ball: model (40, 45)-(60, 55) -> frame (80, 50)-(120, 70)
+      "{\"regions\":[{\"id\":0,\"label\":\"ball\",\"confidence\":0.8,\"x\":80,\"y\":50,\"w\":40,\"h\":20}]}",
+      // box: model (26, 37)-(34, 43) -> frame (13, 18.5)-(17, 21.5)
+      "{\"regions\":[{\"id\":0,\"label\":\"box\",\"confidence\":0.95,\"x\":13,\"y\":19,\"w\":4,\"h\":3}]}"};
+  for (int i = 0; i < 2; ++i) {
+    GstBuffer* f = om->frames[i];
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(om->source_id[i], sources[i]);
+    EXPECT_EQ(gst_buffer_peek_memory(f, 0), gst_buffer_peek_memory(picture[i], 0)) << "slot " << i;  // no copy
+    EXPECT_TRUE(om->caps[i] && gst_caps_is_equal(om->caps[i], caps[i])) << "slot " << i;
+    EXPECT_EQ(GST_BUFFER_PTS(f), (i + 1) * GST_SECOND);
+    EXPECT_EQ(om->segments[i].base, i * 10 * GST_SECOND);
+    EXPECT_EQ(jobflow_buffer_get_frame_meta(f), nullptr);
+    EXPECT_EQ(json_of(f), want[i]) << "slot " << i;
+    // one message per frame, with its source and its own times
+    const GstStructure* m = next_message(JOBFLOW_REGIONS_MESSAGE_NAME);
+    ASSERT_NE(m, nullptr);
+    guint source = 0;
+    guint64 ts = 0, running = 0;
+    EXPECT_TRUE(gst_structure_get_uint(m, "source", &source));
+    EXPECT_EQ(source, sources[i]);
+    EXPECT_TRUE(gst_structure_get_uint64(m, "timestamp", &ts));
+    EXPECT_TRUE(gst_structure_get_uint64(m, "running-time", &running));
+    EXPECT_EQ(ts, (i + 1) * GST_SECOND);
+    EXPECT_EQ(running, (i + 1) * GST_SECOND + i * 10 * GST_SECOND);
+    EXPECT_EQ(std::string(gst_structure_get_string(m, "json")), want[i]);
+  }
+  EXPECT_EQ(om->frames[2], nullptr);
+  EXPECT_EQ(next_message(JOBFLOW_REGIONS_MESSAGE_NAME), nullptr);  // none for the padding
+  gst_buffer_unref(out);
+  for (int i = 0; i < 2; ++i) {
+    gst_buffer_unref(picture[i]);
+    gst_caps_unref(caps[i]);
+  }
+}
+
+TEST_F(JobDecode, ABatchWhoseTensorsAreNotItsSlotsIsAStreamError) {
+  start([&](GstElement* e) { gst_util_set_object_arg(G_OBJECT(e), "mode", "boxes"); },
+        "other/tensors,format=static,num_tensors=1,dimensions=(string)2:6:2,types=float32");
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, 24 * 4, nullptr);
+  gst_buffer_memset(b, 0, 0, 24 * 4);
+  JobflowMuxMeta* mm = jobflow_buffer_add_mux_meta(b, 3);
+  mm->valid = 3;
+  EXPECT_EQ(gst_harness_push(h_, b), GST_FLOW_ERROR);
+  EXPECT_EQ(error_message(GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT),
+            "jobdecode mode=boxes: on a jobmux batch of 3 frames each tensor's dim 0 must be a multiple of 3, got "
+            "(2, 6, 2)");
 }
 
 TEST_F(JobDecode, TextRegionsAreRotatedBoxesOnTheFrame) {

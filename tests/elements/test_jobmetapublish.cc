@@ -182,13 +182,14 @@ TEST(JobMetaPublish, WritesALinePerFrameToAFileAndPassesTheFramesOn) {
   EXPECT_NE(lines[1].find("\"values\":[1,1.5]"), std::string::npos) << lines[1];  // shortest forms
 }
 
-TEST(JobMetaPublish, ABatchOfManySourcesGivesALinePerFrameWithItsSource) {
+TEST(JobMetaPublish, ABatchOfManySourcesGivesALinePerFrameWithItsSourceAndRegions) {
   TempDir dir;
   const std::string path = dir / "batch.jsonl";
   Harness t("jobmetapublish max-values=3 location=" + path);
   gst_harness_set_src_caps_str(
       t.h, "other/tensors,format=static,num_tensors=1,dimensions=(string)\"3:3\",types=(string)float32");
-  // A jobmux batch of 3 slots, 2 valid: source 7's frame 4 and source 2's frame 9.
+  // A jobmux batch of 3 slots, 2 valid: source 7's frame 4 and source 2's
+  // frame 9; jobdecode put a region on source 7's frame (its slot's buffer).
   const float v[9] = {1, 2, 3, 4, 5, 6, 0, 0, 0};
   GstBuffer* b = gst_buffer_new_memdup(v, sizeof v);
   jobflow::gst::add_tensor_meta(b, {{{3, 3}, jobflow::DType::Float32}});
@@ -203,7 +204,12 @@ TEST(JobMetaPublish, ABatchOfManySourcesGivesALinePerFrameWithItsSource) {
     GstSegment seg;
     gst_segment_init(&seg, GST_FORMAT_TIME);
     seg.base = 10 * GST_SECOND * i;  // the source's own running time
-    jobflow_mux_meta_set_slot(mm, i, sources[i], nullptr, nullptr, &seg);
+    GstBuffer* f = gst_buffer_new();
+    if (i == 0)
+      jobflow_analytics_relation_meta_add_od_mtd(jobflow_buffer_add_analytics_relation_meta(f),
+                                                 g_quark_from_string("car"), 1, 2, 3, 4, 0.5f, nullptr);
+    jobflow_mux_meta_set_slot(mm, i, sources[i], f, nullptr, &seg);
+    gst_buffer_unref(f);
   }
   ASSERT_EQ(gst_harness_push(t.h, b), GST_FLOW_OK);
   ASSERT_TRUE(gst_harness_push_event(t.h, gst_event_new_eos()));
@@ -218,6 +224,11 @@ TEST(JobMetaPublish, ABatchOfManySourcesGivesALinePerFrameWithItsSource) {
     EXPECT_EQ(j.dims(0), (std::vector<gint64>{1, 3}));  // one frame's
     EXPECT_EQ(j.values(0), (std::vector<double>{3.0 * i + 1, 3.0 * i + 2, 3.0 * i + 3}));
   }
+  EXPECT_NE(lines[0].find(",\"regions\":[{\"id\":0,\"label\":\"car\",\"confidence\":0.5,\"x\":1,\"y\":2,\"w\":3,"
+                          "\"h\":4}]}"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find(",\"regions\":[]}"), std::string::npos) << lines[1];
 }
 
 TEST(JobMetaPublish, TheRegionsAreTheAnalyticsMetasOwnJson) {

@@ -7,6 +7,7 @@
 
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
+#include <gst/video/video.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "gstjobdemux.h"
 #include "gstjobmux.h"
+#include "jobflow_analytics.h"
 #include "jobflow_frame_meta.h"
 #include "jobflow_meta.h"
 #include "static_element_env.h"
@@ -570,6 +572,28 @@ TEST(JobMuxDemux, ResultsKeepTheirFramesFrameMeta) {
     for (int s = 0; s < 2; ++s) gst_buffer_unref(pictures[s][i]);
   gst_caps_unref(video);
   gst_harness_teardown(b);
+  gst_harness_teardown(a);
+}
+
+// A slot whose buffer carries regions (after jobdecode on the batch it is
+// the video frame with them): its results carry the regions too, but not
+// the frame's GstVideoMeta (a tensor slice has no video layout).
+TEST(JobMuxDemux, ResultsCarryTheRegionsOfTheirSlotsFrameButNoVideoMeta) {
+  MuxDemux md("batch-size=2");
+  GstHarness* a = add_source(md.mux, 0, 10);
+  GstBuffer* f = frame(0, 0);
+  jobflow_analytics_relation_meta_add_od_mtd(jobflow_buffer_add_analytics_relation_meta(f), g_quark_from_string("car"),
+                                             1, 2, 3, 4, 0.5f, nullptr);
+  gst_buffer_add_video_meta(f, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_GRAY8, 4, 3);
+  ASSERT_EQ(gst_harness_push(a, f), GST_FLOW_OK);
+  ASSERT_TRUE(gst_harness_push_event(a, gst_event_new_eos()));
+  ASSERT_TRUE(md.out->wait_eos("src_0"));
+  Collected& c = md.out->got()["src_0"];
+  expect_frames(c, 0, 0, 1);
+  gchar* json = jobflow_analytics_relation_meta_to_json(jobflow_buffer_get_analytics_relation_meta(c.buffers[0]));
+  EXPECT_STREQ(json, "{\"regions\":[{\"id\":0,\"label\":\"car\",\"confidence\":0.5,\"x\":1,\"y\":2,\"w\":3,\"h\":4}]}");
+  g_free(json);
+  EXPECT_EQ(gst_buffer_get_video_meta(c.buffers[0]), nullptr);
   gst_harness_teardown(a);
 }
 

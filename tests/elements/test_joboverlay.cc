@@ -183,3 +183,49 @@ TEST_F(JobOverlay, FramesWithoutResultsPassUnchanged) {
   for (int y = 0; y < 16; ++y)
     for (int x = 0; x < 16; ++x) ASSERT_TRUE(near(pixel(x, y), kBlack, 0));
 }
+
+namespace {
+
+// A plate at (20, 40), 60 x 16, that a recogniser read as "AB-123" (a
+// TextMtd it CONTAINs), its track 7, and a text of the whole frame.
+void plate_with_texts(JobflowAnalyticsRelationMeta* m) {
+  JobflowAnalyticsODMtd od;
+  jobflow_analytics_relation_meta_add_od_mtd(m, g_quark_from_string("plate"), 20, 40, 60, 16, 0.9f, &od);
+  JobflowAnalyticsTextMtd text;
+  jobflow_analytics_relation_meta_add_text_mtd(m, "AB-123", 0.8f, &text);
+  jobflow_analytics_relation_meta_set_parent(m, text.id, od.id);
+  JobflowAnalyticsTrackingMtd track;
+  jobflow_analytics_relation_meta_add_tracking_mtd(m, 7, 0, &track);
+  jobflow_analytics_relation_meta_set_relation(m, JOBFLOW_ANALYTICS_REL_TYPE_RELATE_TO, od.id, track.id);
+  jobflow_analytics_relation_meta_add_text_mtd(m, "CAM 1", 1.0f, nullptr);
+}
+
+}  // namespace
+
+// The text read in a region goes below it, the frame's own text at the top
+// left, the track id in the caption above the box; each can be turned off.
+TEST_F(JobOverlay, TextsAndTrackIdsAreWritten) {
+  run("RGB", 128, 96, "show-labels=false show-confidence=false font-desc=\"Sans 8\"", plate_with_texts);
+  auto ink = [&](int x0, int y0, int x1, int y1) {
+    int n = 0;
+    for (int y = y0; y < y1; ++y)
+      for (int x = x0; x < x1; ++x) n += !near(pixel(x, y), kBlack, 40);
+    return n;
+  };
+  EXPECT_GT(ink(20, 57, 100, 80), 10) << "no text below the plate";
+  EXPECT_GT(ink(0, 0, 60, 14), 10) << "no frame text at the top left";
+  EXPECT_GT(ink(20, 26, 60, 39), 10) << "no caption (#7) above the plate";
+  EXPECT_EQ(ink(90, 0, 128, 30), 0) << "ink away from every text";
+}
+
+TEST_F(JobOverlay, ShowTextAndShowTrackIdsOffWriteNeither) {
+  run("RGB", 128, 96, "show-labels=false show-confidence=false show-text=false show-track-ids=false",
+      plate_with_texts);
+  int n = 0;
+  for (int y = 0; y < 96; ++y)
+    for (int x = 0; x < 128; ++x) {
+      const bool outline = y >= 40 && y < 56 && x >= 20 && x < 80;
+      if (!outline) n += !near(pixel(x, y), kBlack, 0);
+    }
+  EXPECT_EQ(n, 0) << "pixels written outside the plate's box";
+}

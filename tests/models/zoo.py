@@ -214,6 +214,19 @@ def export(name, path, batch=1, dynamic=False, model=None):
     `model` (from build(name)) saves building it again for a second file."""
     if is_current(path):
         return path
+    # One exporter per file: the gallery's test and detect-video may want
+    # the same file at once (a minute or more each); the second waits for
+    # the first and finds the file current.
+    import fcntl
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_current(path):
+            return path
+        return _export(name, path, batch, dynamic, model)
+
+
+def _export(name, path, batch, dynamic, model):
     key = fingerprint()
     import torch
     torch.set_num_threads(1)
@@ -224,7 +237,6 @@ def export(name, path, batch=1, dynamic=False, model=None):
     names = output_names(name, model)
     x = torch.rand(input_shape(name, batch), generator=torch.Generator().manual_seed(SEED))
     axes = {n: {0: "batch"} for n in ["images"] + names} if dynamic else None
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     # No torch.no_grad(): under it (and eval mode) torch 1.13's multi-head
     # attention takes its fused fast path, which has no ONNX form (vit_b_16).

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Detection, tracking, counting and overlay end to end, against ground truth:
-#   pipelines/gst/detect-video   90 frames of videotestsrc pattern=ball: one
+#   pipelines/gst/detect-video   --detector ball (the fixed-weight ball detector;
+#                                detect_video_ssdlite.sh runs the default, ssdlite):
+#                                90 frames of videotestsrc pattern=ball: one
 #                                region per frame, labelled "ball", track 1
 #                                throughout, its box within 2 pixels of the
 #                                ball's bright pixels (measured here from the
@@ -26,7 +28,7 @@ export GST_REGISTRY=$work/registry.bin JOBFLOW_GST_REGISTRY=$work/registry.bin
 export LC_ALL=C
 frames=90
 
-"$src/pipelines/gst/detect-video" --build "$build" --frames $frames --out "$work/frames" > "$work/detect.txt" 2>&1 ||
+"$src/pipelines/gst/detect-video" --detector ball --build "$build" --frames $frames --out "$work/frames" > "$work/detect.txt" 2>&1 ||
   { show "$work/detect.txt"; fail "detect-video failed"; }
 pngs=$(find "$work/frames" -name 'frame-*.png' | wc -l)
 [ "$pngs" -eq $frames ] || fail "detect-video wrote $pngs PNG files, expected $frames"
@@ -76,4 +78,6 @@ echo "read_regions (C++) and read_regions.py: the same 20 regions"
 # Usage errors end with one line and status 2.
 out=$("$src/pipelines/gst/detect-video" --build "$build" --line 1,2 2>&1) && fail "--line 1,2 was accepted"
 [ "$out" = "detect-video: --line needs X1,Y1,X2,Y2, got '1,2' (try --help)" ] || fail "unclear --line error: $out"
+out=$("$src/pipelines/gst/detect-video" --build "$build" --detector yolo 2>&1) && fail "--detector yolo was accepted"
+[ "$out" = "detect-video: --detector is ssdlite or ball, got 'yolo' (try --help)" ] || fail "unclear --detector error: $out"
 echo "detect-video: ok"
