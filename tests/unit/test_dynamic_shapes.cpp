@@ -484,6 +484,22 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                       {flow::Numpy::Placeholder({-1, 6}, flow::Float, "x")},
                                       [](Blob x) -> flow::Numpy { return flow::reduce_sum(x, {1}); })
                     .compiled();
+  // Bodies of a loop (iteration, condition, carried) and a scan (state, slice).
+  auto loop_body =
+      flow::global_function(flow::Predict, flow::function_config().name("every_loop_body"),
+                            {flow::Numpy::Placeholder({}, flow::Int64, "i"), flow::Numpy::Placeholder({}, flow::Bool, "c"),
+                             flow::Numpy::Placeholder({-1, 6}, flow::Float, "v")},
+                            [](Blob, Blob c, Blob v) -> std::tuple<flow::Numpy, flow::Numpy, flow::Numpy> {
+                              return {flow::identity(c), flow::mul_scalar(v, 0.5), flow::reduce_sum(v, {1})};
+                            })
+          .compiled();
+  auto scan_body = flow::global_function(flow::Predict, flow::function_config().name("every_scan_body"),
+                                         {flow::Numpy::Placeholder({-1}, flow::Float, "s"),
+                                          flow::Numpy::Placeholder({-1}, flow::Float, "col")},
+                                         [](Blob st, Blob col) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                           return {flow::add(st, col), flow::mul_scalar(col, 2.0)};
+                                         })
+                       .compiled();
   auto detect = flow::global_function(
       flow::Predict, flow::function_config().name("every_detect"), ph, [&](Blob x, Blob img, Blob labels) -> flow::Numpy {
         const Blob idx = flow::constant(flow::Tensor::from<int64_t>({2, 1}, {1, 0}));
@@ -501,8 +517,16 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                   flow::constant(flow::Tensor::from<int64_t>({1}, {0})), 2, 2);
         Blob c = flow::greater(flow::reduce_sum(x), flow::constant(flow::Tensor::from<float>({}, {0.0f})));
         Blob iff = flow::if_else(c, {x}, branch, branch)[0];
-        return flow::add(flow::add(loss, flow::cast(flow::reduce_sum(nms), flow::Float)),
-                         flow::add(flow::reduce_sum(ra), flow::reduce_sum(iff)));
+        const std::vector<Blob> lo =
+            flow::loop(flow::constant(flow::Tensor::from<int64_t>({}, {2})), Blob(), {x}, {}, loop_body);
+        flow::ScanOptions so;
+        so.input_axes = {1};
+        const std::vector<Blob> sc = flow::scan({flow::reduce_sum(x, {1})}, {x}, {}, scan_body, so);
+        Blob flow_loss = flow::add(flow::add(flow::reduce_sum(lo[0]), flow::reduce_sum(lo[1])),
+                                   flow::add(flow::reduce_sum(sc[0]), flow::reduce_sum(sc[1])));
+        return flow::add(flow::add(flow::add(loss, flow::cast(flow::reduce_sum(nms), flow::Float)),
+                                   flow::add(flow::reduce_sum(ra), flow::reduce_sum(iff))),
+                         flow_loss);
       });
   reinfer_with_dynamic_batch(*detect.compiled()->definition().graph, seen);
   // The shape ops and nonzero have their own tests above (they take their

@@ -78,8 +78,8 @@ enum class OpKind : uint16_t {
   Resize, ResizeGrad,
   // ops/detection.cpp: top-k, non-maximum suppression, RoI align
   TopK, NonMaxSuppression, RoiAlign,
-  // ops/control.cpp: a branch chosen at call time (ONNX If)
-  If,
+  // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)
+  If, Loop, Scan,
   // compiler/layout.cpp: a change of memory format (oneDNN blocked <-> plain,
   // float32 <-> bfloat16) that only plans contain, never a job's definition.
   Reorder,
