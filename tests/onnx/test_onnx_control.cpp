@@ -1,6 +1,8 @@
-// ONNX nodes that run at call time (issue 9): Loop and Scan with subgraphs
-// reading outer-scope names. Hand-built models against values computed
-// here, save/load round trips, errors naming the node.
+// ONNX nodes that run at call time (issue 9): shape-giving inputs computed
+// in the graph (Slice, Unsqueeze, Squeeze, Tile, Pad, Split and reductions
+// with run-time values: an onnx_node imported again per call), and Loop and
+// Scan with subgraphs reading outer-scope names. Hand-built models against
+// values computed here, save/load round trips, errors naming the node.
 #include "onnx_test_util.h"
 
 namespace {
@@ -8,6 +10,7 @@ namespace {
 using namespace onnx_test;
 namespace fl = jobflow;
 
+Tensor i64(const std::vector<int64_t>& v) { return Tensor::from<int64_t>({static_cast<int64_t>(v.size())}, v); }
 Tensor seq(const Shape& s, float start = 0.f) {
   std::vector<float> v(static_cast<size_t>(fl::numel(s)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
@@ -26,6 +29,153 @@ bool has_op(const fl::CompiledJob& job, const std::string& op) {
   for (const fl::Node& n : job.definition().graph->nodes)
     if (n.op->name() == op) return true;
   return false;
+}
+
+class OnnxRuntimeValues : public OnnxOps {};
+
+TEST_F(OnnxRuntimeValues, SliceWithStartsAndEndsGivenPerCall) {
+  Model md(13);
+  const Tensor x = seq({3, 4});
+  md.input("x", x);
+  md.input("starts", i64({0, 1}));
+  md.input("ends", i64({2, 3}));
+  md.node("Slice", {"x", "starts", "ends"}, {"y"});
+  auto job = load(md);
+  EXPECT_TRUE(has_op(*job, "onnx_node"));
+  // Each call its own values; an earlier combination again (the cached expansion).
+  auto y = job->run({x, i64({0, 1}), i64({2, 3})});
+  EXPECT_EQ(y[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(values(y[0]), (std::vector<float>{1, 2, 5, 6}));
+  y = job->run({x, i64({1, -1}), i64({3, 100})});
+  EXPECT_EQ(y[0].shape(), (Shape{2, 1}));
+  EXPECT_EQ(values(y[0]), (std::vector<float>{7, 11}));
+  y = job->run({x, i64({0, 1}), i64({2, 3})});
+  EXPECT_EQ(values(y[0]), (std::vector<float>{1, 2, 5, 6}));
+}
+
+// Ends computed in the graph from an input (n + 0): not known while the
+// plan is compiled, so the call is cut at the Slice; the rest of the graph
+// (a Mul) runs on the sliced size.
+TEST_F(OnnxRuntimeValues, SliceOfASizeComputedInTheGraphCutsTheCall) {
+  Model md(13);
+  const Tensor x = seq({6});
+  md.input("x", x);
+  md.input("n", i64({0}));
+  md.init("zero", i64({0}));
+  md.init("two", Tensor::scalar<float>(2.f));
+  md.node("Add", {"n", "zero"}, {"k"});
+  md.m.mutable_graph()->mutable_output()->RemoveLast();  // k is not an output
+  md.node("Slice", {"x", "zero", "k"}, {"s"});
+  md.m.mutable_graph()->mutable_output()->RemoveLast();
+  md.node("Mul", {"s", "two"}, {"y"});
+  auto job = load(md);
+  for (int64_t k : {4, 2, 6, 0}) {
+    auto y = job->run({x, i64({k})});
+    ASSERT_EQ(y[0].shape(), (Shape{k})) << k;
+    for (int64_t i = 0; i < k; ++i) EXPECT_EQ(y[0].data<float>()[i], 2.f * static_cast<float>(i));
+  }
+}
+
+TEST_F(OnnxRuntimeValues, UnsqueezeSqueezeTilePadSplitReduceWithValuesPerCall) {
+  const Tensor x = seq({2, 3});
+  {
+    Model md(13);
+    md.input("x", x);
+    md.input("axes", i64({0, 3}));
+    md.node("Unsqueeze", {"x", "axes"}, {"y"});
+    auto y = load(md)->run({x, i64({0, 3})});
+    EXPECT_EQ(y[0].shape(), (Shape{1, 2, 3, 1}));
+    EXPECT_EQ(values(y[0]), values(x));
+  }
+  {
+    Model md(13);
+    const Tensor x1 = seq({2, 1, 3});
+    md.input("x", x1);
+    md.input("axes", i64({1}));
+    md.node("Squeeze", {"x", "axes"}, {"y"});
+    auto y = load(md)->run({x1, i64({-2})});
+    EXPECT_EQ(y[0].shape(), (Shape{2, 3}));
+  }
+  {
+    Model md(13);
+    md.input("x", x);
+    md.input("reps", i64({2, 1}));
+    md.node("Tile", {"x", "reps"}, {"y"});
+    auto job = load(md);
+    auto y = job->run({x, i64({2, 1})});
+    EXPECT_EQ(y[0].shape(), (Shape{4, 3}));
+    EXPECT_EQ(values(y[0]), (std::vector<float>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+    y = job->run({x, i64({1, 2})});
+    EXPECT_EQ(values(y[0]), (std::vector<float>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5}));
+  }
+  {
+    Model md(13);
+    md.input("x", x);
+    md.input("pads", i64({0, 1, 0, 0}));
+    md.input("value", Tensor::scalar<float>(0.f));
+    md.node("Pad", {"x", "pads", "value"}, {"y"});
+    auto y = load(md)->run({x, i64({0, 1, 1, 0}), Tensor::scalar<float>(-1.f)});
+    EXPECT_EQ(y[0].shape(), (Shape{3, 4}));
+    EXPECT_EQ(values(y[0]), (std::vector<float>{-1, 0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1}));
+  }
+  {
+    Model md(13);
+    md.input("x", x);
+    md.input("split", i64({1, 2}));
+    auto* n = md.node("Split", {"x", "split"}, {"a", "b"});
+    set_int(n, "axis", 1);
+    auto y = load(md)->run({x, i64({2, 1})});
+    EXPECT_EQ(y[0].shape(), (Shape{2, 2}));
+    EXPECT_EQ(values(y[1]), (std::vector<float>{2, 5}));
+  }
+  {
+    Model md(13);
+    md.input("x", x);
+    md.input("axes", i64({0}));
+    auto* n = md.node("ReduceSum", {"x", "axes"}, {"y"});
+    set_int(n, "keepdims", 0);
+    auto job = load(md);
+    auto y = job->run({x, i64({0})});
+    EXPECT_EQ(values(y[0]), (std::vector<float>{3, 5, 7}));
+    y = job->run({x, i64({1})});
+    EXPECT_EQ(values(y[0]), (std::vector<float>{3, 12}));
+  }
+}
+
+// The node is saved as it was read (its attributes, its inputs) and loads
+// back into the same form.
+TEST_F(OnnxRuntimeValues, SavedAsTheNodeItWas) {
+  Model md(13);
+  const Tensor x = seq({4, 5});
+  md.input("x", x);
+  md.input("starts", i64({1}));
+  md.init("ends", i64({100}));
+  md.init("axes", i64({1}));
+  md.node("Slice", {"x", "starts", "ends", "axes"}, {"y"});
+  auto job = load(md);
+  std::shared_ptr<fl::CompiledJob> loaded;
+  auto saved = round_trip(*job, {x, i64({2})}, &loaded);
+  EXPECT_EQ(onnx_ops(saved).count("Slice"), 1u);
+  EXPECT_TRUE(has_op(*loaded, "onnx_node"));
+  auto y = loaded->run({x, i64({3})});
+  EXPECT_EQ(y[0].shape(), (Shape{4, 2}));
+}
+
+TEST_F(OnnxRuntimeValues, BadValuesAtTheCallNameTheNode) {
+  Model md(13);
+  const Tensor x = seq({2, 3});
+  md.input("x", x);
+  md.input("axes", i64({0}));
+  md.node("Unsqueeze", {"x", "axes"}, {"y"});
+  auto job = load(md);
+  try {
+    job->run({x, i64({7})});
+    FAIL() << "an axis out of range ran";
+  } catch (const fl::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Unsqueeze"), std::string::npos) << m;
+    EXPECT_NE(m.find("out of range"), std::string::npos) << m;
+  }
 }
 
 // ---- Loop and Scan ----

@@ -532,13 +532,14 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
   // The shape ops and nonzero have their own tests above (they take their
   // shapes from values); the second derivatives of piecewise linear
   // activations are 0 and never made; reorder exists only in plans (the
-  // layout pass makes it); every other kind is here.
+  // layout pass makes it); onnx_node only the ONNX importer makes
+  // (tests/onnx/test_onnx_control.cpp); every other kind is here.
   const std::set<flow::OpKind> elsewhere = {flow::OpKind::ShapeOf,        flow::OpKind::SizeOf,
                                             flow::OpKind::ReshapeTo,      flow::OpKind::ConstantOfShape,
                                             flow::OpKind::Range,          flow::OpKind::Expand,
                                             flow::OpKind::NonZero,        flow::OpKind::LeakyReluGrad2,
                                             flow::OpKind::HardSigmoidGrad2, flow::OpKind::ClipGrad2,
-                                            flow::OpKind::Reorder};
+                                            flow::OpKind::Reorder,        flow::OpKind::OnnxNode};
   for (size_t k = 0; k < flow::kOpKindCount; ++k) {
     const auto kind = static_cast<flow::OpKind>(k);
     if (!elsewhere.count(kind)) EXPECT_TRUE(seen.count(kind)) << "no " << flow::op_name(kind) << " in the graphs";

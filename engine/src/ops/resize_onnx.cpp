@@ -220,8 +220,9 @@ void export_resize(Exporter& E) {
 }  // namespace
 
 void resize_onnx_rows(OpRows& r) {
-  r.import_op("Resize", op_resize);
-  r.import_op("Upsample", op_upsample);
+  // roi (and Upsample-9's scales) computed in the graph: imported per call.
+  r.import_op("Resize", op_resize).values_per_call({1}, input_rank);
+  r.import_op("Upsample", op_upsample).values_per_call({1}, input_rank);
   r.export_op(OpKind::Resize, export_resize);
 }
 
