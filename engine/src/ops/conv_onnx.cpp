@@ -3,6 +3,7 @@
 // global pooling as reductions (registry.h).
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -219,33 +220,77 @@ void op_pool3d(Importer& I, Blob x, const SpatialArgs& a, bool max) {
   I.out(0, batch_as_depths(acc, xs[0], D));
 }
 
-// Max pooling with dilations d where each stride is a multiple of its
-// dilation: the window of output o reads the padded input at o * s + i * d,
-// which is every d-th element (from the first) pooled with stride s / d and
-// no dilation. Exact; the padding is -inf, taken first.
+// One spatial axis (2 or 3) of a 4-D x, already padded, max-pooled with
+// window k, stride s and dilation d. Output o reads o * s + i * d; with
+// P = d / gcd(s, d) the outputs t, t + P, t + 2P, ... read every d-th element
+// from t * s, pooled with stride lcm(s, d) / d: P plain poolings whose
+// results are interleaved.
+Blob max_pool_axis(Blob x, int axis, int64_t k, int64_t s, int64_t d) {
+  if (k == 1 && s == 1) return x;  // nothing pooled along this axis
+  const int64_t len = x.shape()[static_cast<size_t>(axis)];
+  const int64_t out = (len - ((k - 1) * d + 1)) / s + 1;
+  const int64_t P = d / std::gcd(s, d), stride = s / std::gcd(s, d);
+  const int64_t Q = std::min(P, out), n0 = (out + P - 1) / P;
+  auto pool = [&](Blob t) {
+    return axis == 2 ? nn::max_pool2d(t, nn::Size2(k, 1), nn::Size2(stride, 1))
+                     : nn::max_pool2d(t, nn::Size2(1, k), nn::Size2(1, stride));
+  };
+  std::vector<Blob> parts;
+  for (int64_t t = 0; t < Q; ++t) {
+    Blob y = pool(slice(x, {t * s}, {std::numeric_limits<int64_t>::max()}, {axis}, {d}));
+    const int64_t nt = (out - t + P - 1) / P;
+    y = slice(y, {0}, {nt}, {axis});
+    if (nt < n0) {
+      std::vector<int64_t> pads(8, 0);
+      pads[static_cast<size_t>(4 + axis)] = n0 - nt;  // filler, cut below
+      y = pad(y, pads);
+    }
+    parts.push_back(unsqueeze(y, {axis + 1}));
+  }
+  Blob y = parts.size() == 1 ? parts[0] : concat(parts, axis + 1);
+  Shape sh = y.shape();
+  sh[static_cast<size_t>(axis)] = n0 * Q;
+  sh.erase(sh.begin() + axis + 1);
+  return slice(reshape(y, sh), {0}, {out}, {axis});
+}
+
+// Max pooling with dilations d (static shape, floor mode), exact, the
+// padding -inf taken first. Where each stride is a multiple of its
+// dilation, the window of output o reads o * s + i * d: every d-th element
+// pooled with stride s / d and no dilation (one pooling). Otherwise one
+// spatial axis at a time (a max over a window is separable),
+// max_pool_axis.
 void op_max_pool_dilated(Importer& I, Blob x, SpatialArgs a) {
   const int r = x.ndim();
   const size_t n = static_cast<size_t>(r - 2);
   I.need_static(x.shape());
   if (I.attr_i("ceil_mode", 0) != 0) I.unsupported("MaxPool(dilations, ceil_mode)");
   std::vector<int64_t> pads(2 * static_cast<size_t>(r), 0), starts, ends, axes, steps;
-  bool padded = false;
+  bool padded = false, multiples = true;
   for (size_t i = 0; i < n; ++i) {
-    if (a.s[i] % a.d[i] != 0) I.unsupported("MaxPool(a stride that is not a multiple of its dilation)");
+    multiples = multiples && a.s[i] % a.d[i] == 0;
     pads[2 + i] = a.pb[i], pads[static_cast<size_t>(r) + 2 + i] = a.pe[i];
     padded = padded || a.pb[i] || a.pe[i];
     depth_out(I, x.shape()[2 + i], a.k[i], a.s[i], a.d[i], a.pb[i], a.pe[i]);  // the window fits
     starts.push_back(0), ends.push_back(std::numeric_limits<int64_t>::max());
     axes.push_back(static_cast<int64_t>(2 + i)), steps.push_back(a.d[i]);
   }
+  if (!multiples && r == 5) I.unsupported("MaxPool(3-D, a stride that is not a multiple of its dilation)");
   if (padded) x = pad(x, pads, "constant", -std::numeric_limits<double>::infinity());
-  x = slice(x, starts, ends, axes, steps);
-  for (size_t i = 0; i < n; ++i) a.s[i] /= a.d[i], a.d[i] = 1, a.pb[i] = a.pe[i] = 0;
-  if (r == 5) return op_pool3d(I, x, a, true);
   if (r == 3) {
     x = as_2d(x);
-    a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1);
+    a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1), a.d.insert(a.d.begin(), 1);
+    a.pb.insert(a.pb.begin(), 0), a.pe.insert(a.pe.begin(), 0);
   }
+  if (!multiples) {
+    for (int i = 0; i < 2; ++i) x = max_pool_axis(x, 2 + i, a.k[static_cast<size_t>(i)], a.s[static_cast<size_t>(i)], a.d[static_cast<size_t>(i)]);
+    I.out(0, r == 3 ? as_1d(x) : x);
+    return;
+  }
+  if (r == 3) axes = {3}, starts = {0}, ends = {std::numeric_limits<int64_t>::max()}, steps = {a.d[1]};
+  x = slice(x, starts, ends, axes, steps);
+  for (size_t i = 0; i < a.k.size(); ++i) a.s[i] /= a.d[i], a.d[i] = 1, a.pb[i] = a.pe[i] = 0;
+  if (r == 5) return op_pool3d(I, x, a, true);
   Blob y = nn::max_pool2d(x, nn::Size2(a.k[0], a.k[1]), nn::Size2(a.s[0], a.s[1]));
   I.out(0, r == 3 ? as_1d(y) : y);
 }
