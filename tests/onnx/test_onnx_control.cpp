@@ -178,6 +178,17 @@ TEST_F(OnnxRuntimeValues, BadValuesAtTheCallNameTheNode) {
   }
 }
 
+// A form the row refuses whatever the values are still fails at load.
+TEST_F(OnnxRuntimeValues, UnsupportedFormsFailAtLoad) {
+  Model md(13);
+  const Tensor x = seq({2, 3});
+  md.input("x", x);
+  md.input("pads", i64({0, 1, 0, 0}));
+  set_string(md.node("Pad", {"x", "pads"}, {"y"}), "mode", "wrap");
+  const std::string e = md.load_error();
+  EXPECT_NE(e.find("Pad(wrap)"), std::string::npos) << e;
+}
+
 // ---- Loop and Scan ----
 
 // A subgraph's value info: a name, an element type, a shape (empty: none).

@@ -53,7 +53,9 @@ struct ImportRow {
   // Pad's pads, Tile's repeats, an axes input). When one of them is
   // computed in the graph instead, the node becomes an onnx_node op
   // (onnx/deferred.cpp) that runs this row again with each call's values;
-  // `deferred_specs` gives its outputs' specs at definition.
+  // `deferred_specs` gives its outputs' specs at definition, and refuses
+  // (Importer::unsupported) the forms the row refuses whatever the values
+  // are, so that those still fail at load rather than at the first call.
   std::vector<int> value_inputs;
   DeferredSpecsFn deferred_specs = nullptr;
   ImportRow& values_per_call(std::vector<int> inputs, DeferredSpecsFn specs) {

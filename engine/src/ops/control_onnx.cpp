@@ -1,4 +1,4 @@
-// ONNX rows of If (ops/control.cpp) (registry.h).
+// ONNX rows of If, Loop and Scan (ops/control.cpp) (registry.h).
 //
 // A condition known at load time (a constant, or folded from shapes known
 // when the model loads: torchvision's numel checks) takes its branch: the
@@ -6,7 +6,9 @@
 // condition computed when the job runs makes each branch a predict job of
 // its own (the values it reads from the outer graph become its
 // placeholders, outer constants stay constants), and an if_else node runs
-// one of them per call.
+// one of them per call. A Loop's or Scan's body is such a job too, taking
+// its formal inputs (iteration, condition, carried values; states and
+// slices) before the outer values, run once per iteration.
 #include <functional>
 #include <set>
 
@@ -68,7 +70,6 @@ std::vector<Value> run_branch(Importer& S, const GraphProto& g) {
   for (const auto& o : g.output()) outs.push_back(S.value(o.name()));
   return outs;
 }
-
 
 // A subgraph as a predict job of its own: its formal inputs (g.input(), with
 // the specs `formal`) then the outer values `fed` (their blobs `fed_blobs`)

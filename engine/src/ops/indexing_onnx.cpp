@@ -264,13 +264,21 @@ std::vector<TensorSpec> split_specs(Importer& I) {
   return std::vector<TensorSpec>(static_cast<size_t>(I.node->output_size()), y);
 }
 
+// Pad with pads (or its value, axes) computed in the graph: x's rank; an
+// unsupported mode is refused now, at load.
+std::vector<TensorSpec> pad_specs(Importer& I) {
+  const std::string mode = I.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") I.unsupported("Pad(" + mode + ")");
+  return input_rank(I);
+}
+
 }  // namespace
 
 void indexing_onnx_rows(OpRows& r) {
   r.import_op("Slice", op_slice, true).values_per_call({1, 2, 3, 4}, slice_specs);
   r.import_op("Split", op_split, true).values_per_call({1}, split_specs);
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
-  r.import_op("Pad", op_pad, true).values_per_call({1, 2, 3}, input_rank);
+  r.import_op("Pad", op_pad, true).values_per_call({1, 2, 3}, pad_specs);
   r.import_op("Trilu", op_trilu).values_per_call({1}, input_spec);
   // The count of nonzero elements is known per call (the job runs in segments).
   r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
