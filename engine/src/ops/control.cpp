@@ -21,6 +21,16 @@
 namespace jobflow {
 namespace {
 
+// A run's results into outputs sized for them.
+void copy_results(const char* op, const std::vector<Tensor>& r, const std::vector<Tensor>& out) {
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (r[k].shape() != out[k].shape())
+      op_error(op, "output " + std::to_string(k) + " is " + shape_str(r[k].shape()) + ", " +
+                       shape_str(out[k].shape()) + " was expected");
+    if (r[k].nbytes() > 0) std::memcpy(out[k].raw(), r[k].raw(), r[k].nbytes());
+  }
+}
+
 class If final : public Primitive {
  public:
   If(std::shared_ptr<CompiledJob> then_job, std::shared_ptr<CompiledJob> else_job)
@@ -62,13 +72,7 @@ class If final : public Primitive {
   }
   std::vector<Tensor> eval_sized(const std::vector<Tensor>& in, ExecContext&) const override { return run(in); }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    std::vector<Tensor> r = run(in);
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (r[k].shape() != out[k].shape())
-        op_error("if", "output " + std::to_string(k) + " is " + shape_str(r[k].shape()) + ", " +
-                           shape_str(out[k].shape()) + " was expected");
-      std::copy_n(static_cast<const char*>(r[k].raw()), r[k].nbytes(), static_cast<char*>(out[k].raw()));
-    }
+    copy_results("if", run(in), out);
   }
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>& argnums) const override {
@@ -137,16 +141,6 @@ Tensor stack(const char* op, const std::vector<Tensor>& xs, int axis, bool rever
     for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + (o * n + at) * inner, src + o * inner, inner);
   }
   return y;
-}
-
-// A run's results into outputs sized for them.
-void copy_results(const char* op, const std::vector<Tensor>& r, const std::vector<Tensor>& out) {
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (r[k].shape() != out[k].shape())
-      op_error(op, "output " + std::to_string(k) + " is " + shape_str(r[k].shape()) + ", " +
-                       shape_str(out[k].shape()) + " was expected");
-    if (r[k].nbytes() > 0) std::memcpy(out[k].raw(), r[k].raw(), r[k].nbytes());
-  }
 }
 
 // A carried value or state as the body returns it, against the one it had
