@@ -75,10 +75,7 @@ class OnnxNodeOp final : public Primitive {
     return expansion(in, v)->specs;
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
-    std::vector<TensorSpec> specs;
-    for (const Tensor& t : in) specs.push_back({t.shape(), t.dtype()});
-    std::shared_ptr<const Expansion> e = expansion(specs, in);
-    std::vector<Tensor> res = run(*e, in, ctx);
+    const std::vector<Tensor> res = eval_sized(in, ctx);
     for (size_t k = 0; k < out.size(); ++k) {
       if (res[k].shape() != out[k].shape() || res[k].dtype() != out[k].dtype())
         op_error("onnx_node", node_.op_type() + " node '" + node_.name() + "': output " + std::to_string(k) + " is " +

@@ -10,7 +10,6 @@
 // against the kept boxes), the op's output shapes come from that run: it is
 // cut like a data-dependent op (docs/architecture.md, segments), and its
 // kernel sizes its outputs itself (Primitive::sizes_outputs).
-#include <algorithm>
 #include <cstring>
 #include <limits>
 
