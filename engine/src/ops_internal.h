@@ -13,6 +13,10 @@ namespace jobflow::internal {
 // The then (else) branch of an if_else node's primitive; null for other ops
 // (the ONNX exporter writes them as If subgraphs).
 const CompiledJob* if_branch(const Primitive& op, bool then);
+// The body of a loop or scan node's primitive, its options (scan) and
+// whether max_trips / cond are inputs (loop); null for other ops.
+const CompiledJob* loop_body(const Primitive& op, bool* has_max_trips, bool* has_cond);
+const CompiledJob* scan_body(const Primitive& op, ScanOptions* options);
 
 // dy * (y > 0), the gradient of relu given its output y.
 Blob relu_grad(Blob dy, Blob y);

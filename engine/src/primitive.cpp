@@ -172,6 +172,9 @@ constexpr OpRow kOps[] = {
     {OpKind::NonMaxSuppression, "non_max_suppression"},
     {OpKind::RoiAlign, "roi_align"},
     {OpKind::If, "if"},
+    {OpKind::Loop, "loop"},
+    {OpKind::Scan, "scan"},
+    {OpKind::OnnxNode, "onnx_node"},
     {OpKind::Reorder, "reorder"},
 };
 
@@ -187,7 +190,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 155, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 158, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

@@ -43,13 +43,10 @@ SKIP = 77
 
 # Ops Jobflow's importer does not have yet, each with where it is being
 # added. A model whose load fails with "unsupported ops: ..." naming only
-# these is skipped; an op not listed here fails the test.
+# these is skipped; an op not listed here fails the test. Empty since Slice
+# with starts/ends computed at run time landed (shufflenet_v2_x1_0 at a
+# dynamic batch, fasterrcnn_mobilenet_v3_large_320_fpn).
 KNOWN_MISSING = {}
-# Shape arguments computed in the graph (issue 9 item 2: "Reshape, Slice, ...
-# with a runtime input"): shufflenet's channel split slices at Shape * 0.5,
-# which is a constant only when the batch is fixed; Faster R-CNN's RoI heads
-# slice at offsets computed from the proposals.
-KNOWN_MISSING["Slice(input computed at run time)"] = "issue 9 item 2"
 
 DEFAULT_TOLERANCE = 1e-4
 # Looser bounds, each with its reason.

@@ -275,6 +275,55 @@ TEST_F(OnnxOps, ImportedResizeAxesAndErrors) {
 // sequence_lens) loads into the ops nn::lstm builds: the same values as the
 // builder, and the loaded job saves (as those ops) and loads back bit for
 // bit.
+// MaxPool with dilations, against the definition: output o of each axis
+// takes the max of x[o * s + i * d - pad] over i < k (padding excluded).
+// Strides that are multiples of the dilation (one pooling of every d-th
+// element) and strides that are not (one axis at a time, interleaved).
+TEST_F(OnnxOps, ImportedDilatedMaxPoolIsExact) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> k, s, d, pads;
+  };
+  const std::vector<Case> cases = {
+      {{1, 2, 13}, {3}, {2}, {3}, {1, 2}},               // 1-D, s % d != 0
+      {{1, 1, 9, 10}, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}},  // ONNX's test_maxpool_2d_dilations
+      {{2, 1, 11, 12}, {3, 2}, {4, 3}, {2, 3}, {1, 0, 2, 1}},  // multiples
+      {{1, 2, 10, 9}, {2, 3}, {3, 2}, {2, 3}, {0, 1, 1, 0}},   // neither
+  };
+  for (const Case& c : cases) {
+    const size_t n = c.k.size();
+    Tensor x = specials<float>(c.x, 7);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (!std::isfinite(x.data<float>()[i])) x.data<float>()[i] = static_cast<float>(i % 5);  // no NaN or inf
+    Model md(13);
+    md.input("x", x);
+    auto* node = md.node("MaxPool", {"x"}, {"y"});
+    set_ints(node, "kernel_shape", c.k);
+    set_ints(node, "strides", c.s);
+    set_ints(node, "dilations", c.d);
+    set_ints(node, "pads", c.pads);
+    const Tensor y = md.run(x)[0];
+    Shape want{c.x[0], c.x[1]};
+    for (size_t i = 0; i < n; ++i)
+      want.push_back((c.x[2 + i] + c.pads[i] + c.pads[n + i] - ((c.k[i] - 1) * c.d[i] + 1)) / c.s[i] + 1);
+    ASSERT_EQ(y.shape(), want) << flow::shape_str(c.x);
+    const int64_t H = n == 2 ? c.x[2] : 1, W = c.x.back(), OH = n == 2 ? want[2] : 1, OW = want.back();
+    const int64_t kh = n == 2 ? c.k[0] : 1, sh = n == 2 ? c.s[0] : 1, dh = n == 2 ? c.d[0] : 1, ph = n == 2 ? c.pads[0] : 0;
+    const int64_t kw = c.k.back(), sw = c.s.back(), dw = c.d.back(), pw = c.pads[n - 1];
+    for (int64_t p = 0; p < c.x[0] * c.x[1]; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float m = -kInf;
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t h = oh * sh + i * dh - ph, w = ow * sw + j * dw - pw;
+              if (h >= 0 && h < H && w >= 0 && w < W) m = std::max(m, x.data<float>()[(p * H + h) * W + w]);
+            }
+          EXPECT_EQ(y.data<float>()[(p * OH + oh) * OW + ow], m) << flow::shape_str(c.x) << " at " << p << "," << oh << "," << ow;
+        }
+  }
+}
+
 TEST_F(OnnxOps, ImportedLstmIsTheBuildersOps) {
   const Tensor lens = Tensor::from<int32_t>({2}, {4, 2});
   // No NaN/Inf in the weights: they would spread to every output.

@@ -328,6 +328,33 @@ Blob roi_align(Blob x, Blob rois, Blob batch_indices, int64_t output_height = 1,
 // job then runs in segments). No gradient.
 std::vector<Blob> if_else(Blob cond, const std::vector<Blob>& inputs, std::shared_ptr<CompiledJob> then_job,
                           std::shared_ptr<CompiledJob> else_job, const std::string& name = "");
+// ONNX Loop: `body` is a predict job taking (the iteration, an int64 scalar;
+// the condition, a bool scalar; the carried values...; `outer`...) and
+// returning (the next condition; the next carried values...; one element of
+// each scan output...). It runs while the iteration is below `max_trips`
+// (int64 scalar; undefined Blob: no limit) and the condition holds (`cond`,
+// bool scalar; undefined: the body's condition is not read, and max_trips
+// is required). Returns the last carried values, then each scan output's
+// elements stacked along a new axis 0. The body runs when the call reaches
+// the op, so its output sizes are known per call (the job runs in
+// segments); a carried value may change its size from one iteration to the
+// next. No gradient.
+std::vector<Blob> loop(Blob max_trips, Blob cond, const std::vector<Blob>& carried, const std::vector<Blob>& outer,
+                       std::shared_ptr<CompiledJob> body, const std::string& name = "");
+// ONNX Scan (opset 9 on): `body` is a predict job taking (the states...; one
+// slice of each scanned input...; `outer`...) and returning (the next
+// states...; one element of each scan output...). Each scanned input is cut
+// along its axis (input_axes, default 0), last slice first where
+// input_reverse is set; all have the same length, the iteration count.
+// Returns the last states, then each scan output's elements stacked along
+// its output_axes (default 0), in reverse where output_reverse is set. No
+// gradient.
+struct ScanOptions {
+  std::vector<int64_t> input_axes, output_axes;      // one per scanned input / scan output; empty: all 0
+  std::vector<bool> input_reverse, output_reverse;  // empty: all forward
+};
+std::vector<Blob> scan(const std::vector<Blob>& states, const std::vector<Blob>& scanned, const std::vector<Blob>& outer,
+                       std::shared_ptr<CompiledJob> body, const ScanOptions& options = {}, const std::string& name = "");
 
 namespace nn {
 // x >= 0 ? x : alpha x

@@ -78,8 +78,12 @@ enum class OpKind : uint16_t {
   Resize, ResizeGrad,
   // ops/detection.cpp: top-k, non-maximum suppression, RoI align
   TopK, NonMaxSuppression, RoiAlign,
-  // ops/control.cpp: a branch chosen at call time (ONNX If)
-  If,
+  // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)
+  If, Loop, Scan,
+  // onnx/deferred.cpp: an ONNX node whose shape-giving inputs (Slice's
+  // starts, Pad's pads, Tile's repeats, ...) are computed when the job runs,
+  // imported again for each call's values
+  OnnxNode,
   // compiler/layout.cpp: a change of memory format (oneDNN blocked <-> plain,
   // float32 <-> bfloat16) that only plans contain, never a job's definition.
   Reorder,

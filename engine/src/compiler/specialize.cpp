@@ -60,6 +60,14 @@ Specialized specialize(const Graph& from, const std::map<int, Tensor>& known, in
           return r;
         }
         out = op.infer_data(in, vals);
+        // An op that sizes its outputs when it runs may need more than those
+        // values (an ONNX node imported per call whose ops read data): cut.
+        if (op.sizes_outputs())
+          for (const TensorSpec& s : out)
+            if (!is_static(s.shape)) {
+              r.cut = static_cast<int>(i);
+              return r;
+            }
       } else {
         out = op.infer(in);
       }

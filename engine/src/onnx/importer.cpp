@@ -369,7 +369,7 @@ void Importer::run_node(const NodeProto& n, int index) {
   node_index = index;
   const ImportRow* row = find_import(n.domain(), n.op_type());
   if (!row) unsupported(n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type());
-  if (!try_fold(*this, *row)) row->fn(*this);
+  if (!try_fold(*this, *row) && !defer_node(*this, *row)) row->fn(*this);
   // Outputs the handler did not produce cannot be used later.
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values.count(n.output(i)))

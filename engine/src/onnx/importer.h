@@ -141,6 +141,21 @@ class Importer {
   void run_node(const ::onnx::NodeProto& n, int index);
 };
 
+// A node whose row reads the values of inputs computed in the graph
+// (ImportRow::value_inputs): built as an onnx_node op that imports it again
+// per call (onnx/deferred.cpp). False when every such input is a constant.
+bool defer_node(Importer& I, const ImportRow& row);
+// For the rows' DeferredSpecsFn: a spec of `rank` dims all known per call;
+// the length of the 1-D input i (an axes or pads tensor), which must be
+// known at load (else the form is unsupported: the output rank would not
+// be known).
+TensorSpec dynamic_spec(size_t rank, DType dt);
+int64_t static_length(Importer& I, int i);
+// DeferredSpecsFn of ops whose output is input 0's spec (Trilu), or has its
+// rank and dtype with every dim known per call (Tile, Pad, Resize).
+std::vector<TensorSpec> input_spec(Importer& I);
+std::vector<TensorSpec> input_rank(Importer& I);
+
 // ---- shared by the rows ----
 Blob scalar_blob(double v, DType dt);  // a constant scalar of `dt`
 Blob abs_of(Blob x);                   // |x| from engine ops (relu(x) + relu(-x))

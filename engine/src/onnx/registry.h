@@ -34,6 +34,10 @@ inline constexpr int kJobflowOpset = 1;
 
 using ImportFn = void (*)(Importer&);
 using ExportFn = void (*)(Exporter&);
+// The output specs of a node imported per call (ImportRow::value_inputs),
+// as its definition knows them: dtype and rank, kDynamic where the values
+// decide.
+using DeferredSpecsFn = std::vector<TensorSpec> (*)(Importer&);
 
 struct ImportRow {
   std::string domain;  // "" (standard ONNX) or kJobflowDomain
@@ -45,6 +49,20 @@ struct ImportRow {
   // Inputs that are the trained parameters (weights, biases, scales) when
   // an ordinary ONNX model is loaded as a train job.
   std::vector<int> weights;
+  // Inputs whose values the row reads at load (Slice's starts and ends,
+  // Pad's pads, Tile's repeats, an axes input). When one of them is
+  // computed in the graph instead, the node becomes an onnx_node op
+  // (onnx/deferred.cpp) that runs this row again with each call's values;
+  // `deferred_specs` gives its outputs' specs at definition, and refuses
+  // (Importer::unsupported) the forms the row refuses whatever the values
+  // are, so that those still fail at load rather than at the first call.
+  std::vector<int> value_inputs;
+  DeferredSpecsFn deferred_specs = nullptr;
+  ImportRow& values_per_call(std::vector<int> inputs, DeferredSpecsFn specs) {
+    value_inputs = std::move(inputs);
+    deferred_specs = specs;
+    return *this;
+  }
 };
 
 struct ExportRow {
@@ -58,12 +76,12 @@ struct OpRows {
   std::vector<ExportRow> exports;
   // A standard ONNX op; `fold`: see ImportRow.
   ImportRow& import_op(const char* op_type, ImportFn fn, bool fold = false) {
-    imports.push_back({"", op_type, fn, fold, {}});
+    imports.push_back({"", op_type, fn, fold, {}, {}, nullptr});
     return imports.back();
   }
   // An op of the ai.jobflow domain.
   ImportRow& import_jobflow_op(const char* op_type, ImportFn fn) {
-    imports.push_back({kJobflowDomain, op_type, fn, false, {}});
+    imports.push_back({kJobflowDomain, op_type, fn, false, {}, {}, nullptr});
     return imports.back();
   }
   void export_op(OpKind k, ExportFn fn) { exports.push_back({k, fn}); }
@@ -84,6 +102,7 @@ void resize_onnx_rows(OpRows& r);
 void rnn_onnx_rows(OpRows& r);
 void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
+void deferred_onnx_rows(OpRows& r);  // onnx/deferred.cpp: the export of onnx_node
 
 // The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
 // or null.

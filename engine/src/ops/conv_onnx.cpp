@@ -2,6 +2,8 @@
 // 1-D and 2-D Conv, ConvTranspose and pooling (1-D as 2-D with H = 1),
 // global pooling as reductions (registry.h).
 #include <algorithm>
+#include <limits>
+#include <numeric>
 
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -70,13 +72,14 @@ SpatialArgs spatial_args(Importer& I, const Shape& x, const std::vector<int64_t>
   return a;
 }
 
-// The forms of Conv and ConvTranspose the engine has: float32, 1-D or 2-D.
-void check_conv_forms(Importer& I, const Blob& x, const Blob& w) {
+// The forms of Conv and ConvTranspose the engine has: float32, 1-D or 2-D
+// (and 3-D for Conv, `three_d`).
+void check_conv_forms(Importer& I, const Blob& x, const Blob& w, bool three_d = false) {
   const int r = x.ndim();
   const std::string& op = I.node->op_type();
   if (x.dtype() != DType::Float32) I.unsupported(op + "(" + dtype_name(x.dtype()) + ")");
-  if (r == 5) I.unsupported(op + "(3-D)");
-  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
+  if (r == 5 && !three_d) I.unsupported(op + "(3-D)");
+  if (r != 3 && r != 4 && r != 5) I.err("input must be rank 3, 4 or 5, got " + spec_str(x.spec()));
   if (w.ndim() != r) I.err("weight rank " + std::to_string(w.ndim()) + " differs from input rank");
 }
 
@@ -89,15 +92,67 @@ Blob as_1d(Blob t) {
   return internal::reshape_request(t, {internal::same_dim(0), internal::same_dim(1), internal::same_dim(3)});
 }
 
+
+// ---- 3-D as 2-D ----
+// A 3-D convolution or pooling over (N, C, D, H, W) is the 2-D one over
+// (H, W) of every depth its window reads: for each kernel depth kd, the
+// depths kd * dd + od * sd (od = 0 .. Dout - 1) folded into the batch, run
+// through the 2-D op, then summed (convolution), maxed (max pooling) or
+// averaged (average pooling) over kd. KD 2-D ops, each a plain engine op
+// (oneDNN), exact up to the order of the sums.
+
+// The output depth, after D is padded by pb + pe, of a window of k with
+// stride s and dilation d.
+int64_t depth_out(Importer& I, int64_t D, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  const int64_t span = D + pb + pe - ((k - 1) * d + 1);
+  if (span < 0) I.err("the window does not fit the padded depth " + std::to_string(D));
+  return span / s + 1;
+}
+
+// x's depths kd * dd + od * sd for od < Dout, folded into the batch:
+// (N, C, D, H, W) -> (N * Dout, C, H, W).
+Blob depths_as_batch(Blob x, int64_t first, int64_t step, int64_t count) {
+  const Shape s = x.shape();
+  Blob t = slice(x, {first}, {first + (count - 1) * step + 1}, {2}, {step});
+  t = transpose(t, {0, 2, 1, 3, 4});
+  return reshape(t, {s[0] * count, s[1], s[3], s[4]});
+}
+
+// (N * Dout, C', H', W') back to (N, C', Dout, H', W').
+Blob batch_as_depths(Blob y, int64_t N, int64_t count) {
+  const Shape s = y.shape();
+  return transpose(reshape(y, {N, count, s[1], s[2], s[3]}), {0, 2, 1, 3, 4});
+}
+
+void op_conv3d(Importer& I, Blob x, Blob w, const SpatialArgs& a, int64_t group) {
+  I.need_static(x.shape());
+  I.need_static(w.shape());
+  const Shape xs = x.shape(), ws = w.shape();
+  if (a.pb[0] || a.pe[0]) x = pad(x, {0, 0, a.pb[0], 0, 0, 0, 0, a.pe[0], 0, 0});
+  const int64_t D = depth_out(I, xs[2], a.k[0], a.s[0], a.d[0], a.pb[0], a.pe[0]);
+  Blob acc;
+  for (int64_t kd = 0; kd < a.k[0]; ++kd) {
+    Blob wk = reshape(slice(w, {kd}, {kd + 1}, {2}), {ws[0], ws[1], ws[3], ws[4]});
+    Blob yk = nn::conv2d(depths_as_batch(x, kd * a.d[0], a.s[0], D), wk, nn::Size2(a.s[1], a.s[2]),
+                         nn::Padding(std::vector<int64_t>{a.pb[1], a.pb[2], a.pe[1], a.pe[2]}),
+                         nn::Size2(a.d[1], a.d[2]), group);
+    acc = kd == 0 ? yk : add(acc, yk);
+  }
+  Blob y = batch_as_depths(acc, xs[0], D);
+  if (I.has(2)) y = nn::bias_add(y, I.in(2), 1);
+  I.out(0, y);
+}
+
 void op_conv(Importer& I) {
   Blob x = I.in(0), w = I.in(1);
   const int r = x.ndim();
-  check_conv_forms(I, x, w);
+  check_conv_forms(I, x, w, true);
   const Shape wsh = w.shape();
   std::vector<int64_t> kernel(wsh.begin() + 2, wsh.end());
   if (auto ks = I.attr_ints("kernel_shape"); ks && *ks != kernel) I.err("kernel_shape does not match the weight");
   SpatialArgs a = spatial_args(I, x.shape(), kernel, true);
   const int64_t group = I.attr_i("group", 1);
+  if (r == 5) return op_conv3d(I, x, w, a, group);
   if (r == 3) {
     x = as_2d(x), w = as_2d(w);
     a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1), a.d.insert(a.d.begin(), 1);
@@ -137,18 +192,124 @@ void op_conv_transpose(Importer& I) {
   I.out(0, r == 3 ? as_1d(y) : y);
 }
 
+
+// 3-D pooling as 2-D pooling per kernel depth (above); floor mode, and for
+// average pooling no padding (its count would mix depths).
+void op_pool3d(Importer& I, Blob x, const SpatialArgs& a, bool max) {
+  const std::string opn = I.node->op_type();
+  I.need_static(x.shape());
+  if (I.attr_i("ceil_mode", 0) != 0) I.unsupported(opn + "(3-D, ceil_mode)");
+  bool padded = false;
+  for (size_t i = 0; i < 3; ++i) padded = padded || a.pb[i] || a.pe[i];
+  if (!max && padded) I.unsupported("AveragePool(3-D with pads)");
+  for (size_t i = 0; i < 3; ++i)
+    if (max && (a.pb[i] >= a.k[i] || a.pe[i] >= a.k[i])) I.unsupported(opn + "(padding >= kernel)");
+  const Shape xs = x.shape();
+  if (a.pb[0] || a.pe[0])
+    x = pad(x, {0, 0, a.pb[0], 0, 0, 0, 0, a.pe[0], 0, 0}, "constant", -std::numeric_limits<double>::infinity());
+  const int64_t D = depth_out(I, xs[2], a.k[0], a.s[0], 1, a.pb[0], a.pe[0]);
+  const nn::Padding hw(std::vector<int64_t>{a.pb[1], a.pb[2], a.pe[1], a.pe[2]});
+  Blob acc;
+  for (int64_t kd = 0; kd < a.k[0]; ++kd) {
+    Blob xb = depths_as_batch(x, kd, a.s[0], D);
+    Blob yk = max ? nn::max_pool2d(xb, nn::Size2(a.k[1], a.k[2]), nn::Size2(a.s[1], a.s[2]), hw)
+                  : nn::avg_pool2d(xb, nn::Size2(a.k[1], a.k[2]), nn::Size2(a.s[1], a.s[2]), hw);
+    acc = kd == 0 ? yk : max ? maximum(acc, yk) : add(acc, yk);
+  }
+  if (!max) acc = mul(acc, scalar_blob(1.0 / static_cast<double>(a.k[0]), acc.dtype()));
+  I.out(0, batch_as_depths(acc, xs[0], D));
+}
+
+// One spatial axis (2 or 3) of a 4-D x, already padded, max-pooled with
+// window k, stride s and dilation d. Output o reads o * s + i * d; with
+// P = d / gcd(s, d) the outputs t, t + P, t + 2P, ... read every d-th element
+// from t * s, pooled with stride lcm(s, d) / d: P plain poolings whose
+// results are interleaved.
+Blob max_pool_axis(Blob x, int axis, int64_t k, int64_t s, int64_t d) {
+  if (k == 1 && s == 1) return x;  // nothing pooled along this axis
+  const int64_t len = x.shape()[static_cast<size_t>(axis)];
+  const int64_t out = (len - ((k - 1) * d + 1)) / s + 1;
+  const int64_t P = d / std::gcd(s, d), stride = s / std::gcd(s, d);
+  const int64_t Q = std::min(P, out), n0 = (out + P - 1) / P;
+  auto pool = [&](Blob t) {
+    return axis == 2 ? nn::max_pool2d(t, nn::Size2(k, 1), nn::Size2(stride, 1))
+                     : nn::max_pool2d(t, nn::Size2(1, k), nn::Size2(1, stride));
+  };
+  std::vector<Blob> parts;
+  for (int64_t t = 0; t < Q; ++t) {
+    Blob y = pool(slice(x, {t * s}, {std::numeric_limits<int64_t>::max()}, {axis}, {d}));
+    const int64_t nt = (out - t + P - 1) / P;
+    y = slice(y, {0}, {nt}, {axis});
+    if (nt < n0) {
+      std::vector<int64_t> pads(8, 0);
+      pads[static_cast<size_t>(4 + axis)] = n0 - nt;  // filler, cut below
+      y = pad(y, pads);
+    }
+    parts.push_back(unsqueeze(y, {axis + 1}));
+  }
+  Blob y = parts.size() == 1 ? parts[0] : concat(parts, axis + 1);
+  Shape sh = y.shape();
+  sh[static_cast<size_t>(axis)] = n0 * Q;
+  sh.erase(sh.begin() + axis + 1);
+  return slice(reshape(y, sh), {0}, {out}, {axis});
+}
+
+// Max pooling with dilations d (static shape, floor mode), exact, the
+// padding -inf taken first. Where each stride is a multiple of its
+// dilation, the window of output o reads o * s + i * d: every d-th element
+// pooled with stride s / d and no dilation (one pooling). Otherwise one
+// spatial axis at a time (a max over a window is separable),
+// max_pool_axis.
+void op_max_pool_dilated(Importer& I, Blob x, SpatialArgs a) {
+  const int r = x.ndim();
+  const size_t n = static_cast<size_t>(r - 2);
+  I.need_static(x.shape());
+  if (I.attr_i("ceil_mode", 0) != 0) I.unsupported("MaxPool(dilations, ceil_mode)");
+  std::vector<int64_t> pads(2 * static_cast<size_t>(r), 0), starts, ends, axes, steps;
+  bool padded = false, multiples = true;
+  for (size_t i = 0; i < n; ++i) {
+    multiples = multiples && a.s[i] % a.d[i] == 0;
+    pads[2 + i] = a.pb[i], pads[static_cast<size_t>(r) + 2 + i] = a.pe[i];
+    padded = padded || a.pb[i] || a.pe[i];
+    depth_out(I, x.shape()[2 + i], a.k[i], a.s[i], a.d[i], a.pb[i], a.pe[i]);  // the window fits
+    starts.push_back(0), ends.push_back(std::numeric_limits<int64_t>::max());
+    axes.push_back(static_cast<int64_t>(2 + i)), steps.push_back(a.d[i]);
+  }
+  if (!multiples && r == 5) I.unsupported("MaxPool(3-D, a stride that is not a multiple of its dilation)");
+  if (padded) x = pad(x, pads, "constant", -std::numeric_limits<double>::infinity());
+  if (r == 3) {
+    x = as_2d(x);
+    a.k.insert(a.k.begin(), 1), a.s.insert(a.s.begin(), 1), a.d.insert(a.d.begin(), 1);
+    a.pb.insert(a.pb.begin(), 0), a.pe.insert(a.pe.begin(), 0);
+  }
+  if (!multiples) {
+    for (int i = 0; i < 2; ++i) x = max_pool_axis(x, 2 + i, a.k[static_cast<size_t>(i)], a.s[static_cast<size_t>(i)], a.d[static_cast<size_t>(i)]);
+    I.out(0, r == 3 ? as_1d(x) : x);
+    return;
+  }
+  if (r == 3) axes = {3}, starts = {0}, ends = {std::numeric_limits<int64_t>::max()}, steps = {a.d[1]};
+  x = slice(x, starts, ends, axes, steps);
+  for (size_t i = 0; i < a.k.size(); ++i) a.s[i] /= a.d[i], a.d[i] = 1, a.pb[i] = a.pe[i] = 0;
+  if (r == 5) return op_pool3d(I, x, a, true);
+  Blob y = nn::max_pool2d(x, nn::Size2(a.k[0], a.k[1]), nn::Size2(a.s[0], a.s[1]));
+  I.out(0, r == 3 ? as_1d(y) : y);
+}
+
 void op_pool(Importer& I, bool max) {
   Blob x = I.in(0);
   const int r = x.ndim();
   const std::string opn = I.node->op_type();
   if (x.dtype() != DType::Float32) I.unsupported(opn + "(" + dtype_name(x.dtype()) + ")");
-  if (r == 5) I.unsupported(opn + "(3-D)");
-  if (r != 3 && r != 4) I.err("input must be rank 3 or 4, got " + spec_str(x.spec()));
+  if (r != 3 && r != 4 && r != 5) I.err("input must be rank 3, 4 or 5, got " + spec_str(x.spec()));
   if (max && I.wants(1)) I.unsupported("MaxPool(Indices output)");
   auto kernel = I.attr_ints("kernel_shape");
   if (!kernel || static_cast<int>(kernel->size()) != r - 2) I.err("kernel_shape must have " + std::to_string(r - 2) + " values");
-  SpatialArgs a = spatial_args(I, x.shape(), *kernel, false);
+  SpatialArgs a = spatial_args(I, x.shape(), *kernel, max);
   if (max && I.attr_i("storage_order", 0) != 0 && I.wants(1)) I.unsupported("MaxPool(storage_order)");
+  bool dilated = false;
+  for (int64_t d : a.d) dilated = dilated || d != 1;
+  if (dilated) return op_max_pool_dilated(I, x, a);
+  if (r == 5) return op_pool3d(I, x, a, max);
   const bool ceil_mode = I.attr_i("ceil_mode", 0) != 0;
   const bool include_pad = !max && I.attr_i("count_include_pad", 0) != 0;
   const Shape xs = x.shape();

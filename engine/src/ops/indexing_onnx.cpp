@@ -243,14 +243,43 @@ void export_pad(Exporter& E) {
   Exporter::set_string(E.add("Pad", ins, {E.out(0)}, nm), "mode", mode);
 }
 
+// ---- outputs at definition when values are computed in the graph ----
+// (ImportRow::values_per_call: the node is imported again per call.)
+
+// Slice: x's rank; the sliced axes (all, unless axes is a constant) known
+// per call.
+std::vector<TensorSpec> slice_specs(Importer& I) {
+  const TensorSpec x = I.spec(0);
+  const int r = static_cast<int>(x.shape.size());
+  if (!I.has(3) || !I.is_const(3)) return {dynamic_spec(static_cast<size_t>(r), x.dtype)};
+  TensorSpec y = x;
+  for (int64_t a : I.ints_in(3)) y.shape[static_cast<size_t>(I.axis_of(a, r))] = kDynamic;
+  return {y};
+}
+
+// Split with sizes computed in the graph: the axis known per call.
+std::vector<TensorSpec> split_specs(Importer& I) {
+  TensorSpec y = I.spec(0);
+  y.shape[static_cast<size_t>(I.axis_of(I.attr_i("axis", 0), static_cast<int64_t>(y.shape.size())))] = kDynamic;
+  return std::vector<TensorSpec>(static_cast<size_t>(I.node->output_size()), y);
+}
+
+// Pad with pads (or its value, axes) computed in the graph: x's rank; an
+// unsupported mode is refused now, at load.
+std::vector<TensorSpec> pad_specs(Importer& I) {
+  const std::string mode = I.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") I.unsupported("Pad(" + mode + ")");
+  return input_rank(I);
+}
+
 }  // namespace
 
 void indexing_onnx_rows(OpRows& r) {
-  r.import_op("Slice", op_slice, true);
-  r.import_op("Split", op_split, true);
+  r.import_op("Slice", op_slice, true).values_per_call({1, 2, 3, 4}, slice_specs);
+  r.import_op("Split", op_split, true).values_per_call({1}, split_specs);
   r.import_op("Gather", op_gather, true).weights = {0};  // an embedding table
-  r.import_op("Pad", op_pad, true);
-  r.import_op("Trilu", op_trilu);
+  r.import_op("Pad", op_pad, true).values_per_call({1, 2, 3}, pad_specs);
+  r.import_op("Trilu", op_trilu).values_per_call({1}, input_spec);
   // The count of nonzero elements is known per call (the job runs in segments).
   r.import_op("NonZero", [](Importer& I) { I.out(0, nonzero(I.in(0))); });
   r.import_op("GatherND", op_gather_nd, true);

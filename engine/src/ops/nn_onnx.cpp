@@ -72,8 +72,10 @@ void op_dropout(Importer& I) {
   double ratio = I.attr_f("ratio", 0.5);
   bool training = I.train;
   if (I.opset >= 12) {
-    ratio = I.has(1) ? I.cin(1).at(0) : 0.5;
     if (I.has(2)) training = I.cin(2).at(0) != 0;
+    // The ratio matters only when training (it may then be computed in
+    // the graph for a predict job's identity).
+    if (training) ratio = I.has(1) ? I.cin(1).at(0) : 0.5;
   }
   if (I.wants(1)) I.unsupported("Dropout(mask output)");
   // The node name keys the mask stream (as in the job that was saved).

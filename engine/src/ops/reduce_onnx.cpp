@@ -91,6 +91,20 @@ void op_expand(Importer& I) {
   I.out(0, s == x.shape() ? identity(x) : broadcast_to(x, s));
 }
 
+// A reduction whose axes are computed in the graph: keepdims keeps x's
+// rank, else the axes' count goes (their places are known per call).
+std::vector<TensorSpec> reduce_specs(Importer& I) {
+  const TensorSpec x = I.spec(0);
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  const bool keep = I.attr_i("keepdims", 1) != 0;
+  if (keep) return {dynamic_spec(static_cast<size_t>(r), x.dtype)};
+  const int64_t n = static_length(I, 1);
+  int64_t rank = r;
+  if (!keep && n > 0) rank = std::max<int64_t>(r - n, 0);
+  if (!keep && n == 0 && I.attr_i("noop_with_empty_axes", 0) == 0) rank = 0;
+  return {dynamic_spec(static_cast<size_t>(rank), x.dtype)};
+}
+
 // ---- export ----
 
 // reduce_sum -> ReduceSum (axes as an input since opset 13); reduce_mean,
@@ -147,17 +161,17 @@ void export_fill(Exporter& E, double v) {
 }  // namespace
 
 void reduce_onnx_rows(OpRows& r) {
-  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); }, true);
-  r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); }, true);
-  r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); }, true);
-  r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); }, true);
-  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); }, true);
-  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); }, true);
-  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); }, true);
-  r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); }, true);
-  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); }, true);
+  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); }, true).values_per_call({1}, reduce_specs);
   // Folded at load when its input is known (numel of a shape: Shape -> ReduceProd).
-  r.import_op("ReduceProd", [](Importer& I) { op_reduce(I, Reduction::Prod); }, true);
+  r.import_op("ReduceProd", [](Importer& I) { op_reduce(I, Reduction::Prod); }, true).values_per_call({1}, reduce_specs);
   r.import_op("ArgMax", [](Importer& I) { op_argmax(I, false); }, true);
   r.import_op("ArgMin", [](Importer& I) { op_argmax(I, true); }, true);
   r.import_op("Expand", op_expand, true);

@@ -217,11 +217,25 @@ void export_resize(Exporter& E) {
   }
 }
 
+// Resize or Upsample imported per call (roi or Upsample-9's scales computed
+// in the graph): x's rank and dtype; the forms the row refuses whatever the
+// values are refused now, at load.
+std::vector<TensorSpec> resize_specs(Importer& I) {
+  const TensorSpec x = I.spec(0);
+  if (I.attr_i("antialias", 0) != 0) I.unsupported("Resize(antialias)");
+  const std::string policy = I.attr_s("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") I.unsupported("Resize(keep_aspect_ratio_policy=" + policy + ")");
+  const std::string mode = I.attr_s("mode", "nearest");
+  if (mode != "nearest" && !is_floating(x.dtype)) I.unsupported(I.node->op_type() + "(" + mode + ", " + dtype_name(x.dtype) + ")");
+  return {dynamic_spec(x.shape.size(), x.dtype)};
+}
+
 }  // namespace
 
 void resize_onnx_rows(OpRows& r) {
-  r.import_op("Resize", op_resize);
-  r.import_op("Upsample", op_upsample);
+  // roi (and Upsample-9's scales) computed in the graph: imported per call.
+  r.import_op("Resize", op_resize).values_per_call({1}, resize_specs);
+  r.import_op("Upsample", op_upsample).values_per_call({1}, resize_specs);
   r.export_op(OpKind::Resize, export_resize);
 }
 

@@ -241,8 +241,15 @@ class Concat final : public Primitive {
     Shape out = s0;
     out[ax] = 0;
     for (size_t k = 0; k < in.size(); ++k) {
-      out = merge_shapes(out, in[k].shape);
       const Shape& s = in[k].shape;
+      if (static_cast<int>(s.size()) == r) {
+        // The other dims: the known one of each pair. (Not the axis: there
+        // the lengths add up; merging would take an input's length for the
+        // running sum when that sum is dynamic.)
+        const int64_t sum = out[ax];
+        out = merge_shapes(out, s);
+        out[ax] = sum;
+      }
       if (in[k].dtype != in[0].dtype)
         op_error("concat", "input " + std::to_string(k) + " is " + spec_str(in[k]) + " but input 0 is " +
                                spec_str(in[0]) + "; dtypes must match");

@@ -295,6 +295,21 @@ void op_depth_space(Importer& I, bool to_space) {
   }
 }
 
+// ---- outputs at definition when values are computed in the graph ----
+// (ImportRow::values_per_call: the node is imported again per call.)
+
+std::vector<TensorSpec> unsqueeze_specs(Importer& I) {
+  const TensorSpec x = I.spec(0);
+  return {dynamic_spec(x.shape.size() + static_cast<size_t>(static_length(I, 1)), x.dtype)};
+}
+
+std::vector<TensorSpec> squeeze_specs(Importer& I) {
+  const TensorSpec x = I.spec(0);
+  const int64_t n = static_length(I, 1);
+  if (n > static_cast<int64_t>(x.shape.size())) I.err("axes has more values than x " + shape_str(x.shape) + " has dims");
+  return {dynamic_spec(x.shape.size() - static_cast<size_t>(n), x.dtype)};
+}
+
 // ---- export ----
 
 // slice (one axis, start, len) -> Slice.
@@ -312,8 +327,8 @@ void export_slice(Exporter& E) {
 void shape_onnx_rows(OpRows& r) {
   r.import_op("Reshape", op_reshape);
   r.import_op("Flatten", op_flatten, true);
-  r.import_op("Squeeze", op_squeeze, true);
-  r.import_op("Unsqueeze", op_unsqueeze, true);
+  r.import_op("Squeeze", op_squeeze, true).values_per_call({1}, squeeze_specs);
+  r.import_op("Unsqueeze", op_unsqueeze, true).values_per_call({1}, unsqueeze_specs);
   r.import_op("Transpose", op_transpose, true);
   r.import_op("Concat", op_concat, true);
   r.import_op("Identity", op_identity, true);
@@ -322,7 +337,7 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("Shape", op_shape);
   r.import_op("Size", op_size);
   r.import_op("Range", op_range);
-  r.import_op("Tile", op_tile, true);
+  r.import_op("Tile", op_tile, true).values_per_call({1}, input_rank);
   r.import_op("DepthToSpace", [](Importer& I) { op_depth_space(I, true); });
   r.import_op("SpaceToDepth", [](Importer& I) { op_depth_space(I, false); });
 
