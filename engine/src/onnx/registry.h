@@ -66,6 +66,11 @@ struct OpRows {
     imports.push_back({kJobflowDomain, op_type, fn, false, {}});
     return imports.back();
   }
+  // An op of another domain (ai.onnx.preview.training).
+  ImportRow& import_domain_op(const char* domain, const char* op_type, ImportFn fn) {
+    imports.push_back({domain, op_type, fn, false, {}});
+    return imports.back();
+  }
   void export_op(OpKind k, ExportFn fn) { exports.push_back({k, fn}); }
 };
 
@@ -84,6 +89,8 @@ void resize_onnx_rows(OpRows& r);
 void rnn_onnx_rows(OpRows& r);
 void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
+void quant_onnx_rows(OpRows& r);     // import only: built from other ops
+void training_onnx_rows(OpRows& r);  // import only: built from other ops
 
 // The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
 // or null.
