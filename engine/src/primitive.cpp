@@ -78,6 +78,8 @@ constexpr OpRow kOps[] = {
     {OpKind::MatMul, "matmul"},
     {OpKind::BiasAdd, "bias_add"},
     {OpKind::BiasGrad, "bias_grad"},
+    {OpKind::Einsum, "einsum"},
+    {OpKind::Det, "det"},
     {OpKind::ReduceSum, "reduce_sum"},
     {OpKind::ReduceMean, "reduce_mean"},
     {OpKind::ReduceMax, "reduce_max"},
@@ -88,6 +90,8 @@ constexpr OpRow kOps[] = {
     {OpKind::OnesLike, "ones_like"},
     {OpKind::Expand, "expand"},
     {OpKind::ReduceProd, "reduce_prod"},
+    {OpKind::CumSum, "cumsum"},
+    {OpKind::ReduceSumAxes, "reduce_sum_axes"},
     {OpKind::Reshape, "reshape"},
     {OpKind::Transpose, "transpose"},
     {OpKind::Concat, "concat"},
@@ -110,6 +114,10 @@ constexpr OpRow kOps[] = {
     {OpKind::GatherND, "gather_nd"},
     {OpKind::GatherNDGrad, "gather_nd_grad"},
     {OpKind::ScatterElements, "scatter_elements"},
+    {OpKind::GatherElements, "gather_elements"},
+    {OpKind::GatherElementsGrad, "gather_elements_grad"},
+    {OpKind::ScatterND, "scatter_nd"},
+    {OpKind::Unique, "unique"},
     {OpKind::Softmax, "softmax"},
     {OpKind::LogSoftmax, "log_softmax"},
     {OpKind::SoftmaxGrad, "softmax_grad"},
@@ -168,6 +176,7 @@ constexpr OpRow kOps[] = {
     {OpKind::BitShift, "bit_shift"},
     {OpKind::Resize, "resize"},
     {OpKind::ResizeGrad, "resize_grad"},
+    {OpKind::GridSample, "grid_sample"},
     {OpKind::TopK, "top_k"},
     {OpKind::NonMaxSuppression, "non_max_suppression"},
     {OpKind::RoiAlign, "roi_align"},
@@ -190,7 +199,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 158, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 167, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

@@ -197,6 +197,36 @@ TEST_F(OnnxOps, DetectionOpsRoundTrip) {
   expect_same_ops(*job, *back, {"top_k", "reduce_prod", "gather_nd", "scatter_elements", "roi_align", "non_max_suppression"});
 }
 
+// ------------------------------------------------------------ ops of ONNX's node tests
+
+TEST_F(OnnxOps, ImportedOpsRoundTrip) {
+  const Tensor x = Tensor::from<float>({2, 3}, {3, 1, 4, 1, 5, 9});
+  const Tensor sq = Tensor::from<float>({2, 2, 2}, {1, 2, 3, 4, 2, 0, 1, 5});
+  const Tensor img = Tensor::from<float>({1, 1, 2, 3}, {0, 1, 2, 3, 4, 5});
+  const Tensor grid = Tensor::from<float>({1, 2, 2, 2}, {-1, -1, 0.3f, 0.2f, 1, 1, -0.7f, 0.9f});
+  const Tensor axes = Tensor::from<int64_t>({1}, {1});
+  auto job = define("imported_ops", {x, sq, img, grid, axes}, [](const Blobs& v) {
+    const flow::UniqueResult u = flow::unique(v[0], 1, false);
+    return Blobs{flow::gather_elements(v[0], flow::constant(Tensor::from<int64_t>({2, 2}, {2, 0, 1, 1})), 1),
+                 flow::scatter_nd(v[0], flow::constant(Tensor::from<int64_t>({1, 2}, {1, 2})),
+                                  flow::constant(Tensor::from<float>({1}, {7})), "add"),
+                 flow::math::cumsum(v[0], 1, true, true),
+                 flow::einsum("ij,kj->ik", {v[0], v[0]}),
+                 flow::math::det(v[1]),
+                 flow::nn::grid_sample(v[2], v[3], "bicubic", "reflection", false),
+                 u.y, u.inverse_indices,
+                 flow::unique(v[0]).counts,
+                 flow::reduce_sum_at(v[0], v[4], false)};
+  });
+  std::shared_ptr<flow::CompiledJob> back;
+  const auto m = round_trip(*job, {x, sq, img, grid, axes}, &back);
+  const auto ops = onnx_ops(m);
+  for (const char* op : {"GatherElements", "ScatterND", "CumSum", "Einsum", "Det", "GridSample", "Unique", "ReduceSum"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  expect_same_ops(*job, *back, {"gather_elements", "scatter_nd", "cumsum", "einsum", "det", "grid_sample", "unique",
+                                "reduce_sum_axes"});
+}
+
 TEST_F(OnnxOps, IfElseRoundTrip) {
   // Branches of different sizes: the loaded job's If runs the branch saved
   // as its subgraph.
@@ -737,7 +767,7 @@ TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
       K::LeakyReluGrad, K::EluGrad, K::SeluGrad, K::SoftplusGrad, K::SoftsignGrad, K::HardSigmoidGrad, K::ClipGrad,
       K::LeakyReluGrad2, K::EluGrad2, K::SeluGrad2, K::SoftplusGrad2, K::SoftsignGrad2, K::HardSigmoidGrad2, K::ClipGrad2,
       K::PReluGradX, K::PReluGradSlope, K::PowGradBase, K::PowGradExponent, K::MinimumGradA, K::MinimumGradB,
-      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::GatherNDGrad, K::StridedSliceGrad, K::PadGrad,
+      K::MaximumGradA, K::MaximumGradB, K::BiasGrad, K::SliceGrad, K::GatherGrad, K::GatherNDGrad, K::GatherElementsGrad, K::StridedSliceGrad, K::PadGrad,
       K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
       K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
       K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::ResizeGrad, K::SgdUpdate, K::AdamUpdate,

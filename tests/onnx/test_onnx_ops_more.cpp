@@ -121,6 +121,114 @@ TEST_F(OnnxOps, ImportedMathForms) {
   EXPECT_CONTAINS(me.load_error(), "unsupported op: Sin(int32) (node Sin)");
 }
 
+// ------------------------------------------------------------ forms of ONNX's node tests
+
+TEST_F(OnnxOps, ImportedFormsBuiltFromOtherOps) {
+  // Hardmax: 1 at the first largest element.
+  Model h(13);
+  h.input("x", Tensor({2, 3}, flow::Float32));
+  h.node("Hardmax", {"x"}, {"y"});
+  EXPECT_TRUE(h.run(Tensor::from<float>({2, 3}, {1, 3, 3, 2, 0, 1}))[0].equal(
+      Tensor::from<float>({2, 3}, {0, 1, 0, 1, 0, 0})));
+  // Trilu with k computed at run time: where, so inf outside the triangle gives 0.
+  Model t(14);
+  t.input("x", Tensor({2, 2}, flow::Float32));
+  t.input("k", Tensor({}, flow::Int64));
+  t.node("Trilu", {"x", "k"}, {"y"});
+  EXPECT_TRUE(t.run({Tensor::from<float>({2, 2}, {1, kInf, 3, 4}), Tensor::from<int64_t>({}, {0})})[0].equal(
+      Tensor::from<float>({2, 2}, {1, kInf, 0, 4})));
+  EXPECT_TRUE(t.run({Tensor::from<float>({2, 2}, {1, kInf, 3, 4}), Tensor::from<int64_t>({}, {1})})[0].equal(
+      Tensor::from<float>({2, 2}, {0, kInf, 0, 0})));
+  // OneHot with a depth known only when the job runs, negative indices from the end.
+  Model o(11);
+  o.input("i", Tensor({3}, flow::Int64));
+  o.input("d", Tensor({}, flow::Int64));
+  o.input("v", Tensor({2}, flow::Float32));
+  o.node("OneHot", {"i", "d", "v"}, {"y"});
+  const auto oh = o.run({Tensor::from<int64_t>({3}, {0, -1, 1}), Tensor::from<int64_t>({}, {3}),
+                         Tensor::from<float>({2}, {-1, 5})});
+  EXPECT_TRUE(oh[0].equal(Tensor::from<float>({3, 3}, {5, -1, -1, -1, -1, 5, -1, 5, -1}))) << oh[0].str(16);
+  // Compress: the slices where the condition holds (a count known per call).
+  Model c(11);
+  c.input("x", Tensor({3, 2}, flow::Float32));
+  c.input("c", Tensor({3}, flow::Bool));
+  set_int(c.node("Compress", {"x", "c"}, {"y"}), "axis", 0);
+  Tensor cond({3}, flow::Bool);
+  cond.data<bool>()[0] = true, cond.data<bool>()[1] = false, cond.data<bool>()[2] = true;
+  EXPECT_TRUE(c.run({Tensor::from<float>({3, 2}, {1, 2, 3, 4, 5, 6}), cond})[0].equal(
+      Tensor::from<float>({2, 2}, {1, 2, 5, 6})));
+  // CumSum along an axis computed at run time.
+  Model cs(11);
+  cs.input("x", Tensor({2, 2}, flow::Float32));
+  cs.input("a", Tensor({}, flow::Int64));
+  cs.node("CumSum", {"x", "a"}, {"y"});
+  const Tensor cx = Tensor::from<float>({2, 2}, {1, 2, 3, 4});
+  EXPECT_TRUE(cs.run({cx, Tensor::from<int64_t>({}, {0})})[0].equal(Tensor::from<float>({2, 2}, {1, 2, 4, 6})));
+  EXPECT_TRUE(cs.run({cx, Tensor::from<int64_t>({}, {-1})})[0].equal(Tensor::from<float>({2, 2}, {1, 3, 3, 7})));
+  // MaxPool's indices: the first maximum, row-major (storage_order 1: column-major).
+  Model mx(12);
+  mx.input("x", Tensor({1, 1, 2, 3}, flow::Float32));
+  auto* mpn = mx.node("MaxPool", {"x"}, {"y", "i"});
+  set_ints(mpn, "kernel_shape", {2, 2});
+  const auto mo = mx.run(Tensor::from<float>({1, 1, 2, 3}, {0, 5, 1, 5, 0, 5}));
+  EXPECT_TRUE(mo[0].equal(Tensor::from<float>({1, 1, 1, 2}, {5, 5})));
+  EXPECT_TRUE(mo[1].equal(Tensor::from<int64_t>({1, 1, 1, 2}, {1, 1}))) << mo[1].str(8);
+  // Dropout outside training: the ratio may be computed; the mask keeps everything.
+  Model d(13);
+  d.input("x", Tensor({2}, flow::Float32));
+  d.input("r", Tensor({}, flow::Float32));
+  d.node("Dropout", {"x", "r"}, {"y", "mask"});
+  const auto dr = d.run({Tensor::from<float>({2}, {1, 2}), Tensor::from<float>({}, {0.5f})});
+  EXPECT_TRUE(dr[0].equal(Tensor::from<float>({2}, {1, 2})));
+  EXPECT_EQ(dr[1].dtype(), flow::DType::Bool);
+  EXPECT_TRUE(dr[1].data<bool>()[0] && dr[1].data<bool>()[1]);
+  // QuantizeLinear rounds halves to even and saturates; DequantizeLinear per axis.
+  Model q(13);
+  q.input("x", Tensor({5}, flow::Float32));
+  q.init("s", Tensor::from<float>({}, {0.5f}));
+  q.init("z", Tensor::from<uint8_t>({}, {10}));
+  q.node("QuantizeLinear", {"x", "s", "z"}, {"y"});
+  EXPECT_TRUE(q.run(Tensor::from<float>({5}, {0.25f, 0.75f, -10, 200, 1}))[0].equal(
+      Tensor::from<uint8_t>({5}, {10, 12, 0, 255, 12})));
+  Model dq(13);
+  dq.input("x", Tensor({2, 2}, flow::Int8));
+  dq.init("ds", Tensor::from<float>({2}, {0.5f, 2}));
+  dq.init("dz", Tensor::from<int8_t>({2}, {1, -1}));
+  set_int(dq.node("DequantizeLinear", {"x", "ds", "dz"}, {"y"}), "axis", 1);
+  EXPECT_TRUE(dq.run(Tensor::from<int8_t>({2, 2}, {3, 3, -1, 0}))[0].equal(Tensor::from<float>({2, 2}, {1, 8, -1, 2})));
+}
+
+TEST_F(OnnxOps, ImportedFormsRefusedNameTheNode) {
+  Model g(16);
+  g.input("x", Tensor({1, 1, 2, 2, 2}, flow::Float32));
+  g.input("g", Tensor({1, 1, 1, 1, 3}, flow::Float32));
+  g.node("GridSample", {"x", "g"}, {"y"});
+  EXPECT_CONTAINS(g.load_error(), "unsupported op: GridSample(3-D) (node GridSample)");
+  Model n(13);
+  n.input("x", Tensor({2, 3}, flow::Float32));
+  n.input("t", Tensor({2}, flow::Int64));
+  set_string(n.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}), "reduction", "max");
+  EXPECT_CONTAINS(n.load_error(),
+                  "node 'NegativeLogLikelihoodLoss' (NegativeLogLikelihoodLoss): reduction must be none, mean or sum, got 'max'");
+  Model q(13);
+  q.input("x", Tensor({2}, flow::Int32));
+  q.init("qs", Tensor::from<float>({}, {0.5f}));
+  q.node("QuantizeLinear", {"x", "qs"}, {"y"});
+  EXPECT_CONTAINS(q.load_error(), "unsupported op: QuantizeLinear(int32) (node QuantizeLinear)");
+  // ConvInteger through float32 is exact only for short sums.
+  Model ci(10);
+  ci.input("x", Tensor({1, 300, 3, 3}, flow::UInt8));
+  ci.init("w", Tensor({1, 300, 1, 1}, flow::UInt8));
+  ci.node("ConvInteger", {"x", "w"}, {"y"});
+  EXPECT_CONTAINS(ci.load_error(), "unsupported op: ConvInteger(sums of more than 258 products) (node ConvInteger)");
+  Model ms(13);
+  ms.input("x", Tensor({1, 1, 2, 2}, flow::Float32));
+  auto* mp = ms.node("MaxPool", {"x"}, {"y", "i"});
+  set_ints(mp, "kernel_shape", {2, 2});
+  set_int(mp, "storage_order", 2);
+  EXPECT_CONTAINS(ms.load_error(), "node 'MaxPool' (MaxPool): storage_order must be 0 or 1, got 2");
+}
+
 // ------------------------------------------------------------ resize
 
 // ONNX's own Resize and Upsample node tests take roi, scales and sizes as

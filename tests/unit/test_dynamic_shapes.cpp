@@ -478,6 +478,25 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
         return loss;
       });
   reinfer_with_dynamic_batch(*more.compiled()->definition().graph, seen);
+  // The ops ONNX's node tests brought in (unique's and reduce_sum over
+  // run-time axes' sizes known per call), with their gradients.
+  auto node_ops = flow::global_function(
+      flow::Predict, flow::function_config().name("every_node_op"), ph, [](Blob x, Blob img, Blob labels) -> flow::Numpy {
+        const Blob idx = flow::constant(flow::Tensor::from<int64_t>({1, 2}, {0, 1}));
+        Blob y = flow::add(flow::gather_elements(x, flow::broadcast_to(idx, {B, 2}), 1), flow::math::cumsum(flow::slice(x, {0}, {2}, {1}), 1));
+        Blob s = flow::scatter_nd(x, flow::constant(flow::Tensor::from<int64_t>({1, 1}, {0})), flow::slice(x, {0}, {1}));
+        Blob e = flow::einsum("bi,bj->ij", {x, x});
+        Blob d = flow::math::det(flow::reshape(flow::slice(x, {0}, {4}, {1}), {-1, 2, 2}));
+        Blob g = flow::nn::grid_sample(img, flow::reshape(flow::slice(x, {0}, {2}, {1}), {-1, 1, 1, 2}));
+        Blob r = flow::reduce_sum_at(x, flow::reshape(flow::slice(flow::cast(labels, flow::Int64), {0}, {1}), {1}), true);
+        Blob u = flow::cast(flow::unique(labels).counts, flow::Float);
+        Blob l = flow::nn::nll_loss(flow::nn::log_softmax(x), labels);
+        Blob loss = flow::internal::add_n({flow::reduce_sum(y), flow::reduce_sum(s), flow::reduce_sum(e), l});
+        flow::gradients(loss, {x});
+        flow::gradients(r, {x}, flow::square(r));
+        return flow::add(flow::add(loss, flow::reduce_sum(u)), flow::add(flow::reduce_sum(d), flow::reduce_sum(g)));
+      });
+  reinfer_with_dynamic_batch(*node_ops.compiled()->definition().graph, seen);
   // Detection models' ops (their output sizes known per call, except
   // top_k's with a fixed k), with their gradients, and if_else.
   auto branch = flow::global_function(flow::Predict, flow::function_config().name("every_branch"),

@@ -117,6 +117,12 @@ Blob argmax(Blob x, int axis = -1, const std::string& name = "");  // int32
 // The product (float32 accumulates in double, integers in int64; the empty
 // product is 1). Gradient: dy * prod / x (exact away from zero elements).
 Blob reduce_prod(Blob x, const std::vector<int>& axes = {}, bool keepdims = false, const std::string& name = "");
+// reduce_sum over the axes an int64 (k,) tensor computed in the graph gives
+// (ONNX ReduceSum with runtime axes; negative ones count from the end;
+// none: every axis, or none with noop_with_empty_axes). The output's dims
+// are known per call (constant axes: the reduce_sum above). Gradient: dy
+// broadcast back.
+Blob reduce_sum_at(Blob x, Blob axes, bool keepdims, bool noop_with_empty_axes = false, const std::string& name = "");
 
 using Activation = std::function<Blob(Blob)>;
 
@@ -288,6 +294,35 @@ Blob gather_nd(Blob data, Blob indices, int batch_dims = 0, const std::string& n
 // Gradient (data, for "none" and "add"): dy, zero where "none" overwrote.
 Blob scatter_elements(Blob data, Blob indices, Blob updates, int axis = 0, const std::string& reduction = "none",
                       const std::string& name = "");
+// ONNX GatherElements: y[i, j, ...] = data[..., indices[i, j, ...], ...]
+// along `axis` (the other coordinates those of the output); indices
+// (int32/int64, negative ones count from the end) have data's rank and no
+// dim but axis above data's; y has indices' shape. Gradient (data):
+// scatter-add into zeros.
+Blob gather_elements(Blob data, Blob indices, int axis = 0, const std::string& name = "");
+// ONNX ScatterND: a copy of data with updates (indices.shape[:-1] +
+// data.shape[m:]) written at the index tuples in the last dim (m) of
+// indices, in order; reduction "none" (a repeated tuple keeps its last
+// update), "add", "mul", "max" or "min". Gradients for "none" and "add":
+// dy to data (zero where "none" overwrote), dy at the tuples to updates.
+Blob scatter_nd(Blob data, Blob indices, Blob updates, const std::string& reduction = "none",
+                const std::string& name = "");
+// ONNX Unique: the distinct elements of x (flattened), or the distinct
+// slices along `axis`, sorted ascending (or in order of first occurrence),
+// with the index of each one's first occurrence, the index in y of every
+// element (slice) of x, and the counts; the indices int64. The number of
+// distinct values depends on the data (the job runs in segments). No
+// gradient.
+struct UniqueResult {
+  Blob y, indices, inverse_indices, counts;
+};
+UniqueResult unique(Blob x, std::optional<int> axis = std::nullopt, bool sorted = true, const std::string& name = "");
+// ONNX Einsum: "ij,jk->ik" style (letters, "..." for broadcast dims; an
+// equation without "->" sums the letters that appear twice and keeps the
+// others in alphabetical order); operands of one numeric dtype. Gradient
+// (float) for operands without a repeated letter: einsum of dy with the
+// other operands.
+Blob einsum(const std::string& equation, const std::vector<Blob>& operands, const std::string& name = "");
 
 // ---- Detection (ONNX TopK, NonMaxSuppression, RoiAlign) ----
 // The k largest (largest = false: smallest) elements along `axis`, sorted,
@@ -422,6 +457,15 @@ Blob ceil(Blob x, const std::string& name = "");
 Blob round(Blob x, const std::string& name = "");
 // -1, 0 or 1 (NaN stays NaN); any numeric dtype, no gradient.
 Blob sign(Blob x, const std::string& name = "");
+// Running sums along `axis` (ONNX CumSum): y[i] = x[0] + ... + x[i];
+// exclusive leaves x[i] out, reverse sums from the end. Any numeric dtype.
+// Gradient: the cumsum of dy the other way.
+Blob cumsum(Blob x, int axis, bool exclusive = false, bool reverse = false, const std::string& name = "");
+// The same with the axis one int32/int64 value computed in the graph.
+Blob cumsum(Blob x, Blob axis, bool exclusive = false, bool reverse = false, const std::string& name = "");
+// The determinants of the (..., n, n) matrices of x (float; LU with partial
+// pivoting in float64). No gradient.
+Blob det(Blob x, const std::string& name = "");
 // |x|, any numeric dtype; gradient sign(x).
 Blob abs(Blob x, const std::string& name = "");
 // a - floor(a / b) b (the sign of b, Python's %), or with fmod the C
@@ -436,6 +480,35 @@ Blob bit_shift(Blob a, Blob b, bool left, const std::string& name = "");
 namespace nn {
 // x Phi(x); approximate "tanh": x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2.
 Blob gelu(Blob x, const std::string& approximate = "none", const std::string& name = "");
+
+// ONNX NegativeLogLikelihoodLoss: input (N, C, d1, ...) of log-probabilities,
+// target (N, d1, ...) int32/int64 class indices; loss[n, d...] =
+// -input[n, target[n, d...], d...] * weight[target] (weight (C,), absent:
+// ones), 0 where target == ignore_index. reduction "none" (the losses),
+// "sum", or "mean" (the sum over the sum of the weights of the targets not
+// ignored). A target outside [0, C) that is not ignore_index is an error at
+// run time. Built from gather_elements, where and reductions: gradient to
+// input.
+Blob nll_loss(Blob input, Blob target, Blob weight = Blob(), std::optional<int64_t> ignore_index = std::nullopt,
+              const std::string& reduction = "mean", const std::string& name = "");
+// ONNX SoftmaxCrossEntropyLoss: nll_loss of log_softmax(scores, axis 1),
+// with the same options; also returns the log-probabilities.
+struct SoftmaxCrossEntropyResult {
+  Blob loss, log_prob;
+};
+SoftmaxCrossEntropyResult softmax_cross_entropy_loss(Blob scores, Blob labels, Blob weight = Blob(),
+                                                     std::optional<int64_t> ignore_index = std::nullopt,
+                                                     const std::string& reduction = "mean",
+                                                     const std::string& name = "");
+
+// ONNX GridSample: x (N, C, H, W) sampled at grid (N, Ho, Wo, 2) of (x, y)
+// coordinates in [-1, 1] (align_corners: -1 and 1 are the centres of the
+// corner pixels, else their outer edges) -> (N, C, Ho, Wo). mode
+// "bilinear", "nearest" (halves to even) or "bicubic" (Keys, a = -0.75);
+// padding_mode "zeros", "border" (clamped) or "reflection" (mirrored at
+// the edges). float32/float64; no gradient.
+Blob grid_sample(Blob x, Blob grid, const std::string& mode = "bilinear", const std::string& padding_mode = "zeros",
+                 bool align_corners = false, const std::string& name = "");
 
 // ONNX Resize over any axes (ops/resize.cpp). The output coordinate i of
 // an axis maps to an input coordinate by coordinate_transformation_mode

@@ -50,9 +50,10 @@ enum class OpKind : uint16_t {
   PRelu, Pow, Minimum, Maximum,
   PReluGradX, PReluGradSlope, PowGradBase, PowGradExponent, MinimumGradA, MinimumGradB, MaximumGradA, MaximumGradB,
   // ops/linalg.cpp
-  MatMul, BiasAdd, BiasGrad,
+  MatMul, BiasAdd, BiasGrad, Einsum, Det,
   // ops/reduce.cpp
   ReduceSum, ReduceMean, ReduceMax, SumTo, ArgMax, BroadcastTo, ZerosLike, OnesLike, Expand, ReduceProd,
+  CumSum, ReduceSumAxes,
   // ops/shape.cpp
   Reshape, Transpose, Concat, Slice, SliceGrad, Identity,
   // ops/shape.cpp: shapes as tensors (the input's shape; a reshape, a fill
@@ -60,7 +61,7 @@ enum class OpKind : uint16_t {
   ShapeOf, SizeOf, ReshapeTo, ConstantOfShape, Range,
   // ops/indexing.cpp
   Gather, GatherGrad, StridedSlice, StridedSliceGrad, Split, Pad, PadGrad, NonZero,
-  GatherND, GatherNDGrad, ScatterElements,
+  GatherND, GatherNDGrad, ScatterElements, GatherElements, GatherElementsGrad, ScatterND, Unique,
   // ops/nn.cpp
   Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad,
   Dropout, DropoutGrad, BatchNormalization, BatchNormalizationGrad, BatchNormTrain, BatchNormTrainGrad,
@@ -75,7 +76,7 @@ enum class OpKind : uint16_t {
   Erf, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Floor, Ceil, Round, Sign, Abs, Gelu, Mod,
   BitShift,
   // ops/resize.cpp
-  Resize, ResizeGrad,
+  Resize, ResizeGrad, GridSample,
   // ops/detection.cpp: top-k, non-maximum suppression, RoI align
   TopK, NonMaxSuppression, RoiAlign,
   // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)

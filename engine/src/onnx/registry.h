@@ -84,6 +84,11 @@ struct OpRows {
     imports.push_back({kJobflowDomain, op_type, fn, false, {}, {}, nullptr});
     return imports.back();
   }
+  // An op of another domain (ai.onnx.preview.training).
+  ImportRow& import_domain_op(const char* domain, const char* op_type, ImportFn fn) {
+    imports.push_back({domain, op_type, fn, false, {}, {}, nullptr});
+    return imports.back();
+  }
   void export_op(OpKind k, ExportFn fn) { exports.push_back({k, fn}); }
 };
 
@@ -103,6 +108,8 @@ void rnn_onnx_rows(OpRows& r);
 void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
 void deferred_onnx_rows(OpRows& r);  // onnx/deferred.cpp: the export of onnx_node
+void quant_onnx_rows(OpRows& r);     // import only: built from other ops
+void training_onnx_rows(OpRows& r);  // import only: built from other ops
 
 // The row of an ONNX node (domain "" and "ai.onnx" are the standard one),
 // or null.

@@ -9,6 +9,7 @@
 // contiguous copy or a short strided loop. Only the slice geometry (fixed
 // arrays of kMaxRank entries) is computed in eval_cpu, so nothing allocates.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -1002,6 +1003,359 @@ class ScatterElements final : public Primitive {
   ScatterRed red_;
 };
 
+// ===========================================================================
+// gather_elements (ONNX GatherElements) and its gradient
+
+// indices must have data's rank, and no dim but axis larger than data's.
+void gather_elements_check(const char* op, const Shape& xs, const TensorSpec& idx, int axis) {
+  check_rank(op, xs, "data");
+  if (idx.dtype != DType::Int32 && idx.dtype != DType::Int64)
+    op_error(op, "indices must be int32 or int64, got " + spec_str(idx));
+  if (xs.empty()) op_error(op, "data must have rank >= 1");
+  if (idx.shape.size() != xs.size())
+    op_error(op, "indices " + spec_str(idx) + " must have data's rank (data " + shape_str(xs) + ")");
+  const int ax = kern::norm_axis(op, axis, static_cast<int>(xs.size()));
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (static_cast<int>(d) != ax && idx.shape[d] >= 0 && xs[d] >= 0 && idx.shape[d] > xs[d])
+      op_error(op, "indices " + shape_str(idx.shape) + " exceed data " + shape_str(xs) + " in dim " + std::to_string(d));
+}
+
+// For every element e of indices (row-major), the offset into data of the
+// element it picks; indices are checked before anything moves.
+template <class I>
+void elements_offsets(const char* op, const Shape& xs, const Shape& is, int ax, const I* ind, int64_t* off) {
+  const int r = static_cast<int>(xs.size());
+  int64_t xst[kMaxRank], ist[kMaxRank];
+  strides_of(xs, xst);
+  strides_of(is, ist);
+  const int64_t m = numel(is), n = xs[ax];
+  check_indices(op, ind, m, n, ax);
+  for (int64_t e = 0; e < m; ++e) {
+    int64_t o = 0, q = e;
+    for (int d = 0; d < r; ++d) {
+      const int64_t i = q / ist[d];
+      q %= ist[d];
+      o += (d == ax ? (ind[e] < 0 ? ind[e] + n : ind[e]) : i) * xst[d];
+    }
+    off[e] = o;
+  }
+}
+
+Blob gather_elements_grad(Blob dy, Blob indices, int axis, const Shape& x_shape);
+
+// y[i, j, ...] = data[..., indices[i, j, ...], ...] along `axis`; y has
+// indices' shape. Inputs data, indices.
+class GatherElements final : public Primitive {
+ public:
+  explicit GatherElements(int axis) : axis_(axis) {}
+  OpKind kind() const override { return OpKind::GatherElements; }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("gather_elements", in, 2);
+    gather_elements_check("gather_elements", in[0].shape, in[1], axis_);
+    return {{in[1].shape, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape &xs = in[0].shape(), &is = in[1].shape();
+    const int ax = kern::norm_axis("gather_elements", axis_, in[0].ndim());
+    for (size_t d = 0; d < xs.size(); ++d)  // dims known per call
+      if (static_cast<int>(d) != ax && is[d] > xs[d])
+        op_error("gather_elements", "indices " + shape_str(is) + " exceed data " + shape_str(xs) + " in dim " +
+                                        std::to_string(d));
+    const int64_t m = in[1].numel();
+    std::vector<int64_t> off(static_cast<size_t>(m));
+    dispatch_index(in[1].dtype(), "gather_elements", [&](auto zi) {
+      using I = decltype(zi);
+      elements_offsets("gather_elements", xs, is, ax, static_cast<const I*>(in[1].raw()), off.data());
+    });
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* x = static_cast<const T*>(in[0].raw());
+      T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (m > kern::kParallelGrain)
+      for (int64_t e = 0; e < m; ++e) y[e] = x[off[e]];
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {gather_elements_grad(cot[0], in[1], axis_, in[0].shape())};
+  }
+
+ private:
+  int axis_;
+};
+
+// dx = zeros(x_shape); dx[..., indices[e], ...] += dy[e] along `axis`.
+// Inputs dy, indices. Its own gradient is gather_elements again.
+class GatherElementsGrad final : public Primitive {
+ public:
+  GatherElementsGrad(int axis, Shape x_shape) : axis_(axis), x_(std::move(x_shape)) {}
+  OpKind kind() const override { return OpKind::GatherElementsGrad; }
+  Attrs attributes() const override { return {{"axis", int64_t{axis_}}, {"x_shape", x_}}; }
+  bool differentiable_input(int i) const override { return i == 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("gather_elements_grad", in, 2);
+    expect_float("gather_elements_grad", in[0], "dy");
+    gather_elements_check("gather_elements_grad", x_, in[1], axis_);
+    if (!shapes_agree(in[0].shape, in[1].shape))
+      op_error("gather_elements_grad", "dy " + spec_str(in[0]) + " must have the shape of indices " + spec_str(in[1]));
+    return {{x_, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& is = in[1].shape();
+    const int ax = kern::norm_axis("gather_elements_grad", axis_, static_cast<int>(x_.size()));
+    const int64_t m = in[1].numel();
+    std::vector<int64_t> off(static_cast<size_t>(m));
+    dispatch_index(in[1].dtype(), "gather_elements_grad", [&](auto zi) {
+      using I = decltype(zi);
+      elements_offsets("gather_elements_grad", x_, is, ax, static_cast<const I*>(in[1].raw()), off.data());
+    });
+    kern::dispatch_float(in[0].dtype(), "gather_elements_grad", [&](auto z) {
+      using T = decltype(z);
+      const T* dy = in[0].data<T>();
+      T* dx = out[0].data<T>();
+      zero_fill(dx, out[0].numel());
+      for (int64_t e = 0; e < m; ++e) dx[off[e]] += dy[e];  // repeated indices add up
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    return {internal::add_node(std::make_shared<GatherElements>(axis_), {cot[0], in[1]})[0]};
+  }
+
+ private:
+  int axis_;
+  Shape x_;
+};
+
+Blob gather_elements_grad(Blob dy, Blob indices, int axis, const Shape& x_shape) {
+  if (!dy.defined()) return Blob();
+  return internal::add_node(std::make_shared<GatherElementsGrad>(axis, x_shape), {dy, indices})[0];
+}
+
+// ===========================================================================
+// scatter_nd (ONNX ScatterND)
+
+// y = data; y[indices[t]] (op)= updates[t] for every index tuple t (the last
+// dim of indices), in order. Inputs data, indices, updates
+// (indices.shape[:-1] + data.shape[m:]).
+class ScatterND final : public Primitive {
+ public:
+  explicit ScatterND(ScatterRed red) : red_(red) {}
+  OpKind kind() const override { return OpKind::ScatterND; }
+  Attrs attributes() const override { return {{"reduction", std::string(scatter_red_name(red_))}}; }
+  // Gradients for "none" and "add": dy to data (zero where "none"
+  // overwrote), dy at the indices to updates.
+  bool differentiable_input(int i) const override {
+    return i != 1 && (red_ == ScatterRed::None || red_ == ScatterRed::Add);
+  }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("scatter_nd", in, 3);
+    const TensorSpec &x = in[0], &idx = in[1], &u = in[2];
+    if (x.shape.empty()) op_error("scatter_nd", "data must have rank >= 1");
+    const TensorSpec want = gather_nd_spec("scatter_nd", x, idx, 0);
+    if (u.dtype != x.dtype)
+      op_error("scatter_nd", "updates " + spec_str(u) + " must have data's dtype " + dtype_name(x.dtype));
+    if (!shapes_agree(u.shape, want.shape))
+      op_error("scatter_nd", "updates must have shape " + shape_str(want.shape) + " for data " + shape_str(x.shape) +
+                                 " and indices " + shape_str(idx.shape) + ", got " + spec_str(u));
+    if (red_ != ScatterRed::None) expect_not_bool("scatter_nd", x, "data");
+    return {x};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const NdGeom g = nd_geom(in[0].shape(), in[1].shape(), 0);
+    const int64_t tuples = g.per;
+    std::vector<int64_t> off(static_cast<size_t>(tuples));
+    dispatch_index(in[1].dtype(), "scatter_nd", [&](auto zi) {
+      using I = decltype(zi);
+      nd_offsets("scatter_nd", g, static_cast<const I*>(in[1].raw()), off.data());
+    });
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* u = static_cast<const T*>(in[2].raw());
+      T* y = static_cast<T*>(out[0].raw());
+      std::copy_n(static_cast<const T*>(in[0].raw()), in[0].numel(), y);
+      for (int64_t t = 0; t < tuples; ++t) {  // in order: a repeated tuple without reduction keeps the last
+        T* dst = y + off[t];
+        const T* src = u + t * g.slice;
+        for (int64_t i = 0; i < g.slice; ++i) {
+          if constexpr (std::is_same_v<T, bool>) {
+            dst[i] = src[i];
+          } else {
+            switch (red_) {
+              case ScatterRed::None: dst[i] = src[i]; break;
+              case ScatterRed::Add: dst[i] = static_cast<T>(dst[i] + src[i]); break;
+              case ScatterRed::Mul: dst[i] = static_cast<T>(dst[i] * src[i]); break;
+              case ScatterRed::Max: dst[i] = std::max(dst[i], src[i]); break;
+              case ScatterRed::Min: dst[i] = std::min(dst[i], src[i]); break;
+            }
+          }
+        }
+      }
+    });
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override {
+    std::vector<Blob> r;
+    for (int a : argnums) {
+      if (a == 2) r.push_back(gather_nd(cot[0], in[1], 0));
+      else if (red_ == ScatterRed::Add) r.push_back(cot[0]);
+      else  // overwritten slices get no gradient
+        r.push_back(internal::add_node(std::make_shared<ScatterND>(ScatterRed::None), {cot[0], in[1], zeros_like(in[2])})[0]);
+    }
+    return r;
+  }
+
+ private:
+  ScatterRed red_;
+};
+
+// ===========================================================================
+// unique (ONNX Unique)
+
+// The distinct slices of x along axis (axis < 0: its elements flattened),
+// found by sorting the slices: for each distinct one (in ascending order, or
+// by first occurrence), the index of its first occurrence and its count, and
+// for each slice of x, the distinct one it equals.
+struct UniqueSets {
+  std::vector<int64_t> first, inverse, counts;
+};
+
+UniqueSets unique_sets(const Tensor& x, int axis, bool sorted) {
+  const Shape& xs = x.shape();
+  int64_t n = x.numel(), outer = 1, inner = 1;
+  if (axis >= 0) {
+    n = xs[axis];
+    outer = span(xs, 0, axis);
+    inner = span(xs, axis + 1, xs.size());
+  }
+  UniqueSets u;
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  kern::dispatch_all(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = static_cast<const T*>(x.raw());
+    // Slice a against slice b, element by element in row-major order.
+    auto cmp = [&](int64_t a, int64_t b) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const T va = p[(o * n + a) * inner + i], vb = p[(o * n + b) * inner + i];
+          if (va < vb) return -1;
+          if (vb < va) return 1;
+        }
+      return 0;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp(a, b) < 0; });
+    std::vector<int64_t> group(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = order[static_cast<size_t>(k)];
+      if (k == 0 || cmp(order[static_cast<size_t>(k - 1)], i) != 0) {
+        u.first.push_back(i);  // stable: the first occurrence leads its group
+        u.counts.push_back(0);
+      }
+      group[static_cast<size_t>(i)] = static_cast<int64_t>(u.first.size()) - 1;
+      u.counts.back()++;
+    }
+    std::vector<int64_t> rank(u.first.size());  // a group's position in the output
+    for (size_t g = 0; g < rank.size(); ++g) rank[g] = static_cast<int64_t>(g);
+    if (!sorted) {
+      std::vector<int64_t> by_first(u.first.size());
+      for (size_t g = 0; g < by_first.size(); ++g) by_first[g] = static_cast<int64_t>(g);
+      std::sort(by_first.begin(), by_first.end(), [&](int64_t a, int64_t b) { return u.first[a] < u.first[b]; });
+      std::vector<int64_t> f, c;
+      for (size_t r = 0; r < by_first.size(); ++r) {
+        rank[static_cast<size_t>(by_first[r])] = static_cast<int64_t>(r);
+        f.push_back(u.first[static_cast<size_t>(by_first[r])]);
+        c.push_back(u.counts[static_cast<size_t>(by_first[r])]);
+      }
+      u.first = f, u.counts = c;
+    }
+    for (int64_t i = 0; i < n; ++i) u.inverse.push_back(rank[static_cast<size_t>(group[static_cast<size_t>(i)])]);
+  });
+  return u;
+}
+
+// Outputs y, indices, inverse_indices, counts. Their size depends on the
+// data: infer() gives it as kDynamic, infer_data() counts.
+class Unique final : public Primitive {
+ public:
+  Unique(int axis, bool sorted) : axis_(axis), sorted_(sorted) {}
+  OpKind kind() const override { return OpKind::Unique; }
+  // "axis" only when the op has one.
+  Attrs attributes() const override {
+    Attrs a{{"sorted", int64_t{sorted_}}};
+    if (axis_ != kNoAxis) a.emplace_back("axis", int64_t{axis_});
+    return a;
+  }
+  bool differentiable_input(int) const override { return false; }
+  bool output_shape_from_data() const override { return true; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("unique", in, 1);
+    check_rank("unique", in[0].shape, "x");
+    return specs(in[0], kDynamic);
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    return specs(in[0], static_cast<int64_t>(unique_sets(v[0], ax(in[0].shape), sorted_).first.size()));
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const int a = ax(in[0].shape());
+    const UniqueSets u = unique_sets(in[0], a, sorted_);
+    const Shape& xs = in[0].shape();
+    const int64_t outer = a < 0 ? 1 : span(xs, 0, a), inner = a < 0 ? 1 : span(xs, a + 1, xs.size());
+    const int64_t n = a < 0 ? in[0].numel() : xs[a], K = static_cast<int64_t>(u.first.size());
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* x = static_cast<const T*>(in[0].raw());
+      T* y = static_cast<T*>(out[0].raw());
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < K; ++k)
+          std::copy_n(x + (o * n + u.first[static_cast<size_t>(k)]) * inner, inner, y + (o * K + k) * inner);
+    });
+    std::copy(u.first.begin(), u.first.end(), out[1].data<int64_t>());
+    std::copy(u.inverse.begin(), u.inverse.end(), out[2].data<int64_t>());
+    std::copy(u.counts.begin(), u.counts.end(), out[3].data<int64_t>());
+  }
+  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
+                        const std::vector<int>& argnums) const override {
+    return std::vector<Blob>(argnums.size());
+  }
+
+ private:
+  int ax(const Shape& xs) const { return axis_ == kNoAxis ? -1 : kern::norm_axis("unique", axis_, static_cast<int>(xs.size())); }
+  std::vector<TensorSpec> specs(const TensorSpec& x, int64_t K) const {
+    const int a = ax(x.shape);
+    Shape y{K};
+    int64_t n = 1;
+    if (a >= 0) {
+      y = x.shape;
+      y[a] = K;
+      n = x.shape[a];
+    } else {
+      for (int64_t d : x.shape) n = d < 0 || n < 0 ? kDynamic : n * d;
+    }
+    return {{y, x.dtype}, {{K}, DType::Int64}, {{n}, DType::Int64}, {{K}, DType::Int64}};
+  }
+
+ public:
+  static constexpr int kNoAxis = INT32_MIN;
+
+ private:
+  int axis_;
+  bool sorted_;
+};
+
+ScatterRed scatter_red_of(const char* op, const std::string& reduction) {
+  if (reduction == "none") return ScatterRed::None;
+  if (reduction == "add") return ScatterRed::Add;
+  if (reduction == "mul") return ScatterRed::Mul;
+  if (reduction == "max") return ScatterRed::Max;
+  if (reduction == "min") return ScatterRed::Min;
+  throw Error(std::string("[") + op + "] reduction must be \"none\", \"add\", \"mul\", \"max\" or \"min\", got \"" +
+              reduction + "\"");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -1048,16 +1402,23 @@ Blob gather_nd(Blob data, Blob indices, int batch_dims, const std::string& name)
 
 Blob scatter_elements(Blob data, Blob indices, Blob updates, int axis, const std::string& reduction,
                       const std::string& name) {
-  ScatterRed r;
-  if (reduction == "none") r = ScatterRed::None;
-  else if (reduction == "add") r = ScatterRed::Add;
-  else if (reduction == "mul") r = ScatterRed::Mul;
-  else if (reduction == "max") r = ScatterRed::Max;
-  else if (reduction == "min") r = ScatterRed::Min;
-  else
-    throw Error("[scatter_elements] reduction must be \"none\", \"add\", \"mul\", \"max\" or \"min\", got \"" +
-                reduction + "\"");
-  return internal::add_node(std::make_shared<ScatterElements>(axis, r), {data, indices, updates}, name)[0];
+  return internal::add_node(std::make_shared<ScatterElements>(axis, scatter_red_of("scatter_elements", reduction)),
+                            {data, indices, updates}, name)[0];
+}
+
+Blob gather_elements(Blob data, Blob indices, int axis, const std::string& name) {
+  return internal::add_node(std::make_shared<GatherElements>(axis), {data, indices}, name)[0];
+}
+
+UniqueResult unique(Blob x, std::optional<int> axis, bool sorted, const std::string& name) {
+  if (axis && *axis == Unique::kNoAxis) throw Error("[unique] axis " + std::to_string(*axis) + " is out of range");
+  auto o = internal::add_node(std::make_shared<Unique>(axis ? *axis : Unique::kNoAxis, sorted), {x}, name);
+  return {o[0], o[1], o[2], o[3]};
+}
+
+Blob scatter_nd(Blob data, Blob indices, Blob updates, const std::string& reduction, const std::string& name) {
+  return internal::add_node(std::make_shared<ScatterND>(scatter_red_of("scatter_nd", reduction)), {data, indices, updates},
+                            name)[0];
 }
 
 Blob squeeze(Blob x, const std::vector<int64_t>& axes, const std::string& name) {

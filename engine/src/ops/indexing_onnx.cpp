@@ -2,6 +2,7 @@
 // Trilu (a mask) (registry.h).
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -176,19 +177,47 @@ void op_pad(Importer& I) {
   I.out(0, pad(x, pads, mode, value));
 }
 
+// The triangle of the last two dims: where, not a product, so that an inf
+// or NaN outside it still gives 0.
 void op_trilu(Importer& I) {
   Blob x = I.in(0);
   if (x.ndim() < 2) I.err("input must have rank >= 2");
-  const int64_t k = I.has(1) ? I.ints_in(1).at(0) : 0;
   const bool upper = I.attr_i("upper", 1) != 0;
   const Shape xs = x.shape();
-  I.need_static(Shape(xs.end() - 2, xs.end()));
-  const int64_t R = xs[xs.size() - 2], C = xs.back();
-  I.check_size({R, C}, x.dtype(), "the Trilu mask");
-  std::vector<double> m(static_cast<size_t>(R * C));
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) m[i * C + j] = upper ? (j - i >= k) : (j - i <= k);
-  I.out(0, mul(x, constant(make_tensor({R, C}, x.dtype(), m))));
+  const int r = x.ndim();
+  Blob zero = scalar_blob(0, x.dtype());
+  const bool runtime_k = I.has(1) && !I.is_const(1);
+  if (!runtime_k && is_static(Shape(xs.end() - 2, xs.end()))) {  // a constant mask
+    const int64_t k = I.has(1) ? I.ints_in(1).at(0) : 0;
+    const int64_t R = xs[xs.size() - 2], C = xs.back();
+    I.check_size({R, C}, DType::Bool, "the Trilu mask");
+    std::vector<double> m(static_cast<size_t>(R * C));
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) m[static_cast<size_t>(i * C + j)] = upper ? (j - i >= k) : (j - i <= k);
+    I.out(0, where(constant(make_tensor({R, C}, DType::Bool, m)), x, zero));
+    return;
+  }
+  // j - i over the last two dims (ranges when their sizes are known per
+  // call), compared with k (a value computed at run time, or a constant).
+  Blob k;
+  if (runtime_k) {
+    k = I.in(1);
+    if (k.dtype() != DType::Int64 || numel(k.shape()) != 1) I.err("k must be one int64, got " + spec_str(k.spec()));
+    k = reshape(k, {});
+  } else {
+    k = scalar_blob(I.has(1) ? static_cast<double>(I.ints_in(1).at(0)) : 0.0, DType::Int64);
+  }
+  auto iota = [&](int d) {
+    if (xs[static_cast<size_t>(d)] >= 0) {
+      const int64_t n = xs[static_cast<size_t>(d)];
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>(i);
+      return constant(make_tensor({n}, DType::Int64, v));
+    }
+    return range(scalar_blob(0, DType::Int64), reshape(shape_of(x, d, d + 1), {}), scalar_blob(1, DType::Int64));
+  };
+  Blob diag = sub(iota(r - 1), unsqueeze(iota(r - 2), {1}));
+  I.out(0, where(upper ? greater_equal(diag, k) : less_equal(diag, k), x, zero));
 }
 
 void op_gather_nd(Importer& I) {
@@ -207,6 +236,136 @@ void op_scatter_elements(Importer& I) {
   if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
     I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
   I.out(0, scatter_elements(x, idx, u, static_cast<int>(axis), red));
+}
+
+void op_gather_elements(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1);
+  const int64_t axis = I.attr_i("axis", 0);
+  I.axis_of(axis, x.ndim());
+  if (idx.dtype() != DType::Int32 && idx.dtype() != DType::Int64)
+    I.err(std::string("indices must be int32 or int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, gather_elements(x, idx, static_cast<int>(axis)));
+}
+
+void op_scatter_nd(Importer& I) {
+  Blob x = I.in(0), idx = I.in(1), u = I.in(2);
+  const std::string red = I.attr_s("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    I.err("reduction must be none, add, mul, max or min, got '" + red + "'");
+  if (idx.dtype() != DType::Int64) I.err(std::string("indices must be int64, got ") + dtype_name(idx.dtype()));
+  I.out(0, scatter_nd(x, idx, u, red));
+}
+
+// One-hot along a new axis: where(equal(indices, 0..depth-1), on, off),
+// negative indices counting from depth; a depth computed at run time makes
+// a range whose size is known per call.
+void op_onehot(Importer& I) {
+  Blob idx = I.in(0), values = I.in(2);
+  if (idx.dtype() == DType::Bool) I.err("indices must be numeric");
+  const int r = idx.ndim();
+  const int64_t axis = I.attr_i("axis", -1);
+  if (axis < -(r + 1) || axis > r) I.err("axis " + std::to_string(axis) + " is out of range for indices of rank " + std::to_string(r));
+  const int ax = static_cast<int>(axis < 0 ? axis + r + 1 : axis);
+  if (numel(values.shape()) != 2)
+    I.err("values must hold 2 elements (off, on), got " + spec_str(values.spec()));
+  Blob depth, classes;
+  if (I.is_const(1)) {
+    const Tensor dt = I.cin(1);
+    if (dt.numel() != 1) I.err("depth must hold one element, got " + shape_str(dt.shape()));
+    const double dv = dt.at(0);
+    if (!(dv >= 1) || dv > 1e9) I.err("depth must be a positive count, got " + std::to_string(dv));
+    const int64_t D = static_cast<int64_t>(dv);
+    I.check_size({D}, DType::Int64, "OneHot's classes");
+    std::vector<double> iota(static_cast<size_t>(D));
+    for (int64_t i = 0; i < D; ++i) iota[static_cast<size_t>(i)] = static_cast<double>(i);
+    classes = constant(make_tensor({D}, DType::Int64, iota));
+    depth = scalar_blob(static_cast<double>(D), DType::Int64);
+  } else {
+    Blob d = I.in(1);
+    if (numel(d.shape()) != 1) I.err("depth must hold one element, got " + spec_str(d.spec()));
+    depth = cast(reshape(d, {}), DType::Int64);
+    classes = range(scalar_blob(0, DType::Int64), depth, scalar_blob(1, DType::Int64));
+  }
+  Blob i64 = cast(idx, DType::Int64);
+  i64 = where(less(i64, scalar_blob(0, DType::Int64)), add(i64, depth), i64);
+  std::vector<int64_t> trailing;
+  for (int d = 1; d <= r - ax; ++d) trailing.push_back(d);
+  if (!trailing.empty()) classes = unsqueeze(classes, trailing);
+  Blob hot = equal(unsqueeze(i64, {ax}), classes);
+  Blob v = reshape(values, {2});
+  Blob off = reshape(slice(v, {0}, {1}), {}), on = reshape(slice(v, {1}, {2}), {});
+  I.out(0, where(hot, on, off));
+}
+
+// The elements (slices along axis) where condition is true: gather of the
+// nonzero positions, whose count is known per call.
+void op_compress(Importer& I) {
+  Blob x = I.in(0), cond = I.in(1);
+  if (cond.dtype() != DType::Bool) I.err("condition must be bool, got " + spec_str(cond.spec()));
+  if (cond.ndim() != 1) I.err("condition must be 1-D, got " + spec_str(cond.spec()));
+  Blob pos = squeeze(nonzero(cond), {0});
+  if (!I.has_attr("axis")) {
+    I.out(0, gather(reshape(x, {-1}), pos, 0));
+    return;
+  }
+  const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
+  I.out(0, gather(x, pos, ax));
+}
+
+// Each batch entry's first sequence_lens[b] steps reversed: gather_elements
+// along the time axis with indices len - 1 - t (t < len) or t.
+void op_reverse_sequence(Importer& I) {
+  Blob x = I.in(0), lens = I.in(1);
+  const int r = x.ndim();
+  if (r < 2) I.err("input must have rank >= 2, got " + spec_str(x.spec()));
+  const int ta = I.axis_of(I.attr_i("time_axis", 0), r), ba = I.axis_of(I.attr_i("batch_axis", 1), r);
+  if (ta == ba || ta > 1 || ba > 1) I.err("time_axis and batch_axis must be 0 and 1 in either order");
+  if (lens.dtype() != DType::Int64) I.err("sequence_lens must be int64, got " + spec_str(lens.spec()));
+  I.need_static(x.shape());
+  const int64_t T = x.shape()[ta], B = x.shape()[ba];
+  if (lens.shape() != Shape{B}) I.err("sequence_lens must be (" + std::to_string(B) + "), got " + spec_str(lens.spec()));
+  Shape ts(r, 1), bs(r, 1);
+  ts[ta] = T;
+  bs[ba] = B;
+  std::vector<double> iota(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) iota[static_cast<size_t>(t)] = static_cast<double>(t);
+  Blob t = constant(make_tensor(ts, DType::Int64, iota)), len = reshape(lens, bs);
+  Blob rev = sub(sub(len, scalar_blob(1, DType::Int64)), t);
+  Blob idx = where(less(t, len), rev, t);
+  I.out(0, gather_elements(x, broadcast_to(idx, x.shape()), ta));
+}
+
+// A constant identity-like matrix of the input's (static) shape: ones on the
+// diagonal k.
+void op_eyelike(Importer& I) {
+  const TensorSpec s = I.spec(0);
+  if (s.shape.size() != 2) I.err("input must be 2-D, got " + spec_str(s));
+  I.need_static(s.shape);
+  DType dt = s.dtype;
+  if (I.has_attr("dtype")) {
+    const int64_t t = I.attr_i("dtype", 0);
+    try {
+      dt = ou::from_onnx_dtype(static_cast<int32_t>(t), "EyeLike 'dtype'");
+    } catch (const Error&) {
+      I.unsupported("EyeLike(dtype " + std::to_string(t) + ")");
+    }
+  }
+  const int64_t R = s.shape[0], C = s.shape[1], k = I.attr_i("k", 0);
+  I.check_size(s.shape, dt, "EyeLike's output");
+  std::vector<double> v(static_cast<size_t>(R * C), 0.0);
+  for (int64_t i = 0; i < R; ++i)
+    if (i + k >= 0 && i + k < C) v[static_cast<size_t>(i * C + i + k)] = 1;
+  I.out(0, constant(make_tensor(s.shape, dt, v)));
+}
+
+void op_unique(Importer& I) {
+  Blob x = I.in(0);
+  std::optional<int> axis;
+  if (I.has_attr("axis")) axis = I.axis_of(I.attr_i("axis", 0), x.ndim());
+  const UniqueResult u = unique(x, axis, I.attr_i("sorted", 1) != 0);
+  const Blob outs[] = {u.y, u.indices, u.inverse_indices, u.counts};
+  for (int i = 0; i < 4; ++i)
+    if (I.wants(i)) I.out(i, outs[i]);
 }
 
 // ---- export ----
@@ -285,6 +444,14 @@ void indexing_onnx_rows(OpRows& r) {
   r.import_op("GatherND", op_gather_nd, true);
   r.import_op("ScatterElements", op_scatter_elements, true);
   r.import_op("Scatter", op_scatter_elements, true);  // its name before opset 11
+  r.import_op("GatherElements", op_gather_elements, true);
+  r.import_op("ScatterND", op_scatter_nd, true);
+  r.import_op("OneHot", op_onehot);
+  r.import_op("Compress", op_compress);
+  r.import_op("ReverseSequence", op_reverse_sequence, true);
+  r.import_op("EyeLike", op_eyelike);
+  // The number of distinct values is known per call (the job runs in segments).
+  r.import_op("Unique", op_unique);
 
   r.export_op(OpKind::StridedSlice, export_strided_slice);
   r.export_op(OpKind::Gather, [](Exporter& E) { Exporter::set_int(E.add_as("Gather"), "axis", E.op().attr_int("axis")); });
@@ -293,6 +460,20 @@ void indexing_onnx_rows(OpRows& r) {
   r.export_op(OpKind::NonZero, [](Exporter& E) { E.add_as("NonZero"); });
   r.export_op(OpKind::GatherND, [](Exporter& E) {
     Exporter::set_int(E.add_as("GatherND"), "batch_dims", E.op().attr_int("batch_dims"));
+  });
+  r.export_op(OpKind::Unique, [](Exporter& E) {
+    NodeProto* n = E.add("Unique", {E.in(0)}, {E.out(0), E.out(1), E.out(2), E.out(3)}, E.name());
+    Exporter::set_int(n, "sorted", E.op().attr_int("sorted"));
+    const Attrs a = E.op().attributes();
+    if (const AttrValue* ax = find_attr(a, "axis")) Exporter::set_int(n, "axis", std::get<int64_t>(*ax));
+  });
+  r.export_op(OpKind::GatherElements, [](Exporter& E) {
+    Exporter::set_int(E.add_as("GatherElements"), "axis", E.op().attr_int("axis"));
+  });
+  r.export_op(OpKind::ScatterND, [](Exporter& E) {
+    NodeProto* n = E.add_as("ScatterND");
+    const std::string red = E.op().attr_string("reduction");
+    if (red != "none") Exporter::set_string(n, "reduction", red);
   });
   r.export_op(OpKind::ScatterElements, [](Exporter& E) {
     NodeProto* n = E.add_as("ScatterElements");

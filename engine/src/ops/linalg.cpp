@@ -7,7 +7,12 @@
 #include <dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
+#include <type_traits>
+#include <vector>
 
 #include "jobflow/ops.h"
 #include "kernel_util.h"
@@ -229,6 +234,311 @@ class BiasGrad final : public Primitive {
   int axis_;
 };
 
+// ===========================================================================
+// einsum (ONNX Einsum)
+
+// Labels: a letter is its character code; the k-th dim of the ellipsis
+// (right-aligned across operands) is kEllipsis + k.
+constexpr int kEllipsis = 256;
+// 52 letters and the ellipsis' dims at most; operands (infer() checks).
+constexpr size_t kMaxLabels = 64, kMaxOperands = 16;
+using kern::check_rank;
+
+struct EinsumSpec {
+  std::vector<std::vector<int>> ins;  // each operand's label per dim
+  std::vector<int> out;
+  int ellipsis = 0;  // dims of the broadcast ellipsis
+};
+
+bool einsum_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// One term ("ij", "...ij", "") as labels; `dots` is where the ellipsis is
+// (-1: none).
+std::vector<int> einsum_term(const std::string& eq, const std::string& t, int* dots) {
+  std::vector<int> r;
+  *dots = -1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.compare(i, 3, "...") == 0) {
+      if (*dots >= 0) op_error("einsum", "equation '" + eq + "': '...' twice in the term '" + t + "'");
+      *dots = static_cast<int>(r.size());
+      i += 2;
+    } else if (einsum_letter(t[i])) {
+      r.push_back(static_cast<unsigned char>(t[i]));
+    } else {
+      op_error("einsum", "equation '" + eq + "': '" + std::string(1, t[i]) + "' is not a letter, ',', '->' or '...'");
+    }
+  }
+  return r;
+}
+
+EinsumSpec parse_einsum(const std::string& equation, const std::vector<Shape>& shapes) {
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq += c;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t b = 0;;) {
+    const size_t e = lhs.find(',', b);
+    terms.push_back(lhs.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  if (terms.size() != shapes.size())
+    op_error("einsum", "equation '" + equation + "' has " + std::to_string(terms.size()) + " input terms for " +
+                           std::to_string(shapes.size()) + " operands");
+  EinsumSpec sp;
+  std::vector<int> dots(terms.size());
+  for (size_t k = 0; k < terms.size(); ++k) {
+    sp.ins.push_back(einsum_term(equation, terms[k], &dots[k]));
+    const int rank = static_cast<int>(shapes[k].size()), letters = static_cast<int>(sp.ins[k].size());
+    if (dots[k] < 0 ? rank != letters : rank < letters)
+      op_error("einsum", "equation '" + equation + "': the term '" + terms[k] + "' does not fit operand " +
+                             std::to_string(k) + " of shape " + shape_str(shapes[k]));
+    if (dots[k] >= 0) sp.ellipsis = std::max(sp.ellipsis, rank - letters);
+  }
+  for (size_t k = 0; k < terms.size(); ++k) {  // the ellipsis dims, right-aligned
+    if (dots[k] < 0) continue;
+    const int e = static_cast<int>(shapes[k].size() - sp.ins[k].size());
+    std::vector<int> l;
+    for (int i = 0; i < e; ++i) l.push_back(kEllipsis + sp.ellipsis - e + i);
+    sp.ins[k].insert(sp.ins[k].begin() + dots[k], l.begin(), l.end());
+  }
+  if (arrow != std::string::npos) {
+    int d = -1;
+    sp.out = einsum_term(equation, eq.substr(arrow + 2), &d);
+    if (d >= 0) {
+      std::vector<int> l;
+      for (int i = 0; i < sp.ellipsis; ++i) l.push_back(kEllipsis + i);
+      sp.out.insert(sp.out.begin() + d, l.begin(), l.end());
+    }
+    std::set<int> seen;
+    for (int l : sp.out) {
+      if (!seen.insert(l).second) op_error("einsum", "equation '" + equation + "': the output repeats a label");
+      bool found = false;
+      for (auto& in : sp.ins) found = found || std::find(in.begin(), in.end(), l) != in.end();
+      if (!found) op_error("einsum", "equation '" + equation + "': an output label appears in no input");
+    }
+  } else {  // implicit: the ellipsis, then the letters seen once, in order
+    std::map<int, int> count;
+    for (auto& in : sp.ins)
+      for (int l : in) count[l]++;
+    for (int i = 0; i < sp.ellipsis; ++i) sp.out.push_back(kEllipsis + i);
+    for (auto [l, c] : count)
+      if (l < kEllipsis && c == 1) sp.out.push_back(l);
+  }
+  return sp;
+}
+
+// The size of every label (ellipsis dims broadcast; letters must agree).
+std::map<int, int64_t> einsum_sizes(const std::string& eq, const EinsumSpec& sp, const std::vector<Shape>& shapes) {
+  std::map<int, int64_t> size;
+  for (size_t k = 0; k < sp.ins.size(); ++k)
+    for (size_t d = 0; d < sp.ins[k].size(); ++d) {
+      const int l = sp.ins[k][d];
+      const int64_t n = shapes[k][d];
+      auto it = size.find(l);
+      if (it == size.end()) {
+        size[l] = n;
+      } else if (!dims_agree(it->second, n)) {
+        if (l >= kEllipsis && (it->second == 1 || n == 1)) it->second = std::max(it->second, n);
+        else
+          op_error("einsum", "equation '" + eq + "': a label has sizes " + std::to_string(it->second) + " and " +
+                                 std::to_string(n));
+      } else if (it->second < 0) {
+        it->second = n;
+      }
+    }
+  return size;
+}
+
+class Einsum final : public Primitive {
+ public:
+  explicit Einsum(std::string equation) : eq_(std::move(equation)) {}
+  OpKind kind() const override { return OpKind::Einsum; }
+  Attrs attributes() const override { return {{"equation", eq_}}; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    if (in.empty() || in.size() > kMaxOperands)
+      op_error("einsum", "takes 1 to " + std::to_string(kMaxOperands) + " operands, got " + std::to_string(in.size()));
+    std::vector<Shape> shapes;
+    for (auto& s : in) {
+      check_rank("einsum", s.shape);
+      expect_not_bool("einsum", s, "operand");
+      if (s.dtype != in[0].dtype) op_error("einsum", "operands " + spec_str(in[0]) + " and " + spec_str(s) + " differ in dtype");
+      shapes.push_back(s.shape);
+    }
+    const EinsumSpec sp = parse_einsum(eq_, shapes);
+    auto size = einsum_sizes(eq_, sp, shapes);
+    Shape out;
+    for (int l : sp.out) out.push_back(size[l]);
+    check_rank("einsum", out);
+    return {{out, in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    std::vector<Shape> shapes;
+    for (auto& t : in) shapes.push_back(t.shape());
+    const EinsumSpec sp = parse_einsum(eq_, shapes);
+    auto size = einsum_sizes(eq_, sp, shapes);
+    std::vector<int> labels = sp.out;  // output labels, then the summed ones
+    for (auto& [l, n] : size)
+      if (std::find(sp.out.begin(), sp.out.end(), l) == sp.out.end()) labels.push_back(l);
+    const size_t L = labels.size(), O = sp.out.size(), K = in.size();
+    std::vector<int64_t> n(L), stride(K * L, 0);
+    for (size_t j = 0; j < L; ++j) n[j] = size[labels[j]];
+    for (size_t k = 0; k < K; ++k) {
+      int64_t acc = 1;
+      for (int d = static_cast<int>(shapes[k].size()) - 1; d >= 0; --d) {
+        const size_t j = std::find(labels.begin(), labels.end(), sp.ins[k][d]) - labels.begin();
+        if (shapes[k][d] != 1 || n[j] == 1) stride[k * L + j] += acc;  // a broadcast dim of 1 stays put
+        acc *= shapes[k][d];
+      }
+    }
+    int64_t outs = 1, sums = 1;
+    for (size_t j = 0; j < L; ++j) (j < O ? outs : sums) *= n[j];
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (!std::is_same_v<T, bool>) {
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+        T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (outs * sums * static_cast<int64_t>(K) > kern::kParallelGrain)
+        for (int64_t o = 0; o < outs; ++o) {
+          int64_t b[kMaxOperands] = {}, ix[kMaxLabels] = {};
+          for (int64_t q = o, j = static_cast<int64_t>(O) - 1; j >= 0; --j) {
+            const int64_t v = q % n[j];
+            q /= n[j];
+            for (size_t k = 0; k < K; ++k) b[k] += v * stride[k * L + j];
+          }
+          Acc acc = 0;
+          for (int64_t s = 0; s < sums; ++s) {
+            Acc prod = 1;
+            for (size_t k = 0; k < K; ++k) {
+              int64_t off = b[k];
+              for (size_t j = O; j < L; ++j) off += ix[j] * stride[k * L + j];
+              prod *= static_cast<Acc>(static_cast<const T*>(in[k].raw())[off]);
+            }
+            acc += prod;
+            for (size_t j = L; j-- > O;) {  // the next summed index
+              if (++ix[j] < n[j]) break;
+              ix[j] = 0;
+            }
+          }
+          y[o] = static_cast<T>(acc);
+        }
+      }
+    });
+  }
+  // d operand k = einsum(dy and the other operands -> operand k's labels),
+  // the labels only operand k has (summed away) broadcast back.
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>& argnums) const override {
+    std::vector<Shape> shapes;
+    for (auto& b : in) shapes.push_back(b.shape());
+    const EinsumSpec sp = parse_einsum(eq_, shapes);
+    auto size = einsum_sizes(eq_, sp, shapes);
+    std::map<int, char> ch;  // labels as letters, the ellipsis dims as unused ones
+    std::string spare;
+    for (char c = 'a'; c <= 'z'; ++c) spare += c;
+    for (char c = 'A'; c <= 'Z'; ++c) spare += c;
+    for (auto& [l, n] : size)
+      if (l < kEllipsis) {
+        ch[l] = static_cast<char>(l);
+        spare.erase(std::remove(spare.begin(), spare.end(), static_cast<char>(l)), spare.end());
+      }
+    for (auto& [l, n] : size)
+      if (l >= kEllipsis) {
+        if (spare.empty()) op_error("einsum", "no gradient for '" + eq_ + "': too many labels");
+        ch[l] = spare.back();
+        spare.pop_back();
+      }
+    auto term = [&](const std::vector<int>& ls) {
+      std::string t;
+      for (int l : ls) t += ch[l];
+      return t;
+    };
+    std::vector<Blob> r;
+    for (int k : argnums) {
+      const auto& mine = sp.ins[static_cast<size_t>(k)];
+      for (size_t d = 0; d < mine.size(); ++d)
+        if (std::count(mine.begin(), mine.end(), mine[d]) > 1 || shapes[k][d] != size[mine[d]])
+          op_error("einsum", "no gradient for operand " + std::to_string(k) + " of '" + eq_ +
+                                 "': it repeats a label or broadcasts a dim");
+      std::string lhs = term(sp.out);
+      std::vector<Blob> ops{cot[0]};
+      std::set<int> elsewhere(sp.out.begin(), sp.out.end());
+      for (size_t j = 0; j < in.size(); ++j)
+        if (static_cast<int>(j) != k) {
+          lhs += "," + term(sp.ins[j]);
+          ops.push_back(in[j]);
+          elsewhere.insert(sp.ins[j].begin(), sp.ins[j].end());
+        }
+      std::vector<int> kept;
+      std::vector<int64_t> dropped;
+      for (size_t d = 0; d < mine.size(); ++d) {
+        if (elsewhere.count(mine[d])) kept.push_back(mine[d]);
+        else dropped.push_back(static_cast<int64_t>(d));
+      }
+      Blob g = internal::add_node(std::make_shared<Einsum>(lhs + "->" + term(kept)), ops)[0];
+      if (!dropped.empty()) g = broadcast_to(unsqueeze(g, dropped), shapes[k]);
+      r.push_back(g);
+    }
+    return r;
+  }
+
+ private:
+  std::string eq_;
+};
+
+// ===========================================================================
+// det (ONNX Det)
+
+// The determinants of the (..., n, n) matrices of x, by LU decomposition with
+// partial pivoting in float64. No gradient (vjp() is Primitive's error).
+class Det final : public Primitive {
+ public:
+  OpKind kind() const override { return OpKind::Det; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("det", in, 1);
+    const TensorSpec& x = in[0];
+    expect_float("det", x, "x");
+    check_rank("det", x.shape);
+    if (x.shape.size() < 2 || !dims_agree(x.shape[x.shape.size() - 1], x.shape[x.shape.size() - 2]))
+      op_error("det", "x must be (..., n, n), got " + spec_str(x));
+    return {{Shape(x.shape.begin(), x.shape.end() - 2), x.dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const int64_t n = in[0].dim(-1), count = out[0].numel();
+    kern::dispatch_float(in[0].dtype(), "det", [&](auto z) {
+      using T = decltype(z);
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+#pragma omp parallel for if (count * n * n * n > kern::kParallelGrain)
+      for (int64_t b = 0; b < count; ++b) {
+        std::vector<double> a(x + b * n * n, x + (b + 1) * n * n);
+        double det = 1;
+        for (int64_t c = 0; c < n && det != 0; ++c) {
+          int64_t p = c;
+          for (int64_t r = c + 1; r < n; ++r)
+            if (std::fabs(a[r * n + c]) > std::fabs(a[p * n + c])) p = r;
+          if (a[p * n + c] == 0) {
+            det = 0;
+            break;
+          }
+          if (p != c) {
+            for (int64_t k = 0; k < n; ++k) std::swap(a[p * n + k], a[c * n + k]);
+            det = -det;
+          }
+          det *= a[c * n + c];
+          for (int64_t r = c + 1; r < n; ++r) {
+            const double f = a[r * n + c] / a[c * n + c];
+            for (int64_t k = c; k < n; ++k) a[r * n + k] -= f * a[c * n + k];
+          }
+        }
+        y[b] = static_cast<T>(det);
+      }
+    });
+  }
+};
+
 }  // namespace
 
 Blob matmul(Blob a, Blob b, bool transpose_a, bool transpose_b, const std::string& name) {
@@ -240,6 +550,14 @@ Blob bias_add(Blob x, Blob bias, int axis, const std::string& name) {
   return internal::add_node(std::make_shared<BiasAdd>(axis), {x, bias}, name)[0];
 }
 }  // namespace nn
+
+namespace math {
+Blob det(Blob x, const std::string& name) { return internal::add_node(std::make_shared<Det>(), {x}, name)[0]; }
+}  // namespace math
+
+Blob einsum(const std::string& equation, const std::vector<Blob>& operands, const std::string& name) {
+  return internal::add_node(std::make_shared<Einsum>(equation), operands, name)[0];
+}
 
 namespace internal {
 Blob bias_grad(Blob dy, int axis) { return add_node(std::make_shared<BiasGrad>(axis), {dy})[0]; }

@@ -180,6 +180,21 @@ void linalg_onnx_rows(OpRows& r) {
     I.out(0, nn::bias_add(I.in(0), I.in(1), static_cast<int>(axis)));
   }).weights = {1};
 
+  r.import_op("Einsum", [](Importer& I) {
+    std::vector<Blob> ops;
+    for (int i = 0; i < I.nin(); ++i) ops.push_back(I.in(i));
+    if (ops.empty()) I.err("needs at least one input");
+    for (auto& b : ops)
+      if (b.dtype() == DType::Bool) I.err("inputs must be numeric, got " + spec_str(b.spec()));
+    I.out(0, einsum(I.attr_s("equation", ""), ops));
+  }, true);
+  r.import_op("Det", [](Importer& I) {
+    Blob x = I.in(0);
+    if (!is_floating(x.dtype())) I.unsupported(std::string("Det(") + dtype_name(x.dtype()) + ")");
+    I.out(0, math::det(x));
+  }, true);
+  r.export_op(OpKind::Det, [](Exporter& E) { E.add_as("Det"); });
+  r.export_op(OpKind::Einsum, [](Exporter& E) { Exporter::set_string(E.add_as("Einsum"), "equation", E.op().attr_string("equation")); });
   r.export_op(OpKind::MatMul, export_matmul);
   r.export_op(OpKind::BiasAdd, export_bias_add);
 }

@@ -5,6 +5,7 @@
 
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
+#include "onnx/onnx_util.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -76,6 +77,156 @@ void op_shrink(Importer& I) {
   I.out(0, where(less(xf, scalar_blob(-lambd, cdt)), down, y));
 }
 
+// The windows of signal processing, sum_j a_j cos(2 pi j n / N) for n =
+// 0..size-1 (N = size, or size - 1 when not periodic), computed in float64
+// and given in output_datatype (float32 by default). A size computed at run
+// time makes a range whose length is known per call.
+void op_window(Importer& I, std::initializer_list<double> a) {
+  DType out = DType::Float32;
+  if (I.has_attr("output_datatype")) {
+    try {
+      out = onnx_util::from_onnx_dtype(static_cast<int32_t>(I.attr_i("output_datatype", 1)), "output_datatype");
+    } catch (const Error&) {
+      I.unsupported(I.node->op_type() + "(output_datatype " + std::to_string(I.attr_i("output_datatype", 1)) + ")");
+    }
+  }
+  Blob size = I.in(0);
+  if (size.dtype() != DType::Int64 && size.dtype() != DType::Int32) I.err("size must be an integer, got " + spec_str(size.spec()));
+  if (numel(size.shape()) != 1) I.err("size must hold one element, got " + spec_str(size.spec()));
+  const DType f = DType::Float64;
+  Blob n;
+  Blob N = cast(reshape(size, {}), f);
+  if (I.is_const(0)) {
+    const int64_t len = to_i64(I.cin(0)).at(0);
+    if (len < 0 || len > (int64_t(1) << 31)) I.err("size " + std::to_string(len) + " is out of range");
+    I.check_size({len}, f, "the window");
+    std::vector<double> iota(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i) iota[static_cast<size_t>(i)] = static_cast<double>(i);
+    n = constant(make_tensor({len}, f, iota));
+  } else {
+    Blob s64 = cast(reshape(size, {}), DType::Int64);
+    n = cast(range(scalar_blob(0, DType::Int64), s64, scalar_blob(1, DType::Int64)), f);
+  }
+  if (I.attr_i("periodic", 1) == 0) N = sub(N, scalar_blob(1, f));
+  Blob phase = div(mul(n, scalar_blob(2 * M_PI, f)), N);
+  Blob w;
+  int j = 0;
+  for (double c : a) {
+    Blob term = j == 0 ? mul(ones_like(n), scalar_blob(c, f)) : mul(math::cos(mul(phase, scalar_blob(j, f))), scalar_blob(c, f));
+    w = w.defined() ? add(w, term) : term;
+    ++j;
+  }
+  I.out(0, cast(w, out));
+}
+
+// DFT: the discrete Fourier transform along `axis` of a real (..., 1) or
+// complex (..., 2) signal, as products with constant cosine and sine
+// matrices (einsum); dft_length pads with zeros or cuts the signal there,
+// onesided keeps the first N/2 + 1 frequencies, inverse divides by N.
+void op_dft(Importer& I) {
+  Blob x = I.in(0);
+  if (!is_floating(x.dtype())) I.unsupported(std::string("DFT(") + dtype_name(x.dtype()) + ")");
+  const Shape xs = x.shape();
+  const int r = x.ndim();
+  if (r < 2 || (xs.back() != 1 && xs.back() != 2)) I.err("input must be (..., 1) or (..., 2), got " + spec_str(x.spec()));
+  if (I.opset >= 20) I.unsupported("DFT(opset 20)");
+  const int ax = I.axis_of(I.attr_i("axis", 1), r);
+  if (ax == r - 1) I.err("axis must not be the last (the real and imaginary parts)");
+  const bool inverse = I.attr_i("inverse", 0) != 0, onesided = I.attr_i("onesided", 0) != 0;
+  if (onesided && (inverse || xs.back() == 2)) I.err("onesided needs a real signal and a forward transform");
+  I.need_static(xs);
+  int64_t N = xs[static_cast<size_t>(ax)];
+  if (I.has(1)) {
+    const std::vector<int64_t> len = I.ints_in(1);
+    if (len.size() != 1 || len[0] < 1 || len[0] > (int64_t(1) << 24)) I.err("dft_length must be one positive count");
+    std::vector<int64_t> p(2 * static_cast<size_t>(r), 0);
+    p[static_cast<size_t>(r + ax)] = len[0] - N;  // negative cuts
+    x = pad(x, p);
+    N = len[0];
+  }
+  const int64_t K = onesided ? N / 2 + 1 : N;
+  I.check_size({K, N}, DType::Float64, "DFT's matrices");
+  std::vector<double> c(static_cast<size_t>(K * N)), sn(static_cast<size_t>(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const double a = 2 * M_PI * static_cast<double>((k * n) % N) / static_cast<double>(N);
+      c[static_cast<size_t>(k * N + n)] = std::cos(a);
+      sn[static_cast<size_t>(k * N + n)] = (inverse ? 1 : -1) * std::sin(a);
+    }
+  const DType dt = x.dtype();
+  Blob C = constant(make_tensor({K, N}, dt, c)), S = constant(make_tensor({K, N}, dt, sn));
+  const Shape ps = x.shape();  // after dft_length
+  Blob re = squeeze(slice(x, {0}, {1}, {r - 1}), {r - 1});
+  Blob im = ps.back() == 2 ? squeeze(slice(x, {1}, {2}, {r - 1}), {r - 1}) : Blob();
+  std::string term, outt;
+  for (int d = 0; d < r - 1; ++d) {
+    term += d == ax ? 'Z' : static_cast<char>('A' + d);
+    outt += d == ax ? 'Y' : static_cast<char>('A' + d);
+  }
+  const std::string eq = term + ",YZ->" + outt;
+  // (re + i im)(cos + i sin) = re cos - im sin + i (re sin + im cos)
+  Blob yr = einsum(eq, {re, C}), yi = einsum(eq, {re, S});
+  if (im.defined()) {
+    yr = sub(yr, einsum(eq, {im, S}));
+    yi = add(yi, einsum(eq, {im, C}));
+  }
+  if (inverse) {
+    yr = div(yr, scalar_blob(static_cast<double>(N), dt));
+    yi = div(yi, scalar_blob(static_cast<double>(N), dt));
+  }
+  I.out(0, concat({unsqueeze(yr, {r - 1}), unsqueeze(yi, {r - 1})}, r - 1));
+}
+
+// STFT (opset 17): frames of frame_length samples every frame_step along
+// the signal (batch, length, 1 or 2), weighted by the window, each
+// transformed as DFT does (the first L/2 + 1 frequencies when onesided) ->
+// (batch, frames, frequencies, 2). A frame step or length computed at run
+// time makes ranges and a gather whose sizes are known per call.
+void op_stft(Importer& I) {
+  Blob x = I.in(0);
+  if (!is_floating(x.dtype())) I.unsupported(std::string("STFT(") + dtype_name(x.dtype()) + ")");
+  const Shape xs = x.shape();
+  if (xs.size() != 3 || (xs[2] != 1 && xs[2] != 2)) I.err("signal must be (batch, length, 1 or 2), got " + spec_str(x.spec()));
+  I.need_static(xs);
+  const bool onesided = I.attr_i("onesided", 1) != 0;
+  if (onesided && xs[2] == 2) I.err("onesided needs a real signal");
+  const DType i64 = DType::Int64, dt = x.dtype();
+  auto count = [&](int i, const char* what) {
+    Blob b = I.in(i);
+    if ((b.dtype() != DType::Int64 && b.dtype() != DType::Int32) || numel(b.shape()) != 1)
+      I.err(std::string(what) + " must be one integer, got " + spec_str(b.spec()));
+    return cast(reshape(b, {}), i64);
+  };
+  Blob step = count(1, "frame_step"), window, len;
+  if (I.has(2)) {
+    window = I.in(2);
+    if (window.ndim() != 1 || window.dtype() != dt) I.err("window must be 1-D of the signal's dtype, got " + spec_str(window.spec()));
+    I.need_static(window.shape());
+    len = scalar_blob(static_cast<double>(window.shape()[0]), i64);
+  }
+  if (I.has(3)) len = count(3, "frame_length");
+  if (!len.defined()) I.err("needs a window or a frame_length");
+  Blob one = scalar_blob(1, i64), zero = scalar_blob(0, i64);
+  Blob frames = add(div(sub(scalar_blob(static_cast<double>(xs[1]), i64), len), step), one);
+  Blob n = range(zero, len, one), f = range(zero, frames, one);
+  Blob idx = add(unsqueeze(mul(f, step), {1}), unsqueeze(n, {0}));  // (frames, L)
+  Blob fr = gather(x, idx, 1);                                      // (batch, frames, L, 1 or 2)
+  if (window.defined()) fr = mul(fr, unsqueeze(window, {1}));
+  Blob bins = onesided ? add(div(len, scalar_blob(2, i64)), one) : len;
+  Blob k = range(zero, bins, one);
+  Blob kn = cast(math::mod(mul(unsqueeze(k, {1}), unsqueeze(n, {0})), len), dt);  // (k n) mod L
+  Blob angle = div(mul(kn, scalar_blob(2 * M_PI, dt)), cast(len, dt));
+  Blob C = math::cos(angle), S = neg(math::sin(angle));
+  Blob re = squeeze(slice(fr, {0}, {1}, {3}), {3});
+  Blob yr = einsum("bfn,kn->bfk", {re, C}), yi = einsum("bfn,kn->bfk", {re, S});
+  if (xs[2] == 2) {
+    Blob im = squeeze(slice(fr, {1}, {2}, {3}), {3});
+    yr = sub(yr, einsum("bfn,kn->bfk", {im, S}));
+    yi = add(yi, einsum("bfn,kn->bfk", {im, C}));
+  }
+  I.out(0, concat({unsqueeze(yr, {3}), unsqueeze(yi, {3})}, 3));
+}
+
 // The model-local functions of ai.jobflow.Gelu and GeluTanh (opset < 20),
 // constants cast like X:
 //   Gelu(X)     = X / 2 * (1 + Erf(X / sqrt(2)))
@@ -139,6 +290,11 @@ void math_onnx_rows(OpRows& r) {
   r.import_jobflow_op("GeluTanh", [](Importer& I) { I.out(0, nn::gelu(I.in(0), "tanh")); });
   r.import_op("ThresholdedRelu", op_thresholded_relu);
   r.import_op("Shrink", op_shrink);
+  r.import_op("DFT", op_dft);
+  r.import_op("STFT", op_stft);
+  r.import_op("HannWindow", [](Importer& I) { op_window(I, {0.5, -0.5}); });
+  r.import_op("HammingWindow", [](Importer& I) { op_window(I, {25.0 / 46.0, -21.0 / 46.0}); });
+  r.import_op("BlackmanWindow", [](Importer& I) { op_window(I, {0.42, -0.5, 0.08}); });
 
   r.export_op(OpKind::Erf, [](Exporter& E) { E.add_as("Erf"); });
   r.export_op(OpKind::Sin, [](Exporter& E) { E.add_as("Sin"); });

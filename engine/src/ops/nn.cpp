@@ -702,6 +702,67 @@ Blob sparse_softmax_cross_entropy_with_logits(Blob labels, Blob logits, const st
   return internal::add_node(std::make_shared<SparseXent>(), {labels, logits}, name)[0];
 }
 
+namespace {
+Blob scalar_const(double v, DType dt) { return constant(Tensor::scalar<double>(v).astype(dt)); }
+}  // namespace
+
+Blob nll_loss(Blob input, Blob target, Blob weight, std::optional<int64_t> ignore_index, const std::string& reduction,
+              const std::string& name) {
+  const char* op = "nll_loss";
+  require_graph(op);
+  if (!input.defined() || !target.defined()) op_error(op, "input and target must be defined blobs");
+  const TensorSpec in = input.spec(), tg = target.spec();
+  expect_float(op, in, "input");
+  if (tg.dtype != DType::Int32 && tg.dtype != DType::Int64)
+    op_error(op, "target must be int32 or int64, got " + spec_str(tg));
+  if (in.shape.size() < 2) op_error(op, "input must be (N, C, d1, ...), got " + spec_str(in));
+  Shape want = in.shape;
+  want.erase(want.begin() + 1);
+  if (!shapes_agree(tg.shape, want))
+    op_error(op, "target must have shape " + shape_str(want) + " for input " + shape_str(in.shape) + ", got " +
+                     spec_str(tg));
+  const int64_t C = in.shape[1];
+  if (C < 0) op_error(op, "the class dim of input " + shape_str(in.shape) + " must be known");
+  if (weight.defined() && !specs_agree(weight.spec(), {{C}, in.dtype}))
+    op_error(op, "weight must be " + spec_str({{C}, in.dtype}) + ", got " + spec_str(weight.spec()));
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    op_error(op, "reduction must be \"none\", \"sum\" or \"mean\", got \"" + reduction + "\"");
+  const DType it = tg.dtype, ft = in.dtype;
+  // The index each target picks: an ignored target picks class 0 (its loss
+  // is zeroed below); a negative one is moved below -C, so that
+  // gather_elements rejects it rather than counting from the end.
+  Blob t = target;
+  Blob ignored;
+  if (ignore_index) {
+    ignored = equal(target, scalar_const(static_cast<double>(*ignore_index), it));
+    t = where(ignored, scalar_const(0, it), t);
+  }
+  t = where(less(t, scalar_const(0, it)), sub(t, scalar_const(static_cast<double>(C), it)), t);
+  Blob picked = squeeze(gather_elements(input, unsqueeze(t, {1}), 1), {1});
+  Blob w;  // the weight of each target (undefined: all ones)
+  if (weight.defined()) w = gather(weight, t, 0);
+  if (ignored.defined()) w = where(ignored, scalar_const(0, ft), w.defined() ? w : scalar_const(1, ft));
+  Blob loss = neg(picked);
+  if (w.defined()) loss = mul(loss, w);
+  Blob r;
+  if (reduction == "none") r = loss;
+  else if (reduction == "sum") r = reduce_sum(loss);
+  else if (!w.defined()) r = reduce_mean(loss);
+  else r = div(reduce_sum(loss), reduce_sum(w));
+  return name.empty() ? r : identity(r, name);
+}
+
+SoftmaxCrossEntropyResult softmax_cross_entropy_loss(Blob scores, Blob labels, Blob weight,
+                                                     std::optional<int64_t> ignore_index, const std::string& reduction,
+                                                     const std::string& name) {
+  require_graph("softmax_cross_entropy_loss");
+  if (!scores.defined()) op_error("softmax_cross_entropy_loss", "scores must be a defined blob");
+  if (scores.ndim() < 2)
+    op_error("softmax_cross_entropy_loss", "scores must be (N, C, d1, ...), got " + spec_str(scores.spec()));
+  Blob lp = log_softmax(scores, 1);
+  return {nll_loss(lp, labels, weight, ignore_index, reduction, name), lp};
+}
+
 Blob dropout(Blob x, double rate, const std::string& name) {
   Graph& g = require_graph("dropout");
   if (!(rate >= 0.0 && rate < 1.0)) op_error("dropout", "rate must be in [0, 1), got " + std::to_string(rate));

@@ -40,14 +40,41 @@ void op_softmax(Importer& I, bool log_) {
   I.out(0, reshape(f(reshape(x, {outer, inner}), 1), xs));
 }
 
+std::optional<int64_t> ignore_index_of(Importer& I) {
+  if (!I.has_attr("ignore_index")) return std::nullopt;
+  return I.attr_i("ignore_index", 0);
+}
+
+std::string loss_reduction(Importer& I) {
+  const std::string red = I.attr_s("reduction", "mean");
+  if (red != "none" && red != "mean" && red != "sum") I.err("reduction must be none, mean or sum, got '" + red + "'");
+  return red;
+}
+
+void op_nll_loss(Importer& I) {
+  Blob x = I.in(0), target = I.in(1);
+  if (x.ndim() < 2) I.err("input must have rank >= 2, got " + spec_str(x.spec()));
+  if (!is_floating(x.dtype())) I.unsupported(std::string("NegativeLogLikelihoodLoss(") + dtype_name(x.dtype()) + ")");
+  I.need_static({x.shape()[1]});
+  I.out(0, nn::nll_loss(x, target, I.has(2) ? I.in(2) : Blob(), ignore_index_of(I), loss_reduction(I)));
+}
+
 void op_sce_loss(Importer& I) {
   Blob scores = I.in(0), labels = I.in(1);
-  if (I.has(2)) I.unsupported("SoftmaxCrossEntropyLoss(weights)");
-  if (I.has_attr("ignore_index")) I.unsupported("SoftmaxCrossEntropyLoss(ignore_index)");
-  const std::string red = I.attr_s("reduction", "mean");
+  const std::string red = loss_reduction(I);
   const Shape ss = scores.shape();
-  I.need_static(ss);
   if (ss.size() < 2) I.err("scores must have rank >= 2");
+  if (!is_floating(scores.dtype())) I.unsupported(std::string("SoftmaxCrossEntropyLoss(") + dtype_name(scores.dtype()) + ")");
+  I.need_static({ss[1]});
+  if (I.has(2) || I.has_attr("ignore_index")) {  // weights or ignored labels: log_softmax + nll_loss
+    const auto r = nn::softmax_cross_entropy_loss(scores, labels, I.has(2) ? I.in(2) : Blob(), ignore_index_of(I), red);
+    I.out(0, r.loss);
+    if (I.wants(1)) I.out(1, r.log_prob);
+    return;
+  }
+  // The engine's fused op (which a saved job's loss exports as), with the
+  // class axis moved last for more than 2 dims.
+  I.need_static(ss);
   const int64_t C = ss[1];
   Blob logits = scores;
   Shape lshape = labels.shape();
@@ -62,9 +89,35 @@ void op_sce_loss(Importer& I) {
   if (ss.size() > 2) l = reshape(l, lshape);
   if (red == "mean") l = reduce_mean(l);
   else if (red == "sum") l = reduce_sum(l);
-  else if (red != "none") I.err("reduction must be none, mean or sum");
   I.out(0, l);
   if (I.wants(1)) I.out(1, nn::log_softmax(scores, 1));
+}
+
+// 1 at the first largest element along the axis (before opset 13: of the
+// input flattened to 2-D there), else 0.
+void op_hardmax(Importer& I) {
+  Blob x = I.in(0);
+  if (!is_floating(x.dtype())) I.unsupported(std::string("Hardmax(") + dtype_name(x.dtype()) + ")");
+  const int r = x.ndim();
+  auto hardmax = [&](Blob v, int ax) {
+    const int64_t n = v.shape()[ax];
+    if (n < 0) I.unsupported("Hardmax(dims known per call)");
+    Shape cs(v.ndim(), 1);
+    cs[ax] = n;
+    std::vector<double> iota(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) iota[static_cast<size_t>(i)] = static_cast<double>(i);
+    Blob hot = equal(unsqueeze(argmax(v, ax), {ax}), constant(make_tensor(cs, DType::Int32, iota)));
+    return cast(hot, v.dtype());
+  };
+  if (I.opset >= 13) {
+    I.out(0, hardmax(x, I.axis_of(I.attr_i("axis", -1), r)));
+    return;
+  }
+  const int ax = I.axis_of(I.attr_i("axis", 1), std::max(r, 1));
+  const Shape xs = x.shape();
+  I.need_static(xs);
+  const int64_t outer = numel(Shape(xs.begin(), xs.begin() + ax)), inner = numel(Shape(xs.begin() + ax, xs.end()));
+  I.out(0, reshape(hardmax(reshape(x, {outer, inner}), 1), xs));
 }
 
 void op_dropout(Importer& I) {
@@ -73,15 +126,19 @@ void op_dropout(Importer& I) {
   bool training = I.train;
   if (I.opset >= 12) {
     if (I.has(2)) training = I.cin(2).at(0) != 0;
-    // The ratio matters only when training (it may then be computed in
-    // the graph for a predict job's identity).
-    if (training) ratio = I.has(1) ? I.cin(1).at(0) : 0.5;
+    // Without training the ratio does not matter: it may be computed at run time.
+    ratio = !training ? 0.0 : I.has(1) ? I.cin(1).at(0) : 0.5;
   }
-  if (I.wants(1)) I.unsupported("Dropout(mask output)");
   // The node name keys the mask stream (as in the job that was saved).
-  if (training && I.train && ratio > 0) I.out(0, nn::dropout(x, ratio, I.node->name()));
-  else if (training && !I.train && ratio > 0 && !I.job_file) I.unsupported("Dropout(training_mode in a predict job)");
-  else I.out(0, identity(x));
+  if (training && I.train && ratio > 0) {
+    if (I.wants(1)) I.unsupported("Dropout(mask output)");
+    I.out(0, nn::dropout(x, ratio, I.node->name()));
+    return;
+  }
+  if (training && !I.train && ratio > 0 && !I.job_file) I.unsupported("Dropout(training_mode in a predict job)");
+  I.out(0, identity(x));
+  // Nothing dropped: the mask keeps every element.
+  if (I.wants(1)) I.out(1, cast(ones_like(x), DType::Bool));
 }
 
 void op_batchnorm(Importer& I) {
@@ -159,6 +216,43 @@ void op_layernorm(Importer& I) {
   I.out(0, y);
   I.out(1, mean);
   I.out(2, inv);
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over the channels c -
+// floor((size-1)/2) .. c + ceil((size-1)/2)))^beta, the sum as slices of
+// the zero-padded squares.
+void op_lrn(Importer& I) {
+  Blob x = I.in(0);
+  if (!is_floating(x.dtype())) I.unsupported(std::string("LRN(") + dtype_name(x.dtype()) + ")");
+  if (x.ndim() < 3) I.err("input must have rank >= 3, got " + spec_str(x.spec()));
+  if (!I.has_attr("size")) I.err("needs the attribute 'size'");
+  const int64_t size = I.attr_i("size", 1), C = x.shape()[1];
+  if (size < 1 || size > 1024) I.err("size must be in 1..1024, got " + std::to_string(size));
+  I.need_static({C});
+  const double alpha = I.attr_f("alpha", 1e-4), beta = I.attr_f("beta", 0.75), bias = I.attr_f("bias", 1.0);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  std::vector<int64_t> p(2 * static_cast<size_t>(x.ndim()), 0);
+  p[1] = before;
+  p[static_cast<size_t>(x.ndim()) + 1] = after;
+  Blob sq = pad(square(x), p);
+  std::vector<Blob> parts;
+  for (int64_t i = 0; i < size; ++i) parts.push_back(slice(sq, {i}, {i + C}, {1}));
+  Blob sum = parts.size() == 1 ? parts[0] : internal::add_n(parts);
+  const DType dt = x.dtype();
+  Blob den = pow(add(mul(sum, scalar_blob(alpha / static_cast<double>(size), dt)), scalar_blob(bias, dt)), scalar_blob(beta, dt));
+  I.out(0, div(x, den));
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9)
+// over `axes`.
+void op_mvn(Importer& I) {
+  Blob x = I.in(0);
+  if (!is_floating(x.dtype())) I.unsupported(std::string("MeanVarianceNormalization(") + dtype_name(x.dtype()) + ")");
+  std::vector<int> axes;
+  for (int64_t a : I.attr_ints("axes", {0, 2, 3})) axes.push_back(I.axis_of(a, x.ndim()));
+  Blob mean = reduce_mean(x, axes, true);
+  Blob sd = sqrt(sub(reduce_mean(square(x), axes, true), square(mean)));
+  I.out(0, div(sub(x, mean), add(sd, scalar_blob(1e-9, x.dtype()))));
 }
 
 // ---- export ----
@@ -244,6 +338,10 @@ void nn_onnx_rows(OpRows& r) {
   r.import_op("Softmax", [](Importer& I) { op_softmax(I, false); });
   r.import_op("LogSoftmax", [](Importer& I) { op_softmax(I, true); });
   r.import_op("SoftmaxCrossEntropyLoss", op_sce_loss);
+  r.import_op("NegativeLogLikelihoodLoss", op_nll_loss);
+  r.import_op("Hardmax", op_hardmax);
+  r.import_op("LRN", op_lrn);
+  r.import_op("MeanVarianceNormalization", op_mvn);
   r.import_op("Dropout", op_dropout);
   r.import_op("BatchNormalization", op_batchnorm).weights = {1, 2};
   r.import_op("InstanceNormalization", op_instancenorm).weights = {1, 2};

@@ -613,6 +613,227 @@ Blob reduce(RedOp op, Blob x, const std::vector<int>& axes, bool keepdims, const
   return internal::add_node(std::make_shared<Reduce>(op, axes, keepdims), {x}, name)[0];
 }
 
+// ===========================================================================
+// cumsum (ONNX CumSum)
+
+// Running sums along `axis`: y[i] = x[0] + ... + x[i] (exclusive: up to
+// x[i - 1]; reverse: from the end). Any numeric dtype, summed in it. With
+// axis_input, the axis is a second input (one int32/int64 value, read at
+// run time) instead of the attribute.
+class CumSum final : public Primitive {
+ public:
+  CumSum(int axis, bool exclusive, bool reverse, bool axis_input = false)
+      : axis_(axis), exclusive_(exclusive), reverse_(reverse), axis_input_(axis_input) {}
+  OpKind kind() const override { return OpKind::CumSum; }
+  Attrs attributes() const override {
+    Attrs a{{"exclusive", int64_t{exclusive_}}, {"reverse", int64_t{reverse_}}};
+    if (!axis_input_) a.emplace_back("axis", int64_t{axis_});
+    return a;
+  }
+  bool differentiable_input(int i) const override { return i == 0; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("cumsum", in, axis_input_ ? 2 : 1);
+    check_rank("cumsum", in[0].shape);
+    expect_not_bool("cumsum", in[0], "x");
+    if (in[0].shape.empty()) op_error("cumsum", "x must have rank >= 1, got " + spec_str(in[0]));
+    if (axis_input_) {
+      const TensorSpec& a = in[1];
+      if ((a.dtype != DType::Int32 && a.dtype != DType::Int64) || !dims_agree(numel_or_dynamic(a.shape), 1))
+        op_error("cumsum", "axis must be one int32 or int64 value, got " + spec_str(a));
+    } else {
+      kern::norm_axis("cumsum", axis_, static_cast<int>(in[0].shape.size()));
+    }
+    return {in[0]};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& xs = in[0].shape();
+    int64_t axis = axis_;
+    if (axis_input_) {
+      if (in[1].numel() != 1) op_error("cumsum", "axis must hold one value, got " + shape_str(in[1].shape()));
+      axis = static_cast<int64_t>(in[1].at(0));
+      if (axis < -in[0].ndim() || axis >= in[0].ndim())
+        op_error("cumsum", "axis " + std::to_string(axis) + " is out of range for x " + shape_str(xs));
+    }
+    const int ax = kern::norm_axis("cumsum", static_cast<int>(axis), in[0].ndim());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; ++d) outer *= xs[d];
+    for (int d = ax + 1; d < in[0].ndim(); ++d) inner *= xs[d];
+    const int64_t n = xs[ax], lines = outer * inner;
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (!std::is_same_v<T, bool>) {
+        const T* x = static_cast<const T*>(in[0].raw());
+        T* y = static_cast<T*>(out[0].raw());
+#pragma omp parallel for if (lines * n > kern::kParallelGrain)
+        for (int64_t l = 0; l < lines; ++l) {
+          const int64_t base = (l / inner) * n * inner + l % inner;
+          T acc = T(0);
+          for (int64_t k = 0; k < n; ++k) {
+            const int64_t i = base + (reverse_ ? n - 1 - k : k) * inner;
+            if (exclusive_) {
+              y[i] = acc;
+              acc = static_cast<T>(acc + x[i]);
+            } else {
+              acc = static_cast<T>(acc + x[i]);
+              y[i] = acc;
+            }
+          }
+        }
+      }
+    });
+  }
+  // Each x[j] enters every y[i] after it (before it, reversed): the
+  // gradient is the cumsum of dy the other way.
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    auto op = std::make_shared<CumSum>(axis_, exclusive_, !reverse_, axis_input_);
+    return {internal::add_node(op, axis_input_ ? std::vector<Blob>{cot[0], in[1]} : std::vector<Blob>{cot[0]})[0]};
+  }
+
+ private:
+  static int64_t numel_or_dynamic(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) {
+      if (d < 0) return kDynamic;
+      n *= d;
+    }
+    return n;
+  }
+  int axis_;
+  bool exclusive_, reverse_, axis_input_;
+};
+
+// ===========================================================================
+// reduce_sum_axes (ONNX ReduceSum with its axes computed at run time)
+
+// Which axes of a rank-r tensor `axes` (int64 values, negative from the
+// end) reduces; empty axes reduce all of them unless noop.
+std::vector<char> reduced_axes(const Tensor& axes, int r, bool noop) {
+  std::vector<char> red(static_cast<size_t>(r), 0);
+  const int64_t* a = axes.data<int64_t>();
+  if (axes.numel() == 0) {
+    if (!noop) std::fill(red.begin(), red.end(), 1);
+    return red;
+  }
+  for (int64_t i = 0; i < axes.numel(); ++i) {
+    const int64_t v = a[i] < 0 ? a[i] + r : a[i];
+    if (v < 0 || v >= r)
+      op_error("reduce_sum_axes", "axis " + std::to_string(a[i]) + " is out of range for rank " + std::to_string(r));
+    if (red[static_cast<size_t>(v)])
+      op_error("reduce_sum_axes", "axis " + std::to_string(a[i]) + " appears twice in the axes");
+    red[static_cast<size_t>(v)] = 1;
+  }
+  return red;
+}
+
+// Sum over the axes given by the int64 (k,) tensor `axes`. Inputs x, axes.
+// The output's dims depend on the axes' values (kDynamic until known).
+class ReduceSumAxes final : public Primitive {
+ public:
+  ReduceSumAxes(bool keepdims, bool noop) : keepdims_(keepdims), noop_(noop) {}
+  OpKind kind() const override { return OpKind::ReduceSumAxes; }
+  Attrs attributes() const override {
+    return {{"keepdims", int64_t{keepdims_}}, {"noop_with_empty_axes", int64_t{noop_}}};
+  }
+  bool differentiable_input(int i) const override { return i == 0; }
+  bool output_shape_from_data() const override { return true; }
+  bool shape_reads_value(int i) const override { return i == 1; }
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("reduce_sum_axes", in, 2);
+    const TensorSpec &x = in[0], &axes = in[1];
+    check_rank("reduce_sum_axes", x.shape);
+    expect_not_bool("reduce_sum_axes", x, "x");
+    if (axes.dtype != DType::Int64 || axes.shape.size() != 1)
+      op_error("reduce_sum_axes", "axes must be 1-D int64, got " + spec_str(axes));
+    const int r = static_cast<int>(x.shape.size());
+    const int64_t k = axes.shape[0];
+    if (k < 0 && !keepdims_)  // the rank of the result would depend on it
+      op_error("reduce_sum_axes", "axes of a length known per call need keepdims, got " + spec_str(axes));
+    if (k > r) op_error("reduce_sum_axes", std::to_string(k) + " axes for x " + spec_str(x));
+    int rank = r;
+    if (!keepdims_) rank = k == 0 ? (noop_ ? r : 0) : r - static_cast<int>(k);
+    if (k == 0) {  // no axis value to read: all or nothing
+      Shape out = x.shape;
+      if (!noop_) out = keepdims_ ? Shape(static_cast<size_t>(r), 1) : Shape{};
+      return {{out, x.dtype}};
+    }
+    return {{Shape(static_cast<size_t>(rank), kDynamic), x.dtype}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    return {{out_shape(in[0].shape, reduced_axes(v[1], static_cast<int>(in[0].shape.size()), noop_)), in[0].dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& xs = in[0].shape();
+    const int r = in[0].ndim();
+    const std::vector<char> red = reduced_axes(in[1], r, noop_);
+    // Each input element adds into the output element of its kept coordinates.
+    int64_t ost[kMaxRank] = {}, xst[kMaxRank] = {};
+    int64_t acc = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      xst[d] = acc;
+      acc *= xs[d];
+    }
+    acc = 1;
+    for (int d = r - 1; d >= 0; --d)
+      if (!red[static_cast<size_t>(d)]) {
+        ost[d] = acc;
+        acc *= xs[d];
+      }
+    const int64_t n = in[0].numel(), m = out[0].numel();
+    kern::dispatch_all(in[0].dtype(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (!std::is_same_v<T, bool>) {
+        using Acc = SumAcc<T>;
+        const T* x = static_cast<const T*>(in[0].raw());
+        std::vector<Acc> sums(static_cast<size_t>(m), Acc(0));
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t o = 0;
+          for (int d = 0; d < r; ++d) o += ((i / xst[d]) % xs[d]) * ost[d];
+          sums[static_cast<size_t>(o)] += static_cast<Acc>(x[i]);
+        }
+        T* y = static_cast<T*>(out[0].raw());
+        for (int64_t j = 0; j < m; ++j) y[j] = static_cast<T>(sums[static_cast<size_t>(j)]);
+      }
+    });
+  }
+  // dy, with the reduced axes put back as 1s, broadcast to x's shape.
+  std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
+                        const std::vector<int>&) const override {
+    Blob x = in[0], dy = cot[0];
+    const int64_t k = in[1].shape()[0];  // kDynamic only with keepdims
+    if (k == 0 && noop_) return {dy};
+    if (k == 0) return {broadcast_to(keepdims_ ? dy : reshape(dy, Shape(static_cast<size_t>(x.ndim()), 1)), x.shape())};
+    if (!keepdims_) {  // 1 where an axis was reduced, else x's dim
+      const int r = x.ndim();
+      std::vector<int64_t> iota(static_cast<size_t>(r));
+      for (int d = 0; d < r; ++d) iota[static_cast<size_t>(d)] = d;
+      Blob rr = constant(Tensor::from<int64_t>({}, {static_cast<int64_t>(r)}));
+      Blob zero = constant(Tensor::from<int64_t>({}, {0}));
+      Blob ax = where(less(in[1], zero), add(in[1], rr), in[1]);
+      Blob hit = equal(constant(Tensor::from<int64_t>({static_cast<int64_t>(r), 1}, iota)), reshape(ax, {1, k}));
+      Blob reduced = greater(reduce_sum(cast(hit, DType::Int64), {1}), zero);
+      Blob keep = where(reduced, constant(Tensor::from<int64_t>({}, {1})), shape_of(x));
+      dy = reshape_to(dy, keep);
+    }
+    // expand's dims are known per call: x's static ones restored.
+    Shape request;
+    for (int d = 0; d < x.ndim(); ++d) request.push_back(x.shape()[d] >= 0 ? x.shape()[d] : internal::same_dim(d));
+    return {internal::reshape_request(expand(dy, shape_of(x)), request)};
+  }
+
+ private:
+  Shape out_shape(const Shape& xs, const std::vector<char>& red) const {
+    Shape o;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      if (!red[d]) o.push_back(xs[d]);
+      else if (keepdims_) o.push_back(1);
+    }
+    return o;
+  }
+  bool keepdims_, noop_;
+};
+
 }  // namespace
 
 Blob reduce_sum(Blob x, const std::vector<int>& axes, bool keepdims, const std::string& name) {
@@ -648,5 +869,32 @@ Blob expand(Blob x, Blob shape, const std::string& name) {
 
 Blob zeros_like(Blob x) { return internal::add_node(std::make_shared<FillLike>(0.0), {x})[0]; }
 Blob ones_like(Blob x) { return internal::add_node(std::make_shared<FillLike>(1.0), {x})[0]; }
+
+Blob reduce_sum_at(Blob x, Blob axes, bool keepdims, bool noop_with_empty_axes, const std::string& name) {
+  // Constant axes: the reduce_sum of those axes, whose shapes are known now.
+  if (x.defined() && axes.defined()) {
+    const BlobDesc& d = axes.graph()->blobs[static_cast<size_t>(axes.id())];
+    const Primitive* p = d.producer >= 0 ? axes.graph()->nodes[static_cast<size_t>(d.producer)].op.get() : nullptr;
+    if (p && p->kind() == OpKind::Constant && axes.dtype() == DType::Int64 && x.ndim() > 0) {
+      const Tensor v = p->attr_tensor("value");
+      const std::vector<char> red = reduced_axes(v, x.ndim(), noop_with_empty_axes);
+      std::vector<int> ax;
+      for (int i = 0; i < x.ndim(); ++i)
+        if (red[static_cast<size_t>(i)]) ax.push_back(i);
+      if (ax.empty()) return identity(x, name);
+      return reduce_sum(x, ax, keepdims, name);
+    }
+  }
+  return internal::add_node(std::make_shared<ReduceSumAxes>(keepdims, noop_with_empty_axes), {x, axes}, name)[0];
+}
+
+namespace math {
+Blob cumsum(Blob x, int axis, bool exclusive, bool reverse, const std::string& name) {
+  return internal::add_node(std::make_shared<CumSum>(axis, exclusive, reverse), {x}, name)[0];
+}
+Blob cumsum(Blob x, Blob axis, bool exclusive, bool reverse, const std::string& name) {
+  return internal::add_node(std::make_shared<CumSum>(0, exclusive, reverse, true), {x, axis}, name)[0];
+}
+}  // namespace math
 
 }  // namespace jobflow

@@ -1,6 +1,7 @@
 // ONNX rows of the reductions, argmax, broadcast_to and the fills
 // (ops/reduce.cpp) (registry.h).
 #include <algorithm>
+#include <limits>
 
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
@@ -30,6 +31,19 @@ void op_reduce(Importer& I, Reduction kind) {
   const int r = x.ndim();
   std::vector<int64_t> axes;
   const bool axes_input = (kind == Reduction::Sum && I.opset >= 13) || I.opset >= 18;
+  if (axes_input && I.has(1) && !I.is_const(1) &&
+      (kind == Reduction::Sum || kind == Reduction::SumSquare || kind == Reduction::L1 || kind == Reduction::L2 ||
+       kind == Reduction::LogSum)) {
+    // Axes computed at run time: the sums' output dims are known per call.
+    Blob a = I.in(1);
+    if (a.dtype() != DType::Int64 || a.ndim() != 1) I.err("axes must be 1-D int64, got " + spec_str(a.spec()));
+    const bool keep = I.attr_i("keepdims", 1) != 0, noop = I.attr_i("noop_with_empty_axes", 0) != 0;
+    if (a.shape()[0] < 0 && !keep) I.unsupported(I.node->op_type() + "(axes of a length known per call, keepdims 0)");
+    Blob v = kind == Reduction::SumSquare || kind == Reduction::L2 ? square(x) : kind == Reduction::L1 ? abs_of(x) : x;
+    Blob y = reduce_sum_at(v, a, keep, noop);
+    I.out(0, kind == Reduction::L2 ? sqrt(y) : kind == Reduction::LogSum ? log(y) : y);
+    return;
+  }
   if (axes_input) {
     if (I.has(1)) axes = I.ints_in(1);
   } else {
@@ -73,8 +87,16 @@ void op_reduce(Importer& I, Reduction kind) {
 void op_argmax(Importer& I, bool min) {
   Blob x = I.in(0);
   const int ax = I.axis_of(I.attr_i("axis", 0), x.ndim());
-  if (I.attr_i("select_last_index", 0) != 0) I.unsupported(std::string(min ? "ArgMin" : "ArgMax") + "(select_last_index)");
-  Blob y = cast(argmax(min ? neg(x) : x, ax), DType::Int64);
+  Blob v = min ? neg(x) : x;
+  Blob y;
+  if (I.attr_i("select_last_index", 0) != 0) {  // the first of the reversed axis, counted from the end
+    const int64_t n = x.shape()[ax];
+    if (n < 0) I.unsupported(std::string(min ? "ArgMin" : "ArgMax") + "(select_last_index over a dim known per call)");
+    Blob first = cast(argmax(slice(v, {-1}, {std::numeric_limits<int64_t>::min()}, {ax}, {-1}), ax), DType::Int64);
+    y = sub(scalar_blob(static_cast<double>(n - 1), DType::Int64), first);
+  } else {
+    y = cast(argmax(v, ax), DType::Int64);
+  }
   if (I.attr_i("keepdims", 1) != 0) y = unsqueeze(y, {ax});
   I.out(0, y);
 }
@@ -103,6 +125,23 @@ std::vector<TensorSpec> reduce_specs(Importer& I) {
   if (!keep && n > 0) rank = std::max<int64_t>(r - n, 0);
   if (!keep && n == 0 && I.attr_i("noop_with_empty_axes", 0) == 0) rank = 0;
   return {dynamic_spec(static_cast<size_t>(rank), x.dtype)};
+}
+
+void op_cumsum(Importer& I) {
+  Blob x = I.in(0);
+  if (x.dtype() == DType::Bool) I.err("input must be numeric");
+  const bool excl = I.attr_i("exclusive", 0) != 0, rev = I.attr_i("reverse", 0) != 0;
+  if (!I.is_const(1)) {  // an axis computed at run time
+    Blob a = I.in(1);
+    if ((a.dtype() != DType::Int32 && a.dtype() != DType::Int64) || a.ndim() > 1)
+      I.err("axis must be one int32 or int64 value, got " + spec_str(a.spec()));
+    I.out(0, math::cumsum(x, a, excl, rev));
+    return;
+  }
+  const std::vector<int64_t> a = I.ints_in(1);
+  if (a.size() != 1) I.err("axis must hold one element");
+  const int ax = I.axis_of(a[0], x.ndim());
+  I.out(0, math::cumsum(x, ax, excl, rev));
 }
 
 // ---- export ----
@@ -161,15 +200,18 @@ void export_fill(Exporter& E, double v) {
 }  // namespace
 
 void reduce_onnx_rows(OpRows& r) {
-  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); }, true).values_per_call({1}, reduce_specs);
+  // Sums over axes computed in the graph are one op (reduce_sum_axes, op_reduce
+  // above); the other reductions are imported per call with each call's axes.
+  r.import_op("ReduceSum", [](Importer& I) { op_reduce(I, Reduction::Sum); }, true);
+  r.import_op("CumSum", op_cumsum, true);
   r.import_op("ReduceMean", [](Importer& I) { op_reduce(I, Reduction::Mean); }, true).values_per_call({1}, reduce_specs);
   r.import_op("ReduceMax", [](Importer& I) { op_reduce(I, Reduction::Max); }, true).values_per_call({1}, reduce_specs);
   r.import_op("ReduceMin", [](Importer& I) { op_reduce(I, Reduction::Min); }, true).values_per_call({1}, reduce_specs);
-  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); }, true).values_per_call({1}, reduce_specs);
-  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); }, true).values_per_call({1}, reduce_specs);
-  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceSumSquare", [](Importer& I) { op_reduce(I, Reduction::SumSquare); }, true);
+  r.import_op("ReduceL1", [](Importer& I) { op_reduce(I, Reduction::L1); }, true);
+  r.import_op("ReduceL2", [](Importer& I) { op_reduce(I, Reduction::L2); }, true);
   r.import_op("ReduceLogSumExp", [](Importer& I) { op_reduce(I, Reduction::LogSumExp); }, true).values_per_call({1}, reduce_specs);
-  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); }, true).values_per_call({1}, reduce_specs);
+  r.import_op("ReduceLogSum", [](Importer& I) { op_reduce(I, Reduction::LogSum); }, true);
   // Folded at load when its input is known (numel of a shape: Shape -> ReduceProd).
   r.import_op("ReduceProd", [](Importer& I) { op_reduce(I, Reduction::Prod); }, true).values_per_call({1}, reduce_specs);
   r.import_op("ArgMax", [](Importer& I) { op_argmax(I, false); }, true);
@@ -177,6 +219,19 @@ void reduce_onnx_rows(OpRows& r) {
   r.import_op("Expand", op_expand, true);
 
   r.export_op(OpKind::ReduceSum, [](Exporter& E) { export_reduce(E, "ReduceSum"); });
+  r.export_op(OpKind::ReduceSumAxes, [](Exporter& E) {
+    NodeProto* n = E.add_as("ReduceSum");
+    Exporter::set_int(n, "keepdims", E.op().attr_int("keepdims"));
+    if (E.op().attr_int("noop_with_empty_axes")) Exporter::set_int(n, "noop_with_empty_axes", 1);
+  });
+  r.export_op(OpKind::CumSum, [](Exporter& E) {
+    const Primitive& p = E.op();
+    const Attrs a = p.attributes();  // no "axis": the axis is the op's second input
+    const std::string axis = find_attr(a, "axis") ? E.int64_init(E.name() + "/axis", {p.attr_int("axis")}) : E.in(1);
+    NodeProto* n = E.add("CumSum", {E.in(0), axis}, {E.out(0)}, E.name());
+    if (p.attr_int("exclusive")) Exporter::set_int(n, "exclusive", 1);
+    if (p.attr_int("reverse")) Exporter::set_int(n, "reverse", 1);
+  });
   r.export_op(OpKind::ReduceMean, [](Exporter& E) { export_reduce(E, "ReduceMean"); });
   r.export_op(OpKind::ReduceMax, [](Exporter& E) { export_reduce(E, "ReduceMax"); });
   r.export_op(OpKind::ReduceProd, [](Exporter& E) { export_reduce(E, "ReduceProd"); });

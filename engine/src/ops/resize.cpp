@@ -492,6 +492,156 @@ Params params_of(const nn::ResizeOptions& o) {
   return p;
 }
 
+// ===========================================================================
+// grid_sample (ONNX GridSample, 2-D)
+
+enum class GsMode { Bilinear, Nearest, Bicubic };
+enum class GsPad { Zeros, Border, Reflection };
+const char* gs_mode_name(GsMode m) {
+  return m == GsMode::Bilinear ? "bilinear" : m == GsMode::Nearest ? "nearest" : "bicubic";
+}
+const char* gs_pad_name(GsPad p) { return p == GsPad::Zeros ? "zeros" : p == GsPad::Border ? "border" : "reflection"; }
+
+// x folded back into [lo, hi] by mirroring at the bounds.
+double gs_reflect(double x, double lo, double hi) {
+  const double range = hi - lo;
+  if (range <= 0) return lo;
+  if (x < lo) {
+    const double d = lo - x;
+    const int64_t n = static_cast<int64_t>(d / range);
+    const double r = d - static_cast<double>(n) * range;
+    return n % 2 == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double d = x - hi;
+    const int64_t n = static_cast<int64_t>(d / range);
+    const double r = d - static_cast<double>(n) * range;
+    return n % 2 == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+// Keys' cubic kernel (a = -0.75) at the distances of the taps x0 - 1 ..
+// x0 + 2 from x, t = x - x0 in [0, 1).
+void gs_cubic(double t, double* w) {
+  const double a = -0.75;
+  auto near = [&](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+  auto far = [&](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+  w[0] = far(t + 1);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+
+// y[n, c, i, j] = x[n, c] read at grid[n, i, j] = (x, y) in [-1, 1].
+// Inputs x (N, C, H, W), grid (N, Ho, Wo, 2).
+class GridSample final : public Primitive {
+ public:
+  GridSample(GsMode mode, GsPad pad, bool align) : mode_(mode), pad_(pad), align_(align) {}
+  OpKind kind() const override { return OpKind::GridSample; }
+  Attrs attributes() const override {
+    return {{"mode", std::string(gs_mode_name(mode_))},
+            {"padding_mode", std::string(gs_pad_name(pad_))},
+            {"align_corners", int64_t{align_}}};
+  }
+  // No gradient: vjp() is Primitive's, an error naming the op.
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("grid_sample", in, 2);
+    const TensorSpec &x = in[0], &g = in[1];
+    expect_float("grid_sample", x, "x");
+    if (x.shape.size() != 4) op_error("grid_sample", "x must be (N, C, H, W), got " + spec_str(x));
+    if (g.dtype != x.dtype) op_error("grid_sample", "grid " + spec_str(g) + " must have x's dtype " + dtype_name(x.dtype));
+    if (g.shape.size() != 4 || !dims_agree(g.shape[3], 2) || !dims_agree(g.shape[0], x.shape[0]))
+      op_error("grid_sample", "grid must be (N, Ho, Wo, 2) with x's N, got " + spec_str(g) + " for x " + spec_str(x));
+    return {{{x.shape[0], x.shape[1], g.shape[1], g.shape[2]}, x.dtype}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const Shape& xs = in[0].shape();
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = out[0].dim(2), Wo = out[0].dim(3);
+    kern::dispatch_float(in[0].dtype(), "grid_sample", [&](auto z) {
+      using T = decltype(z);
+      const T* x = in[0].data<T>();
+      const T* grid = in[1].data<T>();
+      T* y = out[0].data<T>();
+      const double xlo = align_ ? 0.0 : -0.5, xhi = align_ ? W - 1.0 : W - 0.5;
+      const double ylo = align_ ? 0.0 : -0.5, yhi = align_ ? H - 1.0 : H - 0.5;
+      // The pixel index i of an axis of size n as the padding reads it; -1
+      // for a zero (outside, padding "zeros").
+      auto index = [&](int64_t i, int64_t n, double lo, double hi) -> int64_t {
+        switch (pad_) {
+          case GsPad::Zeros: return i >= 0 && i < n ? i : -1;
+          case GsPad::Border: return std::clamp<int64_t>(i, 0, n - 1);
+          case GsPad::Reflection:
+            return std::clamp<int64_t>(static_cast<int64_t>(gs_reflect(static_cast<double>(i), lo, hi)), 0, n - 1);
+        }
+        return -1;
+      };
+      // A coordinate outside [lo, hi] moved in (border, reflection).
+      auto inside = [&](double v, int64_t n, double lo, double hi) {
+        if (v >= lo && v <= hi) return v;
+        if (pad_ == GsPad::Border) return std::clamp(v, 0.0, n - 1.0);
+        if (pad_ == GsPad::Reflection) return gs_reflect(v, lo, hi);
+        return v;
+      };
+      const int64_t points = N * Ho * Wo;
+#pragma omp parallel for if (points * C * 16 > kern::kParallelGrain)
+      for (int64_t p = 0; p < points; ++p) {
+        const int64_t n = p / (Ho * Wo), o = p % (Ho * Wo);
+        const double gx = grid[p * 2], gy = grid[p * 2 + 1];
+        double fx = align_ ? (gx + 1) / 2 * (W - 1) : ((gx + 1) * W - 1) / 2;
+        double fy = align_ ? (gy + 1) / 2 * (H - 1) : ((gy + 1) * H - 1) / 2;
+        if (mode_ == GsMode::Nearest) {
+          fx = std::nearbyint(fx);  // halves to even (the default rounding mode)
+          fy = std::nearbyint(fy);
+        }
+        fx = inside(fx, W, xlo, xhi);
+        fy = inside(fy, H, ylo, yhi);
+        int64_t xi[4], yi[4];
+        double wx[4], wy[4];
+        int taps = 1;
+        if (mode_ == GsMode::Nearest) {
+          xi[0] = index(static_cast<int64_t>(fx), W, xlo, xhi);
+          yi[0] = index(static_cast<int64_t>(fy), H, ylo, yhi);
+          wx[0] = wy[0] = 1;
+        } else {
+          const double x0 = std::floor(fx), y0 = std::floor(fy);
+          if (mode_ == GsMode::Bilinear) {
+            taps = 2;
+            wx[0] = 1 - (fx - x0), wx[1] = fx - x0;
+            wy[0] = 1 - (fy - y0), wy[1] = fy - y0;
+          } else {
+            taps = 4;
+            gs_cubic(fx - x0, wx);
+            gs_cubic(fy - y0, wy);
+          }
+          const int64_t first = mode_ == GsMode::Bilinear ? 0 : -1;
+          for (int t = 0; t < taps; ++t) {
+            xi[t] = index(static_cast<int64_t>(x0) + first + t, W, xlo, xhi);
+            yi[t] = index(static_cast<int64_t>(y0) + first + t, H, ylo, yhi);
+          }
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          const T* img = x + (n * C + c) * H * W;
+          double acc = 0;
+          for (int a = 0; a < taps; ++a) {
+            if (yi[a] < 0) continue;
+            double row = 0;
+            for (int b = 0; b < taps; ++b)
+              if (xi[b] >= 0) row += wx[b] * static_cast<double>(img[yi[a] * W + xi[b]]);
+            acc += wy[a] * row;
+          }
+          y[(n * C + c) * Ho * Wo + o] = static_cast<T>(acc);
+        }
+      }
+    });
+  }
+
+ private:
+  GsMode mode_;
+  GsPad pad_;
+  bool align_;
+};
+
 }  // namespace
 
 namespace nn {
@@ -519,6 +669,23 @@ Blob resize_scales(Blob x, Blob scales, const ResizeOptions& o, const std::strin
   Params p = params_of(o);
   p.shape_input = 1;
   return internal::add_node(std::make_shared<Resize>(std::move(p)), {x, scales}, name)[0];
+}
+
+Blob grid_sample(Blob x, Blob grid, const std::string& mode, const std::string& padding_mode, bool align_corners,
+                 const std::string& name) {
+  GsMode m;
+  if (mode == "bilinear") m = GsMode::Bilinear;
+  else if (mode == "nearest") m = GsMode::Nearest;
+  else if (mode == "bicubic") m = GsMode::Bicubic;
+  else throw Error("[grid_sample] mode must be \"bilinear\", \"nearest\" or \"bicubic\", got \"" + mode + "\"");
+  GsPad pd;
+  if (padding_mode == "zeros") pd = GsPad::Zeros;
+  else if (padding_mode == "border") pd = GsPad::Border;
+  else if (padding_mode == "reflection") pd = GsPad::Reflection;
+  else
+    throw Error("[grid_sample] padding_mode must be \"zeros\", \"border\" or \"reflection\", got \"" + padding_mode +
+                "\"");
+  return internal::add_node(std::make_shared<GridSample>(m, pd, align_corners), {x, grid}, name)[0];
 }
 }  // namespace nn
 

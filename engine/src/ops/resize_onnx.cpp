@@ -230,9 +230,30 @@ std::vector<TensorSpec> resize_specs(Importer& I) {
   return {dynamic_spec(x.shape.size(), x.dtype)};
 }
 
+void op_grid_sample(Importer& I) {
+  Blob x = I.in(0), grid = I.in(1);
+  if (x.ndim() != 4) I.unsupported("GridSample(" + std::to_string(x.ndim() - 2) + "-D)");
+  if (!is_floating(x.dtype())) I.unsupported(std::string("GridSample(") + dtype_name(x.dtype()) + ")");
+  std::string mode = I.attr_s("mode", "bilinear");
+  if (mode == "linear") mode = "bilinear";  // opset 20's names
+  else if (mode == "cubic") mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") I.err("mode '" + mode + "' is not bilinear, nearest or bicubic");
+  const std::string pad = I.attr_s("padding_mode", "zeros");
+  if (pad != "zeros" && pad != "border" && pad != "reflection") I.err("padding_mode '" + pad + "' is not zeros, border or reflection");
+  I.out(0, nn::grid_sample(x, grid, mode, pad, I.attr_i("align_corners", 0) != 0));
+}
+
 }  // namespace
 
 void resize_onnx_rows(OpRows& r) {
+  r.import_op("GridSample", op_grid_sample);
+  r.export_op(OpKind::GridSample, [](Exporter& E) {
+    const Primitive& p = E.op();
+    NodeProto* n = E.add_as("GridSample");
+    Exporter::set_string(n, "mode", p.attr_string("mode"));
+    Exporter::set_string(n, "padding_mode", p.attr_string("padding_mode"));
+    Exporter::set_int(n, "align_corners", p.attr_int("align_corners"));
+  });
   // roi (and Upsample-9's scales) computed in the graph: imported per call.
   r.import_op("Resize", op_resize).values_per_call({1}, resize_specs);
   r.import_op("Upsample", op_upsample).values_per_call({1}, resize_specs);
