@@ -11,6 +11,11 @@
 //      build tree: build/engine/ and build/cuda/);
 //   3. the dynamic loader's search path.
 // No library, or a library without a usable device, means the CPU backend.
+// Without the CUDA driver (libcuda.so.1) no device can be usable, so the
+// library is not loaded at all: it maps cuBLAS/cuDNN, whose relocations
+// alone keep about 120 MB resident for the rest of the process (the seeds'
+// LeNet places its ops on "gpu"), and it cannot be unloaded again (the
+// C++ runtime marks it NODELETE).
 #include "jobflow/backend.h"
 
 #include <dlfcn.h>
@@ -57,6 +62,10 @@ const Backend* load_cuda_backend() {
       paths.push_back(dir + "../cuda/libjobflow_cuda.so");
     }
     paths.push_back("libjobflow_cuda.so");
+  }
+  if (!dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {  // kept open: the CUDA runtime loads it again
+    if (env && *env) std::cerr << "jobflow: not loading the CUDA backend: no CUDA driver (libcuda.so.1: " << dlerror() << ")\n";
+    return nullptr;
   }
   for (const std::string& p : paths) {
     void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);  // never closed

@@ -47,7 +47,8 @@ class Backend {
 // CPU backend (and sets *fell_back) when none is built or no device is present.
 const Backend& backend_for(const std::string& tag, bool* fell_back = nullptr);
 // Names of the backends this process has: {"cpu"}, or {"cpu", "cuda"} when
-// the CUDA backend's library loads (whether or not a device is present).
+// the CUDA backend's library loads: it is found and the CUDA driver is
+// installed (whether or not a device is present).
 std::vector<std::string> compiled_backends();
 
 // The instruction set oneDNN uses on this CPU, in words, with its bfloat16
