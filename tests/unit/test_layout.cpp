@@ -294,3 +294,110 @@ TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
 }
 
 }  // namespace
+
+namespace {
+
+// Jobflow's Winograd F(4x4, 3x3) kernel (cpu/winograd.h) against a direct
+// convolution in double precision: odd sizes (partial tiles at the right
+// and bottom edges), pads 0-2, batches, a last block of 8 output channels,
+// bias, a residual (separate and in place) and each clamp.
+TEST(Winograd, MatchesTheDirectConvolution) {
+  if (!flow::cpu::Winograd3x3::supported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  struct Case {
+    int64_t N, C, K, H, W, pad;
+    bool bias, residual, in_place;
+    float lo, hi;
+  };
+  const float inf = INFINITY;
+  const std::vector<Case> cases = {
+      {1, 8, 8, 4, 4, 1, false, false, false, -inf, inf},  {2, 16, 24, 9, 13, 1, true, false, false, 0.f, inf},
+      {1, 32, 40, 11, 7, 0, true, true, false, -inf, inf}, {3, 8, 16, 6, 5, 2, false, true, true, 0.f, 6.f},
+      {1, 64, 64, 14, 14, 1, true, true, false, 0.f, inf},
+  };
+  for (const Case& c : cases) {
+    const std::string name = "N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " K" + std::to_string(c.K) +
+                             " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " pad " + std::to_string(c.pad);
+    const int64_t OH = c.H + 2 * c.pad - 2, OW = c.W + 2 * c.pad - 2;
+    flow::cpu::Conv2dParams p{c.N, c.C, c.H, c.W, c.K, 3, 3, OH, OW, 1, 1, c.pad, c.pad, c.pad, c.pad, 1, 1, 1};
+    ASSERT_TRUE(flow::cpu::Winograd3x3::fits(p)) << name;
+    const Tensor x = random_float32({c.N, c.C, c.H, c.W}, 30), w = random_float32({c.K, c.C, 3, 3}, 31, -0.5f, 0.5f);
+    const Tensor b = random_float32({c.K}, 32), r = random_float32({c.N, c.K, OH, OW}, 33, -2.f, 2.f);
+    // nChw8c offsets (channels are multiples of 8).
+    auto blk = [](int64_t C, int64_t H, int64_t W, int64_t n, int64_t ch, int64_t h, int64_t w_) {
+      return (((n * (C / 8) + ch / 8) * H + h) * W + w_) * 8 + ch % 8;
+    };
+    std::vector<float> xb(static_cast<size_t>(x.numel())), yb(static_cast<size_t>(c.N * c.K * OH * OW)), rb(yb.size());
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t ch = 0; ch < c.C; ++ch)
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t q = 0; q < c.W; ++q)
+            xb[blk(c.C, c.H, c.W, n, ch, h, q)] = x.data<float>()[((n * c.C + ch) * c.H + h) * c.W + q];
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k)
+        for (int64_t h = 0; h < OH; ++h)
+          for (int64_t q = 0; q < OW; ++q)
+            rb[blk(c.K, OH, OW, n, k, h, q)] = r.data<float>()[((n * c.K + k) * OH + h) * OW + q];
+    flow::cpu::Winograd3x3 wg(p);
+    wg.set_weights(w.data<float>());
+    if (c.in_place) yb = rb;
+    wg.run(xb.data(), yb.data(), c.bias ? b.data<float>() : nullptr,
+           c.residual ? (c.in_place ? yb.data() : rb.data()) : nullptr, c.lo, c.hi);
+    double worst = 0, scale = 1e-30;
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k)
+        for (int64_t h = 0; h < OH; ++h)
+          for (int64_t q = 0; q < OW; ++q) {
+            double s = c.bias ? b.data<float>()[k] : 0.0;
+            for (int64_t ch = 0; ch < c.C; ++ch)
+              for (int64_t i = 0; i < 3; ++i)
+                for (int64_t j = 0; j < 3; ++j) {
+                  const int64_t hh = h + i - c.pad, ww = q + j - c.pad;
+                  if (hh < 0 || hh >= c.H || ww < 0 || ww >= c.W) continue;
+                  s += static_cast<double>(x.data<float>()[((n * c.C + ch) * c.H + hh) * c.W + ww]) *
+                       w.data<float>()[((k * c.C + ch) * 3 + i) * 3 + j];
+                }
+            if (c.residual) s += r.data<float>()[((n * c.K + k) * OH + h) * OW + q];
+            s = std::min<double>(std::max<double>(s, c.lo), c.hi);
+            scale = std::max(scale, std::abs(s));
+            worst = std::max(worst, std::abs(s - yb[blk(c.K, OH, OW, n, k, h, q)]));
+          }
+    EXPECT_LE(worst / scale, 2e-6 * std::sqrt(static_cast<double>(c.C))) << name;
+    if (c.lo == 0.f) {
+      const float lowest = *std::min_element(yb.begin(), yb.end());
+      EXPECT_EQ(lowest, 0.f) << name;  // relu / relu6 clamped
+    }
+  }
+  // Shapes it does not take.
+  flow::cpu::Conv2dParams s2{1, 8, 8, 8, 8, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_FALSE(flow::cpu::Winograd3x3::fits(s2));  // stride 2
+  flow::cpu::Conv2dParams c12{1, 12, 8, 8, 8, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_FALSE(flow::cpu::Winograd3x3::fits(c12));  // 12 input channels
+}
+
+// A residual block of 3x3 convolutions (batch norm folded, relu, the
+// residual add) big enough for the Winograd kernel: on CPUs where the layout
+// pass prefers it the convolutions run it, and the plan computes what the
+// graph as written computes.
+TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
+  const Tensor x = random_float32({2, 64, 14, 14}, 40);
+  auto r = run_both("wino", x, [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "wino_w0", 64, 3));
+    Blob h = conv(a, "wino_w1", 64, 3);
+    h = flow::nn::batch_normalization(h, var("wino_mean", {64}), var("wino_var", {64}, 0.5f, 1.5f),
+                                      var("wino_off", {64}), var("wino_scale", {64}, 0.5f, 2.f), 1e-5, 1);
+    Blob y = flow::nn::relu(flow::add(conv(flow::clip(h, 0.0, 6.0), "wino_w2", 64, 3), a));
+    return flow::nn::max_pool2d(y, 2, 2);
+  });
+  if (flow::cpu::Winograd3x3::preferred()) {
+    EXPECT_EQ(count(r.ops, "conv2d"), 3) << r.plan;
+    for (const std::string& o : r.ops) {
+      if (o.rfind("conv2d", 0) == 0) EXPECT_NE(o.find("algo=winograd"), std::string::npos) << o << "\n" << r.plan;
+    }
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=bn+clip")) << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
+    EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;  // the pooled result only
+  }
+  EXPECT_LE(rel_diff(r.fused, r.ref), 2e-5) << r.plan;
+}
+
+}  // namespace

@@ -168,6 +168,34 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   user_w_md_ = MemDesc(wd, dt::f32, p.groups == 1 ? tag::oihw : tag::goihw);
   const bool has_bias = f_.bias || f_.bn;
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
+  if (f_.residual) res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  versions_.assign(sources_.size(), 0);
+  if (compute == dt::f32 && !plain_dst && Winograd3x3::preferred() && Winograd3x3::worthwhile(p)) {
+    // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
+    // a residual in its own format (nChw8c), at most one clamp.
+    const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
+    float lo = -INFINITY, hi = INFINITY;
+    bool ok = (!f_.residual || *res_md == blocked) && f_.post.size() <= 1;
+    for (const EltwiseStep& e : f_.post) {
+      if (e.alg == dnnl::algorithm::eltwise_relu && e.alpha == 0.f) lo = 0.f;
+      else if (e.alg == dnnl::algorithm::eltwise_clip) lo = e.alpha, hi = e.beta;
+      else ok = false;
+    }
+    if (ok) {
+      wino_ = std::make_unique<Winograd3x3>(p);
+      impl_ = "winograd_4x4_3x3:avx2";
+      lo_ = lo, hi_ = hi;
+      dst_ = blocked;
+      src_user_ = user_mem(src_md);
+      reorder_src_ = src_md != src_blocked;
+      if (reorder_src_) {
+        src_prim_ = memory(src_blocked, eng);
+        src_reorder_.init_reorder(src_user_, src_prim_);
+      }
+      if (has_bias) bias_ = memory(bias_md, eng);
+      return;
+    }
+  }
   const MemDesc dst_md = plain_dst ? MemDesc(dd, dt::f32, tag::nchw) : MemDesc(dd, compute, tag::any);
   using cf = dnnl::convolution_forward;
   const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1}, pl{p.pad_top, p.pad_left},
@@ -203,7 +231,6 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   if (f_.residual) {
     res_user_ = user_mem(*res_md);
     res_reorder_.init_reorder(res_user_, dst_mem_);
-    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
   }
   std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
                                        {DNNL_ARG_WEIGHTS, wei_.get()},
@@ -216,12 +243,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
         return dnnl::primitive(cf(p));
       },
       std::move(args));
-  versions_.assign(sources_.size(), 0);
 }
 
 Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
+  if (wino_) a.push_back({"algo", std::string("winograd")});
   return a;
 }
 
@@ -253,14 +280,32 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
   } else if (b) {
     std::memcpy(bias, b, sizeof(float) * K);
   }
-  memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
-  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
-  dnnl_stream().wait();
+  if (wino_) {
+    wino_->set_weights(w);
+  } else {
+    memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
+    dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+    dnnl_stream().wait();
+  }
   prepared_ = true;
 }
 
 void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   prepare(in);
+  if (wino_) {
+    const void* x = in[0].raw();
+    if (reorder_src_) {
+      src_user_.set_data_handle(in[0].raw());
+      src_reorder_.execute();
+      dnnl_stream().wait();
+      x = src_prim_.get_data_handle();
+    }
+    // The residual is read where it is (no copy into the destination first).
+    wino_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()),
+               bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
+               f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_);
+    return;
+  }
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   if (reorder_src_) src_reorder_.execute();

@@ -12,7 +12,10 @@
 //                  clip, logistic, swish, hardswish, linear). Its weights
 //                  (and the folded bias) are reordered into the primitive's
 //                  format once and again only when a variable they come
-//                  from changes (VariableEntry::version);
+//                  from changes (VariableEntry::version). On CPUs whose
+//                  oneDNN kernels are AVX2 at most, float32 3x3 stride-1
+//                  convolutions with enough tiles run Jobflow's own
+//                  Winograd kernel (cpu/winograd.h; "algo=winograd");
 //   LayoutPool     max/average pooling, and global average pooling (a mean
 //                  over H and W with keepdims);
 //   LayoutEltwise  relu, clip, logistic on a blocked blob;
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "cpu/dnnl_kernels.h"
+#include "cpu/winograd.h"
 #include "jobflow/primitive.h"
 
 namespace jobflow::internal {
@@ -137,7 +141,8 @@ class LayoutConv final : public LayoutOp {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "precision=bf16" when it computes in bfloat16.
   Attrs attributes() const override;
-  // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16").
+  // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16"),
+  // or "winograd_4x4_3x3:avx2" for Jobflow's own kernel.
   const std::string& impl() const { return impl_; }
 
  protected:
@@ -160,6 +165,10 @@ class LayoutConv final : public LayoutOp {
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
   mutable std::vector<float> folded_w_;
+  // Jobflow's Winograd kernel instead of oneDNN's (null: oneDNN), with the
+  // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
+  std::unique_ptr<Winograd3x3> wino_;
+  float lo_ = 0.f, hi_ = 0.f;
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
