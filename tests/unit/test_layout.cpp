@@ -19,6 +19,7 @@
 
 #include "compiler.h"
 #include "tensor_compare.h"
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/layout_ops.h"
 
@@ -391,13 +392,47 @@ TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
   if (flow::cpu::Winograd3x3::preferred()) {
     EXPECT_EQ(count(r.ops, "conv2d"), 3) << r.plan;
     for (const std::string& o : r.ops) {
-      if (o.rfind("conv2d", 0) == 0) EXPECT_NE(o.find("algo=winograd"), std::string::npos) << o << "\n" << r.plan;
+      if (o.rfind("conv2d", 0) == 0) {
+        EXPECT_NE(o.find("algo=winograd"), std::string::npos) << o << "\n" << r.plan;
+      }
     }
     EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=bn+clip")) << r.plan;
     EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
     EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;  // the pooled result only
   }
   EXPECT_LE(rel_diff(r.fused, r.ref), 2e-5) << r.plan;
+}
+
+}  // namespace
+
+namespace {
+
+// Jobflow's AVX2 swish (run after oneDNN's convolution instead of its swish
+// post-op) against x / (1 + exp(-x)) in double: the whole float range that
+// matters, odd lengths (the scalar tail), NaN kept.
+TEST(Avx2Kernels, SwishMatchesTheFormula) {
+  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  for (int64_t n : {1, 7, 8, 13, 40000}) {
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) y[i] = -100.f + 200.f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
+    if (n > 8) y[3] = std::nanf("");
+    const std::vector<float> x = y;
+    flow::cpu::swish_inplace(y.data(), n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << i;
+        continue;
+      }
+      const double want = x[i] / (1.0 + std::exp(-static_cast<double>(x[i])));
+      if (std::abs(want) < 1e-30) {  // x below -70: relative to nothing, near 0
+        EXPECT_LT(std::abs(y[i]), 1e-30) << x[i];
+      } else {
+        worst = std::max(worst, std::abs(y[i] - want) / std::abs(want));
+      }
+    }
+    EXPECT_LT(worst, 1e-6) << n;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "session_internal.h"
 
@@ -207,7 +208,10 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   dnnl::primitive_attr attr = scratch_attr();
   dnnl::post_ops po;
   if (f_.residual) po.append_sum(1.f);
-  for (const auto& e : f_.post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+  swish_after_ = compute == dt::f32 && !f_.post.empty() && f_.post.back().alg == dnnl::algorithm::eltwise_swish &&
+                 f_.post.back().alpha == 1.f && own_avx2_kernels();
+  for (size_t i = 0; i + (swish_after_ ? 1 : 0) < f_.post.size(); ++i)
+    po.append_eltwise(1.f, f_.post[i].alg, f_.post[i].alpha, f_.post[i].beta);
   attr.set_post_ops(po);
   cf::primitive_desc pd(d, attr, eng);
   impl_ = pd.impl_info_str();
@@ -315,6 +319,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   }
   conv_.execute();
   dnnl_stream().wait();
+  if (swish_after_) swish_inplace(static_cast<float*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(float)));
 }
 
 // ---------------------------------------------------------------- matmul

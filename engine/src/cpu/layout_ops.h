@@ -15,7 +15,9 @@
 //                  from changes (VariableEntry::version). On CPUs whose
 //                  oneDNN kernels are AVX2 at most, float32 3x3 stride-1
 //                  convolutions with enough tiles run Jobflow's own
-//                  Winograd kernel (cpu/winograd.h; "algo=winograd");
+//                  Winograd kernel (cpu/winograd.h; "algo=winograd"),
+//                  and a last swish post-op runs Jobflow's AVX2 loop after
+//                  the convolution (cpu/avx2_kernels.h);
 //   LayoutPool     max/average pooling, and global average pooling (a mean
 //                  over H and W with keepdims);
 //   LayoutEltwise  relu, clip, logistic on a blocked blob;
@@ -169,6 +171,9 @@ class LayoutConv final : public LayoutOp {
   // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
   std::unique_ptr<Winograd3x3> wino_;
   float lo_ = 0.f, hi_ = 0.f;
+  // A last swish post-op run by cpu::swish_inplace after oneDNN's
+  // convolution instead of inside it (cpu/avx2_kernels.h).
+  bool swish_after_ = false;
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]

@@ -37,7 +37,7 @@
 // to 1.4e-5 of the output's largest magnitude.
 #include "cpu/winograd.h"
 
-#include "cpu/isa.h"
+#include "cpu/avx2_kernels.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -234,7 +234,7 @@ bool Winograd3x3::supported() {
   return ok;
 }
 
-bool Winograd3x3::preferred() { return supported() && avx2_at_most(); }
+bool Winograd3x3::preferred() { return own_avx2_kernels(); }
 
 bool Winograd3x3::fits(const Conv2dParams& p) {
   return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&

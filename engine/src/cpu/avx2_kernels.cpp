@@ -1,0 +1,61 @@
+// cpu/avx2_kernels.cpp — see avx2_kernels.h.
+#include "cpu/avx2_kernels.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/isa.h"
+
+namespace jobflow::cpu {
+
+bool own_avx2_kernels() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && avx2_at_most();
+  return ok;
+}
+
+namespace {
+
+__attribute__((target("avx2,fma"))) void swish_span(float* y, int64_t n) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504f), ln2 = _mm256_set1_ps(0.693147181f);
+  const __m256 one = _mm256_set1_ps(1.f), lo = _mm256_set1_ps(-87.f), hi = _mm256_set1_ps(87.f);
+  const __m256 c2 = _mm256_set1_ps(1.f / 2), c3 = _mm256_set1_ps(1.f / 6), c4 = _mm256_set1_ps(1.f / 24);
+  const __m256 c5 = _mm256_set1_ps(1.f / 120), c6 = _mm256_set1_ps(1.f / 720);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(y + i);
+    // e = exp(t), t = -x clamped to +-87 (exp stays finite; NaN -> lo,
+    // and x / (1 + e) keeps the NaN of x).
+    const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), lo), hi);
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(k, ln2, t);
+    __m256 q = _mm256_fmadd_ps(c6, r, c5);
+    q = _mm256_fmadd_ps(q, r, c4);
+    q = _mm256_fmadd_ps(q, r, c3);
+    q = _mm256_fmadd_ps(q, r, c2);
+    q = _mm256_fmadd_ps(q, r, one);
+    q = _mm256_fmadd_ps(q, r, one);
+    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    const __m256 e = _mm256_mul_ps(q, _mm256_castsi256_ps(scale));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(x, _mm256_add_ps(one, e)));
+  }
+  for (; i < n; ++i) y[i] = y[i] / (1.f + std::exp(-y[i]));
+}
+
+}  // namespace
+
+void swish_inplace(float* y, int64_t n) {
+  // Chunks of 16 KiB floats: below that one thread does it all.
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1 || omp_get_max_threads() == 1) {
+    swish_span(y, n);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) swish_span(y + c * kChunk, std::min(kChunk, n - c * kChunk));
+}
+
+}  // namespace jobflow::cpu
