@@ -436,3 +436,54 @@ TEST(Avx2Kernels, SwishMatchesTheFormula) {
 }
 
 }  // namespace
+
+namespace {
+
+// Jobflow's nChw8c pooling (max, average over the window's elements inside
+// the input, global average) against a direct loop: pads, strides, windows
+// cut by the edges, a padded channel block.
+TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
+  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  struct Case {
+    int64_t N, C, H, W, kh, kw, s, pad, OH, OW;
+  };
+  const std::vector<Case> cases = {
+      {1, 16, 12, 12, 3, 3, 2, 1, 6, 6},  // resnet's max pool
+      {2, 12, 7, 9, 2, 2, 2, 0, 3, 4},    // 12 channels: a padded block
+      {1, 8, 5, 5, 3, 3, 1, 1, 5, 5},     // every window cut at the border
+      {3, 24, 7, 7, 7, 7, 1, 0, 1, 1},    // global average pool
+      {1, 8, 6, 6, 3, 3, 2, 0, 3, 3},     // the last window past the edge (ceil mode)
+  };
+  for (const Case& c : cases) {
+    const int64_t CB = (c.C + 7) / 8;
+    const Tensor x = random_float32({c.N, CB * 8, c.H, c.W}, 50, -3.f, 3.f);  // already nChw8c-shaped storage
+    for (bool max : {true, false}) {
+      const std::string name = (max ? "max " : "avg ") + std::to_string(c.H) + "x" + std::to_string(c.W) + " k" +
+                               std::to_string(c.kh) + " s" + std::to_string(c.s) + " pad " + std::to_string(c.pad);
+      flow::cpu::Pool8cParams p{c.N, CB, c.H, c.W, c.OH, c.OW, c.kh, c.kw, c.s, c.s, c.pad, c.pad, max};
+      std::vector<float> y(static_cast<size_t>(c.N * CB * c.OH * c.OW * 8), 12345.f);
+      flow::cpu::pool_nchw8c(p, x.data<float>(), y.data());
+      double worst = 0;
+      for (int64_t q = 0; q < c.N * CB; ++q)
+        for (int64_t oh = 0; oh < c.OH; ++oh)
+          for (int64_t ow = 0; ow < c.OW; ++ow)
+            for (int64_t l = 0; l < 8; ++l) {
+              double acc = max ? -INFINITY : 0.0;
+              int64_t n = 0;
+              for (int64_t i = 0; i < c.kh; ++i)
+                for (int64_t j = 0; j < c.kw; ++j) {
+                  const int64_t h = oh * c.s - c.pad + i, w = ow * c.s - c.pad + j;
+                  if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+                  const double v = x.data<float>()[((q * c.H + h) * c.W + w) * 8 + l];
+                  acc = max ? std::max(acc, v) : acc + v;
+                  ++n;
+                }
+              if (!max) acc /= static_cast<double>(n);
+              worst = std::max(worst, std::abs(acc - y[((q * c.OH + oh) * c.OW + ow) * 8 + l]));
+            }
+      EXPECT_LE(worst, max ? 0.0 : 1e-6) << name;
+    }
+  }
+}
+
+}  // namespace

@@ -44,7 +44,36 @@ __attribute__((target("avx2,fma"))) void swish_span(float* y, int64_t n) {
   for (; i < n; ++i) y[i] = y[i] / (1.f + std::exp(-y[i]));
 }
 
+__attribute__((target("avx2,fma"))) void pool_row(const Pool8cParams& p, const float* x, float* y, int64_t oh) {
+  const int64_t h0 = oh * p.sh - p.pad_top, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+  for (int64_t ow = 0; ow < p.OW; ++ow) {
+    const int64_t w0 = ow * p.sw - p.pad_left, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
+    __m256 acc = p.max ? _mm256_set1_ps(-INFINITY) : _mm256_setzero_ps();
+    for (int64_t h = h_lo; h < h_hi; ++h) {
+      const float* row = x + (h * p.W) * 8;
+      if (p.max) {
+        for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_max_ps(acc, _mm256_loadu_ps(row + w * 8));
+      } else {
+        for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_add_ps(acc, _mm256_loadu_ps(row + w * 8));
+      }
+    }
+    if (!p.max) {
+      const int64_t n = std::max<int64_t>(1, (h_hi - h_lo) * (w_hi - w_lo));
+      acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.f / static_cast<float>(n)));
+    }
+    _mm256_storeu_ps(y + (oh * p.OW + ow) * 8, acc);
+  }
+}
+
 }  // namespace
+
+void pool_nchw8c(const Pool8cParams& p, const float* x, float* y) {
+  const int64_t planes = p.N * p.CB, in_plane = p.H * p.W * 8, out_plane = p.OH * p.OW * 8;
+  const int64_t work = planes * p.OH * p.OW * p.kh * p.kw;
+#pragma omp parallel for collapse(2) schedule(static) if (work > 65536 && omp_get_max_threads() > 1)
+  for (int64_t q = 0; q < planes; ++q)
+    for (int64_t oh = 0; oh < p.OH; ++oh) pool_row(p, x + q * in_plane, y + q * out_plane, oh);
+}
 
 void swish_inplace(float* y, int64_t n) {
   // Chunks of 16 KiB floats: below that one thread does it all.

@@ -22,4 +22,19 @@ bool own_avx2_kernels();
 // EPYC, Zen 3).
 void swish_inplace(float* y, int64_t n);
 
+// Max or average pooling (the average over the window's elements inside
+// the input: ONNX's count_include_pad=0) of x (N, C, H, W) into y (N, C,
+// OH, OW), both nChw8c float32 with CB = ceil(C / 8) channel blocks (padded
+// channels are pooled like the others). A global average pool is the
+// window (H, W) with stride 1 and no pads. Parallel over images, channel
+// blocks and rows.
+//
+// Why: oneDNN 2.6's jit:avx2 pooling took 0.97 ms for resnet18's 3x3/2 max
+// pool (64 x 112 x 112), this loop 0.26 (ONNX Runtime 0.37).
+struct Pool8cParams {
+  int64_t N, CB, H, W, OH, OW, kh, kw, sh, sw, pad_top, pad_left;
+  bool max;
+};
+void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
+
 }  // namespace jobflow::cpu

@@ -407,6 +407,14 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
   const dnnl::algorithm alg = p.kind == PoolKind::Max            ? dnnl::algorithm::pooling_max
                               : p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
                                                                   : dnnl::algorithm::pooling_avg_exclude_padding;
+  if (own_avx2_kernels() && p.kind != PoolKind::AvgIncludePad &&
+      src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) {
+    own_ = true;
+    own_p_ = {p.N, (p.C + 7) / 8, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left,
+              p.kind == PoolKind::Max};
+    dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::aBcd8b);
+    return;
+  }
   const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
@@ -426,6 +434,10 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
 }
 
 void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  if (own_) {
+    pool_nchw8c(own_p_, static_cast<const float*>(in[0].raw()), static_cast<float*>(out[0].raw()));
+    return;
+  }
   src_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   prim_.execute();

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_kernels.h"
 #include "cpu/winograd.h"
 #include "jobflow/primitive.h"
@@ -205,11 +206,16 @@ class LayoutPool final : public LayoutOp {
  public:
   // Max or average pooling of x (format `src_md`); a global average pool is
   // an average with the whole plane as its window.
+  // Max and average (excluding pads) pooling of nChw8c float32 on CPUs
+  // whose oneDNN kernels are AVX2 at most run Jobflow's own loop
+  // (cpu::pool_nchw8c), oneDNN's otherwise.
   LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
              const MemDesc& src_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
 
  private:
+  bool own_ = false;
+  Pool8cParams own_p_{};
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };
