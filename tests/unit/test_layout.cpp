@@ -487,3 +487,50 @@ TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
 }
 
 }  // namespace
+
+namespace {
+
+// An inverted residual's expansion (1x1 + relu6) and its stride-2
+// depthwise convolution (3x3 or 5x5, + relu6, bias) become one node: the
+// depthwise one as oneDNN's "dw" post-op. Not with a stride-1 depthwise
+// convolution (no gain measured), nor when the depthwise output is returned.
+// (oneDNN 2.6 fuses on AVX2 from about 56x56; below it offers only a
+// "ref_fused" sequence of the two kernels, which the pass leaves alone.)
+TEST_F(Layout, ExpansionAndStride2DepthwiseFuse) {
+  const Tensor x = random_float32({2, 16, 56, 55}, 60);
+  for (int64_t k : {3, 5}) {
+    for (int64_t stride : {2, 1}) {
+      const std::string n = "k" + std::to_string(k) + "s" + std::to_string(stride);
+      auto r = run_both("dwf_" + n, x, [&](Blob b) {
+        Blob e = flow::clip(conv(b, "dwf_e_" + n, 48, 1), 0.0, 6.0);
+        const int64_t p = k / 2;
+        Blob d = flow::nn::conv2d(e, var("dwf_d_" + n, {48, 1, k, k}), stride, std::vector<int64_t>{p, p, p, p}, 1, 48);
+        d = flow::clip(flow::nn::bias_add(d, var("dwf_db_" + n, {48}), 1), 0.0, 6.0);
+        return conv(d, "dwf_p_" + n, 24, 1);
+      });
+      if (flow::cpu::Winograd3x3::preferred()) {  // oneDNN's AVX2 1x1 kernel fuses it
+        EXPECT_EQ(count(r.ops, "conv2d"), stride == 2 ? 2 : 3) << n << "\n" << r.plan;
+        EXPECT_EQ(any_has(r.ops, "conv2d", "fused=clip+dw+clip"), stride == 2) << n << "\n" << r.plan;
+      }
+      EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+    }
+  }
+  // The depthwise output returned: two convolutions as written.
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "dwr" : "dwr_ref").enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                   Blob e = flow::nn::relu(conv(b, "dwr_e", 32, 1));
+                                   Blob d = flow::nn::conv2d(e, var("dwr_d", {32, 1, 3, 3}), 2,
+                                                             std::vector<int64_t>{1, 1, 1, 1}, 1, 32);
+                                   return {d, conv(flow::nn::relu(d), "dwr_p", 8, 1)};
+                                 });
+  };
+  auto f = define(true), rf = define(false);
+  auto [d1, y1] = f(x);
+  auto [d2, y2] = rf(x);
+  EXPECT_FALSE(any_has(f.compiled()->plan().op_sequence(), "conv2d", "+dw")) << f.compiled()->describe();
+  EXPECT_LE(rel_diff(d1, d2), 1e-5);
+  EXPECT_LE(rel_diff(y1, y2), 1e-5);
+}
+
+}  // namespace

@@ -43,6 +43,7 @@ class Pass {
 
   void run(std::vector<size_t>& bytes) {
     fuse_convs();
+    fuse_depthwise();
     assign();
     bytes.assign(G.blobs.size(), 0);
     for (size_t b = 0; b < desc_.size(); ++b)
@@ -209,6 +210,55 @@ class Pass {
     for (int n : order_) {
       if (emit_at[n] == -2) order.push_back(n);
       else if (emit_at[n] >= 0) order.push_back(emit_at[n]);
+    }
+    order_ = std::move(order);
+  }
+
+  // A 1x1 convolution and the stride-2 depthwise convolution that alone
+  // reads its output become one node (cpu::LayoutConv::fuses_depthwise):
+  // the 1x1's node takes the depthwise one's weight inputs and output and
+  // its place in the order. Only where the depthwise output goes on to
+  // other convolutions (its blocked format then stays put).
+  void fuse_depthwise() {
+    if (compute_ != dt::f32) return;
+    auto rd = readers();
+    std::map<int, int> into;  // depthwise node -> the 1x1 node it joins
+    for (auto& [a, ga] : groups_) {
+      const int y = G.nodes[a].outputs[0];
+      if (keep_.count(y) || rd[y].size() != 1) continue;
+      const int b = rd[y][0];
+      auto it = groups_.find(b);
+      if (it == groups_.end() || b == a || into.count(b) || G.nodes[b].inputs[0] != y) continue;
+      const int yb = G.nodes[b].outputs[0];
+      if (keep_.count(yb) || rd[yb].empty()) continue;
+      bool to_convs = true;
+      for (int r : rd[yb]) to_convs &= groups_.count(r) > 0;
+      if (!to_convs || !cpu::LayoutConv::fuses_depthwise(ga.p, ga.f, it->second.p, it->second.f)) continue;
+      into[b] = a;
+    }
+    for (const auto& [b, a] : into) {
+      ConvGroup& ga = groups_[a];
+      const ConvGroup& gb = groups_[b];
+      ga.f.dw = true;
+      ga.f.dw_bias = gb.f.bias;
+      ga.f.dw_p = gb.p;
+      ga.f.dw_post = gb.f.post;
+      Node& na = G.nodes[a];
+      const Node& nb = G.nodes[b];
+      na.inputs.insert(na.inputs.end(), nb.inputs.begin() + 1, nb.inputs.end());
+      na.outputs = nb.outputs;
+      G.blobs[na.outputs[0]].producer = a;
+      G.blobs[na.outputs[0]].out_index = 0;
+      groups_.erase(b);
+    }
+    if (into.empty()) return;
+    std::set<int> moved;
+    for (const auto& [b, a] : into) moved.insert(a);
+    std::vector<int> order;
+    for (int n : order_) {
+      if (moved.count(n)) continue;
+      auto it = into.find(n);
+      order.push_back(it == into.end() ? n : it->second);
     }
     order_ = std::move(order);
   }
