@@ -228,7 +228,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
   if (f_.residual) res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
   versions_.assign(sources_.size(), 0);
-  if (compute == dt::f32 && !plain_dst && Winograd3x3::preferred() && Winograd3x3::worthwhile(p)) {
+  if (compute == dt::f32 && !plain_dst && Winograd::preferred() && Winograd::worthwhile(p)) {
     // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
     // a residual in its own format (nChw8c), at most one clamp.
     const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
@@ -240,8 +240,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       else ok = false;
     }
     if (ok) {
-      wino_ = std::make_unique<Winograd3x3>(p);
-      impl_ = "winograd_4x4_3x3:avx2";
+      wino_ = std::make_unique<Winograd>(p);
+      impl_ = p.R == 3 ? "winograd_4x4_3x3:avx2" : "winograd_2x2_5x5:avx2";
       lo_ = lo, hi_ = hi;
       dst_ = blocked;
       src_user_ = user_mem(src_md);

@@ -13,8 +13,8 @@
 //                  (and the folded bias) are reordered into the primitive's
 //                  format once and again only when a variable they come
 //                  from changes (VariableEntry::version). On CPUs whose
-//                  oneDNN kernels are AVX2 at most, float32 3x3 stride-1
-//                  convolutions with enough tiles run Jobflow's own
+//                  oneDNN kernels are AVX2 at most, float32 3x3 and 5x5
+//                  stride-1 convolutions with enough tiles run Jobflow's own
 //                  Winograd kernel (cpu/winograd.h; "algo=winograd"),
 //                  and a last swish post-op runs Jobflow's AVX2 loop after
 //                  the convolution (cpu/avx2_kernels.h);
@@ -160,7 +160,7 @@ class LayoutConv final : public LayoutOp {
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
   // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16"),
-  // or "winograd_4x4_3x3:avx2" for Jobflow's own kernel.
+  // or "winograd_4x4_3x3:avx2" / "winograd_2x2_5x5:avx2" for Jobflow's own.
   const std::string& impl() const { return impl_; }
 
  protected:
@@ -186,7 +186,7 @@ class LayoutConv final : public LayoutOp {
   mutable std::vector<float> folded_w_;
   // Jobflow's Winograd kernel instead of oneDNN's (null: oneDNN), with the
   // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
-  std::unique_ptr<Winograd3x3> wino_;
+  std::unique_ptr<Winograd> wino_;
   float lo_ = 0.f, hi_ = 0.f;
   // A last swish post-op run by cpu::swish_inplace after oneDNN's
   // convolution instead of inside it (cpu/avx2_kernels.h).

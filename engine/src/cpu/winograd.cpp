@@ -1,7 +1,11 @@
-// cpu/winograd.cpp — F(4x4, 3x3) convolutions on AVX2 (see winograd.h).
+// cpu/winograd.cpp — F(4x4, 3x3) and F(2x2, 5x5) convolutions on AVX2 (see
+// winograd.h).
 //
-// Transforms (Lavin and Gray, "Fast Algorithms for Convolutional Neural
-// Networks", 2015; interpolation points 0, +-1, +-2, infinity):
+// Transforms of F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
+// Convolutional Neural Networks", 2015; interpolation points 0, +-1, +-2,
+// infinity). F(2x2, 5x5) on the same points has the same B^T, the first two
+// rows of A^T (with the infinity column in its last row: 0 1 -1 2 -2 1) and
+// G's rows extended to five powers (set_weights()):
 //
 //   B^T = | 4  0 -5  0  1  0 |   G = |  1/4     0     0  |   A^T = | 1  1  1  1  1  0 |
 //         | 0 -4 -4  1  1  0 |       | -1/6  -1/6  -1/6 |         | 0  1 -1  2 -2  0 |
@@ -10,7 +14,8 @@
 //         | 0  2 -1 -2  1  0 |       | 1/24 -1/12   1/6 |
 //         | 0  4  0 -5  0  1 |       |    0     0     1  |
 //
-// Work is split into blocks of TB output tiles (4x4 pixels of one image).
+// Work is split into blocks of TB output tiles (4x4 or 2x2 pixels of one
+// image).
 // Per block: the input transform writes V[a][t][c] (a = 6x6 position, t =
 // tile of the block, c = input channel), 36 matrix products M[a] = V[a] U[a]
 // run on a 6x16 register-blocked kernel (6 tiles x 16 output channels, the
@@ -30,9 +35,12 @@
 //   28x28, 128 -> 128             2.7-3.0   1.3-1.6             23.9     15.4
 //   14x14, 256 -> 256             2.9       2.0-2.4             23.2     15.7
 //    7x7,  512 -> 512             4.3-5.6   4.1-6.6 (not used)  26.8     18.5
+// F(2x2, 5x5), LeNet's second convolution (32 -> 64 channels, 14x14, batch
+// 100): direct 22-25 ms, Winograd 18-22 (its transforms serve 4 outputs
+// each instead of 16, so the gain is smaller).
 // The kernel loses where the transformed weights (36 * C * K floats, 4x the
-// direct kernel's) are large for the tiles they serve: resnet18's 7x7
-// stage at batch 1 (4 tiles, 37.7 MB of weights per call).
+// direct kernel's for 3x3) are large for the tiles they serve: resnet18's
+// 7x7 stage at batch 1 (4 tiles, 37.7 MB of weights per call).
 // The largest difference from the direct kernel on those shapes was 4e-6
 // to 1.4e-5 of the output's largest magnitude.
 #include "cpu/winograd.h"
@@ -100,6 +108,14 @@ const float* align64(const std::vector<float>& v) {
     o3 = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), d34_, d12_), m5);           \
   } while (0)
 
+// The first two rows of A^T (F(2x2, 5x5) uses the same six points, with
+// infinity in its last output).
+#define JF_AT2(m0, m1, m2, m3, m4, m5, o0, o1)                                          \
+  do {                                                                                  \
+    o0 = _mm256_add_ps(_mm256_add_ps(m0, _mm256_add_ps(m1, m2)), _mm256_add_ps(m3, m4)); \
+    o1 = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(2.f), _mm256_sub_ps(m3, m4), _mm256_sub_ps(m1, m2)), m5); \
+  } while (0)
+
 // M (R x 8*NV, row stride ldm) = V (R x C, row stride C) * U (C x 8*NV).
 template <int R, int NV>
 JF_AVX2 void gemm_kernel(const float* v, int64_t C, const float* u, float* m, int64_t ldm) {
@@ -137,6 +153,7 @@ constexpr GemmFn kGemm[7] = {nullptr,
 
 struct Geometry {
   int64_t N, C, H, W, K, OH, OW, pt, pl, th, tw;
+  int64_t m;  // output tile (4 for 3x3 weights, 2 for 5x5)
 };
 
 // V[a][i][c] for the tiles t0 .. t0 + tb - 1 (i = t - t0), row stride C,
@@ -145,7 +162,7 @@ JF_AVX2 void input_transform(const Geometry& g, const float* x, int64_t t0, int6
   const int64_t CB = g.C / 8, per_image = g.th * g.tw, pos = tbs * g.C;
   for (int64_t i = 0; i < tb; ++i) {
     const int64_t t = t0 + i, n = t / per_image, ty = (t % per_image) / g.tw, tx = t % g.tw;
-    const int64_t ih0 = ty * 4 - g.pt, iw0 = tx * 4 - g.pl;
+    const int64_t ih0 = ty * g.m - g.pt, iw0 = tx * g.m - g.pl;
     const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + 6 <= g.H && iw0 + 6 <= g.W;
     for (int64_t cb = 0; cb < CB; ++cb) {
       const float* plane = x + (n * CB + cb) * g.H * g.W * 8;
@@ -185,36 +202,38 @@ JF_AVX2 void input_transform(const Geometry& g, const float* x, int64_t t0, int6
   }
 }
 
-// Y tiles from M[a][i][k] (row stride K, position stride tbs * K), with
-// bias, residual and clamp.
+// Y tiles (M x M) from M[a][i][k] (row stride K, position stride tbs * K),
+// with bias, residual and clamp.
+template <int TM>
 JF_AVX2 void output_transform(const Geometry& g, const float* M, int64_t t0, int64_t tb, int64_t tbs, float* y,
                               const float* bias, const float* res, float lo, float hi) {
   const int64_t KB = g.K / 8, per_image = g.th * g.tw, pos = tbs * g.K;
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   for (int64_t i = 0; i < tb; ++i) {
     const int64_t t = t0 + i, n = t / per_image, ty = (t % per_image) / g.tw, tx = t % g.tw;
-    const int64_t oh0 = ty * 4, ow0 = tx * 4;
-    const int64_t rows = std::min<int64_t>(4, g.OH - oh0), cols = std::min<int64_t>(4, g.OW - ow0);
+    const int64_t oh0 = ty * TM, ow0 = tx * TM;
+    const int64_t rows = std::min<int64_t>(TM, g.OH - oh0), cols = std::min<int64_t>(TM, g.OW - ow0);
     for (int64_t kb = 0; kb < KB; ++kb) {
       const float* in = M + i * g.K + kb * 8;
-      alignas(32) float tmp[4][6][8];  // A^T m, per column
+      alignas(32) float tmp[TM][6][8];  // A^T m, per column
       for (int c = 0; c < 6; ++c) {
         const float* col = in + c * pos;
-        __m256 o0, o1, o2, o3;
-        JF_AT6(_mm256_load_ps(col), _mm256_load_ps(col + 6 * pos), _mm256_load_ps(col + 12 * pos),
-               _mm256_load_ps(col + 18 * pos), _mm256_load_ps(col + 24 * pos), _mm256_load_ps(col + 30 * pos), o0, o1,
-               o2, o3);
-        _mm256_store_ps(tmp[0][c], o0);
-        _mm256_store_ps(tmp[1][c], o1);
-        _mm256_store_ps(tmp[2][c], o2);
-        _mm256_store_ps(tmp[3][c], o3);
+        const __m256 m0 = _mm256_load_ps(col), m1 = _mm256_load_ps(col + 6 * pos), m2 = _mm256_load_ps(col + 12 * pos);
+        const __m256 m3 = _mm256_load_ps(col + 18 * pos), m4 = _mm256_load_ps(col + 24 * pos);
+        const __m256 m5 = _mm256_load_ps(col + 30 * pos);
+        __m256 o[TM];
+        if constexpr (TM == 4) JF_AT6(m0, m1, m2, m3, m4, m5, o[0], o[1], o[2], o[3]);
+        else JF_AT2(m0, m1, m2, m3, m4, m5, o[0], o[1]);
+        for (int r = 0; r < TM; ++r) _mm256_store_ps(tmp[r][c], o[r]);
       }
       const __m256 b = bias ? _mm256_loadu_ps(bias + kb * 8) : _mm256_setzero_ps();
       const int64_t plane = (n * KB + kb) * g.OH * g.OW * 8;
       for (int r = 0; r < rows; ++r) {  // rows: Y = tmp A
-        __m256 o[4];
-        JF_AT6(_mm256_load_ps(tmp[r][0]), _mm256_load_ps(tmp[r][1]), _mm256_load_ps(tmp[r][2]),
-               _mm256_load_ps(tmp[r][3]), _mm256_load_ps(tmp[r][4]), _mm256_load_ps(tmp[r][5]), o[0], o[1], o[2], o[3]);
+        const __m256 m0 = _mm256_load_ps(tmp[r][0]), m1 = _mm256_load_ps(tmp[r][1]), m2 = _mm256_load_ps(tmp[r][2]);
+        const __m256 m3 = _mm256_load_ps(tmp[r][3]), m4 = _mm256_load_ps(tmp[r][4]), m5 = _mm256_load_ps(tmp[r][5]);
+        __m256 o[TM];
+        if constexpr (TM == 4) JF_AT6(m0, m1, m2, m3, m4, m5, o[0], o[1], o[2], o[3]);
+        else JF_AT2(m0, m1, m2, m3, m4, m5, o[0], o[1]);
         for (int c = 0; c < cols; ++c) {
           const int64_t off = plane + ((oh0 + r) * g.OW + ow0 + c) * 8;
           __m256 v = _mm256_add_ps(o[c], b);
@@ -229,55 +248,66 @@ JF_AVX2 void output_transform(const Geometry& g, const float* M, int64_t t0, int
 
 }  // namespace
 
-bool Winograd3x3::supported() {
+bool Winograd::supported() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok;
 }
 
-bool Winograd3x3::preferred() { return own_avx2_kernels(); }
+bool Winograd::preferred() { return own_avx2_kernels(); }
 
-bool Winograd3x3::fits(const Conv2dParams& p) {
-  return p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
-         p.groups == 1 && p.C % 8 == 0 && p.K % 8 == 0 && p.pad_top <= 2 && p.pad_left <= 2 && p.OH > 0 &&
-         p.OW > 0 && p.OH == p.H + p.pad_top + p.pad_bottom - 2 && p.OW == p.W + p.pad_left + p.pad_right - 2;
+bool Winograd::fits(const Conv2dParams& p) {
+  return (p.R == 3 || p.R == 5) && p.S == p.R && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+         p.dil_w == 1 && p.groups == 1 && p.C % 8 == 0 && p.K % 8 == 0 && p.pad_top < p.R && p.pad_left < p.R &&
+         p.OH > 0 && p.OW > 0 && p.OH == p.H + p.pad_top + p.pad_bottom - (p.R - 1) &&
+         p.OW == p.W + p.pad_left + p.pad_right - (p.S - 1);
 }
 
-bool Winograd3x3::worthwhile(const Conv2dParams& p) {
-  const int64_t tiles = p.N * ceil_div(p.OH, 4) * ceil_div(p.OW, 4);
-  // Transformed weights (36 C K floats, 4x the direct kernel's) are read
-  // once per tile block: with few tiles they cost more than the
+bool Winograd::worthwhile(const Conv2dParams& p) {
+  const int64_t m = p.R == 3 ? 4 : 2;
+  const int64_t tiles = p.N * ceil_div(p.OH, m) * ceil_div(p.OW, m);
+  // Transformed weights (36 C K floats, 4x the direct kernel's for 3x3) are
+  // read once per tile block: with few tiles they cost more than the
   // multiplications save (resnet18's 7x7 stage at batch 1: 4 tiles, even).
   return fits(p) && p.C >= 32 && p.K >= 32 && tiles >= 12;
 }
 
-Winograd3x3::Winograd3x3(const Conv2dParams& p) : p_(p) {
-  tiles_h_ = ceil_div(p.OH, 4);
-  tiles_w_ = ceil_div(p.OW, 4);
+Winograd::Winograd(const Conv2dParams& p) : p_(p), m_(p.R == 3 ? 4 : 2) {
+  tiles_h_ = ceil_div(p.OH, m_);
+  tiles_w_ = ceil_div(p.OW, m_);
 }
 
-void Winograd3x3::set_weights(const float* w) {
-  const int64_t C = p_.C, K = p_.K;
+void Winograd::set_weights(const float* w) {
+  const int64_t C = p_.C, K = p_.K, r = p_.R;
   float* u = align64(u_, static_cast<size_t>(kAlpha * C * K));
-  static const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  // G: row i is scale_i (1, p_i, p_i^2, ..., p_i^(r-1)) for the points 0,
+  // 1, -1, 2, -2, and (0, ..., 0, 1) for infinity.
+  static const double pts[5] = {0, 1, -1, 2, -2}, scale[5] = {1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24};
+  double G[6][5] = {};
+  for (int i = 0; i < 5; ++i) {
+    double pw = 1;
+    for (int j = 0; j < r; ++j, pw *= pts[i]) G[i][j] = scale[i] * pw;
+  }
+  G[5][r - 1] = 1;
   for (int64_t k = 0; k < K; ++k) {
     const int64_t k0 = k / 16 * 16, nb = std::min<int64_t>(16, K - k0);
     for (int64_t c = 0; c < C; ++c) {
-      const float* g = w + (k * C + c) * 9;
-      double gg[6][3];  // G g
+      const float* g = w + (k * C + c) * r * r;
+      double gg[6][5] = {};  // G g
       for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+        for (int j = 0; j < r; ++j)
+          for (int l = 0; l < r; ++l) gg[i][j] += G[i][l] * g[l * r + j];
       for (int i = 0; i < 6; ++i)
         for (int j = 0; j < 6; ++j) {  // (G g) G^T
-          const double v = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          double v = 0;
+          for (int l = 0; l < r; ++l) v += gg[i][l] * G[j][l];
           u[(i * 6 + j) * C * K + C * k0 + c * nb + (k - k0)] = static_cast<float>(v);
         }
     }
   }
 }
 
-void Winograd3x3::run(const float* x, float* y, const float* bias, const float* res, float lo, float hi) const {
-  const Geometry g{p_.N, p_.C, p_.H, p_.W, p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_};
+void Winograd::run(const float* x, float* y, const float* bias, const float* res, float lo, float hi) const {
+  const Geometry g{p_.N, p_.C, p_.H, p_.W, p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};
   const int64_t T = g.N * g.th * g.tw;
   const int threads = std::max(1, omp_get_max_threads());
   // Tiles per block: V and M of a block within the L2 budget, but at least
@@ -311,7 +341,8 @@ void Winograd3x3::run(const float* x, float* y, const float* bias, const float* 
         }
       }
     }
-    output_transform(g, M, t0, tb, tbs, y, bias, res, lo, hi);
+    if (g.m == 4) output_transform<4>(g, M, t0, tb, tbs, y, bias, res, lo, hi);
+    else output_transform<2>(g, M, t0, tb, tbs, y, bias, res, lo, hi);
   }
 }
 
