@@ -388,7 +388,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   if (reorder_src_) src_reorder_.execute();
-  if (f_.residual) {
+  if (f_.residual && in_place_ < 0) {  // in place: the destination holds the residual already
     res_user_.set_data_handle(in[res_input_].raw());
     res_reorder_.execute();
   }

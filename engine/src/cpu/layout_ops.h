@@ -102,7 +102,7 @@ class LayoutOp : public Primitive {
   const MemDesc& dst_desc() const { return dst_; }
   // In place: output 0 takes the buffer of input `in_place` (the pass sets
   // it when nothing reads that input afterwards; element-wise and binary
-  // kernels only).
+  // kernels, and a convolution's residual).
   void set_in_place(int input) { in_place_ = input; }
   int aliases_input(int out) const override { return out == 0 ? in_place_ : -1; }
 
@@ -151,6 +151,9 @@ class LayoutConv final : public LayoutOp {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "precision=bf16" when it computes in bfloat16.
   Attrs attributes() const override;
+  // The input holding the residual (-1: none); the pass may give its buffer
+  // to the output (set_in_place), then no copy is made before the sum.
+  int residual_input() const { return res_input_; }
   // Whether oneDNN fuses the depthwise convolution `dw` (with its
   // fusion `fdw`: bias and post-ops only) into the 1x1 convolution `p`
   // (fusion `f`) on nChw8c float32 memory, and the pair is worth it: a
