@@ -138,6 +138,7 @@ class Plan {
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;
+  bool profile_cpu_ = false;  // JOBFLOW_PROFILE=cpu: the process's CPU time, not the wall clock
   bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
   double flops_ = 0;
   std::vector<double> prof_seconds_;  // per step

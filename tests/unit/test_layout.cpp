@@ -19,6 +19,7 @@
 
 #include "compiler.h"
 #include "tensor_compare.h"
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/layout_ops.h"
 
@@ -291,6 +292,274 @@ TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
     flow::cpu::dnnl_stream().wait();
     EXPECT_TRUE(got.equal(want)) << static_cast<int>(t);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Jobflow's Winograd kernels, F(4x4, 3x3) and F(2x2, 5x5) (cpu/winograd.h),
+// against a direct convolution in double precision: odd sizes (partial
+// tiles at the right and bottom edges), pads from 0 to r - 1, batches, a
+// last block of 8 output channels, bias, a residual (separate and in place)
+// and each clamp.
+TEST(Winograd, MatchesTheDirectConvolution) {
+  if (!flow::cpu::Winograd::supported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  struct Case {
+    int64_t r, N, C, K, H, W, pad;
+    bool bias, residual, in_place;
+    float lo, hi;
+  };
+  const float inf = INFINITY;
+  const std::vector<Case> cases = {
+      {3, 1, 8, 8, 4, 4, 1, false, false, false, -inf, inf},  {3, 2, 16, 24, 9, 13, 1, true, false, false, 0.f, inf},
+      {3, 1, 32, 40, 11, 7, 0, true, true, false, -inf, inf}, {3, 3, 8, 16, 6, 5, 2, false, true, true, 0.f, 6.f},
+      {3, 1, 64, 64, 14, 14, 1, true, true, false, 0.f, inf}, {5, 2, 32, 64, 14, 14, 2, true, false, false, 0.f, inf},
+      {5, 1, 8, 16, 9, 6, 4, false, true, true, -inf, inf},   {5, 1, 16, 8, 7, 11, 0, true, true, false, 0.f, 6.f},
+  };
+  for (const Case& c : cases) {
+    const std::string name = std::to_string(c.r) + "x" + std::to_string(c.r) + " N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " K" + std::to_string(c.K) +
+                             " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " pad " + std::to_string(c.pad);
+    const int64_t OH = c.H + 2 * c.pad - (c.r - 1), OW = c.W + 2 * c.pad - (c.r - 1);
+    flow::cpu::Conv2dParams p{c.N, c.C, c.H, c.W, c.K, c.r, c.r, OH, OW, 1, 1, c.pad, c.pad, c.pad, c.pad, 1, 1, 1};
+    ASSERT_TRUE(flow::cpu::Winograd::fits(p)) << name;
+    const Tensor x = random_float32({c.N, c.C, c.H, c.W}, 30), w = random_float32({c.K, c.C, c.r, c.r}, 31, -0.5f, 0.5f);
+    const Tensor b = random_float32({c.K}, 32), r = random_float32({c.N, c.K, OH, OW}, 33, -2.f, 2.f);
+    // nChw8c offsets (channels are multiples of 8).
+    auto blk = [](int64_t C, int64_t H, int64_t W, int64_t n, int64_t ch, int64_t h, int64_t w_) {
+      return (((n * (C / 8) + ch / 8) * H + h) * W + w_) * 8 + ch % 8;
+    };
+    std::vector<float> xb(static_cast<size_t>(x.numel())), yb(static_cast<size_t>(c.N * c.K * OH * OW)), rb(yb.size());
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t ch = 0; ch < c.C; ++ch)
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t q = 0; q < c.W; ++q)
+            xb[blk(c.C, c.H, c.W, n, ch, h, q)] = x.data<float>()[((n * c.C + ch) * c.H + h) * c.W + q];
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k)
+        for (int64_t h = 0; h < OH; ++h)
+          for (int64_t q = 0; q < OW; ++q)
+            rb[blk(c.K, OH, OW, n, k, h, q)] = r.data<float>()[((n * c.K + k) * OH + h) * OW + q];
+    flow::cpu::Winograd wg(p);
+    wg.set_weights(w.data<float>());
+    if (c.in_place) yb = rb;
+    wg.run(xb.data(), yb.data(), c.bias ? b.data<float>() : nullptr,
+           c.residual ? (c.in_place ? yb.data() : rb.data()) : nullptr, c.lo, c.hi);
+    double worst = 0, scale = 1e-30;
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k)
+        for (int64_t h = 0; h < OH; ++h)
+          for (int64_t q = 0; q < OW; ++q) {
+            double s = c.bias ? b.data<float>()[k] : 0.0;
+            for (int64_t ch = 0; ch < c.C; ++ch)
+              for (int64_t i = 0; i < c.r; ++i)
+                for (int64_t j = 0; j < c.r; ++j) {
+                  const int64_t hh = h + i - c.pad, ww = q + j - c.pad;
+                  if (hh < 0 || hh >= c.H || ww < 0 || ww >= c.W) continue;
+                  s += static_cast<double>(x.data<float>()[((n * c.C + ch) * c.H + hh) * c.W + ww]) *
+                       w.data<float>()[((k * c.C + ch) * c.r + i) * c.r + j];
+                }
+            if (c.residual) s += r.data<float>()[((n * c.K + k) * OH + h) * OW + q];
+            s = std::min<double>(std::max<double>(s, c.lo), c.hi);
+            scale = std::max(scale, std::abs(s));
+            worst = std::max(worst, std::abs(s - yb[blk(c.K, OH, OW, n, k, h, q)]));
+          }
+    EXPECT_LE(worst / scale, (c.r == 3 ? 2e-6 : 4e-6) * std::sqrt(static_cast<double>(c.C))) << name;
+    if (c.lo == 0.f) {
+      const float lowest = *std::min_element(yb.begin(), yb.end());
+      EXPECT_EQ(lowest, 0.f) << name;  // relu / relu6 clamped
+    }
+  }
+  // Shapes it does not take.
+  flow::cpu::Conv2dParams s2{1, 8, 8, 8, 8, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_FALSE(flow::cpu::Winograd::fits(s2));  // stride 2
+  flow::cpu::Conv2dParams c12{1, 12, 8, 8, 8, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_FALSE(flow::cpu::Winograd::fits(c12));  // 12 input channels
+}
+
+// A residual block of 3x3 convolutions (batch norm folded, relu, the
+// residual add) big enough for the Winograd kernel: on CPUs where the layout
+// pass prefers it the convolutions run it, and the plan computes what the
+// graph as written computes.
+TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
+  const Tensor x = random_float32({2, 64, 14, 14}, 40);
+  auto r = run_both("wino", x, [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "wino_w0", 64, 3));
+    Blob h = conv(a, "wino_w1", 64, 3);
+    h = flow::nn::batch_normalization(h, var("wino_mean", {64}), var("wino_var", {64}, 0.5f, 1.5f),
+                                      var("wino_off", {64}), var("wino_scale", {64}, 0.5f, 2.f), 1e-5, 1);
+    Blob y = flow::nn::relu(flow::add(conv(flow::clip(h, 0.0, 6.0), "wino_w2", 64, 3), a));
+    return flow::nn::max_pool2d(y, 2, 2);
+  });
+  if (flow::cpu::Winograd::preferred()) {
+    EXPECT_EQ(count(r.ops, "conv2d"), 3) << r.plan;
+    for (const std::string& o : r.ops) {
+      if (o.rfind("conv2d", 0) == 0) {
+        EXPECT_NE(o.find("algo=winograd"), std::string::npos) << o << "\n" << r.plan;
+      }
+    }
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=bn+clip")) << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
+    EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;  // the pooled result only
+  }
+  EXPECT_LE(rel_diff(r.fused, r.ref), 2e-5) << r.plan;
+}
+
+}  // namespace
+
+namespace {
+
+// Jobflow's AVX2 swish (run after oneDNN's convolution instead of its swish
+// post-op) against x / (1 + exp(-x)) in double: the whole float range that
+// matters, odd lengths (the scalar tail), NaN kept.
+TEST(Avx2Kernels, SwishMatchesTheFormula) {
+  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  for (int64_t n : {1, 7, 8, 13, 40000}) {
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) y[i] = -100.f + 200.f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
+    if (n > 8) y[3] = std::nanf("");
+    const std::vector<float> x = y;
+    flow::cpu::swish_inplace(y.data(), n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << i;
+        continue;
+      }
+      const double want = x[i] / (1.0 + std::exp(-static_cast<double>(x[i])));
+      if (std::abs(want) < 1e-30) {  // x below -70: relative to nothing, near 0
+        EXPECT_LT(std::abs(y[i]), 1e-30) << x[i];
+      } else {
+        worst = std::max(worst, std::abs(y[i] - want) / std::abs(want));
+      }
+    }
+    EXPECT_LT(worst, 1e-6) << n;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Jobflow's nChw8c pooling (max, average over the window's elements inside
+// the input, global average) against a direct loop: pads, strides, windows
+// cut by the edges, a padded channel block.
+TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
+  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  struct Case {
+    int64_t N, C, H, W, kh, kw, s, pad, OH, OW;
+  };
+  const std::vector<Case> cases = {
+      {1, 16, 12, 12, 3, 3, 2, 1, 6, 6},  // resnet's max pool
+      {2, 12, 7, 9, 2, 2, 2, 0, 3, 4},    // 12 channels: a padded block
+      {1, 8, 5, 5, 3, 3, 1, 1, 5, 5},     // every window cut at the border
+      {3, 24, 7, 7, 7, 7, 1, 0, 1, 1},    // global average pool
+      {1, 8, 6, 6, 3, 3, 2, 0, 3, 3},     // the last window past the edge (ceil mode)
+  };
+  for (const Case& c : cases) {
+    const int64_t CB = (c.C + 7) / 8;
+    const Tensor x = random_float32({c.N, CB * 8, c.H, c.W}, 50, -3.f, 3.f);  // already nChw8c-shaped storage
+    for (bool max : {true, false}) {
+      const std::string name = (max ? "max " : "avg ") + std::to_string(c.H) + "x" + std::to_string(c.W) + " k" +
+                               std::to_string(c.kh) + " s" + std::to_string(c.s) + " pad " + std::to_string(c.pad);
+      flow::cpu::Pool8cParams p{c.N, CB, c.H, c.W, c.OH, c.OW, c.kh, c.kw, c.s, c.s, c.pad, c.pad, max};
+      std::vector<float> y(static_cast<size_t>(c.N * CB * c.OH * c.OW * 8), 12345.f);
+      flow::cpu::pool_nchw8c(p, x.data<float>(), y.data());
+      double worst = 0;
+      for (int64_t q = 0; q < c.N * CB; ++q)
+        for (int64_t oh = 0; oh < c.OH; ++oh)
+          for (int64_t ow = 0; ow < c.OW; ++ow)
+            for (int64_t l = 0; l < 8; ++l) {
+              double acc = max ? -INFINITY : 0.0;
+              int64_t n = 0;
+              for (int64_t i = 0; i < c.kh; ++i)
+                for (int64_t j = 0; j < c.kw; ++j) {
+                  const int64_t h = oh * c.s - c.pad + i, w = ow * c.s - c.pad + j;
+                  if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+                  const double v = x.data<float>()[((q * c.H + h) * c.W + w) * 8 + l];
+                  acc = max ? std::max(acc, v) : acc + v;
+                  ++n;
+                }
+              if (!max) acc /= static_cast<double>(n);
+              worst = std::max(worst, std::abs(acc - y[((q * c.OH + oh) * c.OW + ow) * 8 + l]));
+            }
+      EXPECT_LE(worst, max ? 0.0 : 1e-6) << name;
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// An inverted residual's expansion (1x1 + relu6) and its stride-2
+// depthwise convolution (3x3 or 5x5, + relu6, bias) become one node: the
+// depthwise one as oneDNN's "dw" post-op. Not with a stride-1 depthwise
+// convolution (no gain measured), nor when the depthwise output is returned.
+// (oneDNN 2.6 fuses on AVX2 from about 56x56; below it offers only a
+// "ref_fused" sequence of the two kernels, which the pass leaves alone.)
+TEST_F(Layout, ExpansionAndStride2DepthwiseFuse) {
+  const Tensor x = random_float32({2, 16, 56, 55}, 60);
+  for (int64_t k : {3, 5}) {
+    for (int64_t stride : {2, 1}) {
+      const std::string n = "k" + std::to_string(k) + "s" + std::to_string(stride);
+      auto r = run_both("dwf_" + n, x, [&](Blob b) {
+        Blob e = flow::clip(conv(b, "dwf_e_" + n, 48, 1), 0.0, 6.0);
+        const int64_t p = k / 2;
+        Blob d = flow::nn::conv2d(e, var("dwf_d_" + n, {48, 1, k, k}), stride, std::vector<int64_t>{p, p, p, p}, 1, 48);
+        d = flow::clip(flow::nn::bias_add(d, var("dwf_db_" + n, {48}), 1), 0.0, 6.0);
+        return conv(d, "dwf_p_" + n, 24, 1);
+      });
+      if (flow::cpu::own_avx2_kernels()) {  // oneDNN's AVX2 1x1 kernel fuses it
+        EXPECT_EQ(count(r.ops, "conv2d"), stride == 2 ? 2 : 3) << n << "\n" << r.plan;
+        EXPECT_EQ(any_has(r.ops, "conv2d", "fused=clip+dw+clip"), stride == 2) << n << "\n" << r.plan;
+      }
+      EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+    }
+  }
+  // The depthwise output returned: two convolutions as written.
+  auto define = [&](bool fusion) {
+    return flow::global_function(flow::Predict, flow::function_config().name(fusion ? "dwr" : "dwr_ref").enable_fusion(fusion),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                   Blob e = flow::nn::relu(conv(b, "dwr_e", 32, 1));
+                                   Blob d = flow::nn::conv2d(e, var("dwr_d", {32, 1, 3, 3}), 2,
+                                                             std::vector<int64_t>{1, 1, 1, 1}, 1, 32);
+                                   return {d, conv(flow::nn::relu(d), "dwr_p", 8, 1)};
+                                 });
+  };
+  auto f = define(true), rf = define(false);
+  auto [d1, y1] = f(x);
+  auto [d2, y2] = rf(x);
+  EXPECT_FALSE(any_has(f.compiled()->plan().op_sequence(), "conv2d", "+dw")) << f.compiled()->describe();
+  EXPECT_LE(rel_diff(d1, d2), 1e-5);
+  EXPECT_LE(rel_diff(y1, y2), 1e-5);
+}
+
+}  // namespace
+
+namespace {
+
+// Two residual blocks: each block's input is read by its first convolution
+// and then by the add fused into its last one, which therefore writes into
+// the residual's buffer (no copy of the residual before oneDNN's sum); a
+// residual still read later keeps its buffer.
+TEST_F(Layout, ResidualSumWritesIntoTheResidualsBuffer) {
+  const Tensor x = random_float32({2, 16, 10, 10}, 80);
+  auto r = run_both("inplace_sum", x, [](Blob b) {
+    Blob a = flow::nn::relu(conv(b, "ips_w0", 16, 3));
+    Blob h = flow::nn::relu(conv(a, "ips_w1", 16, 3));
+    Blob b2 = flow::nn::relu(flow::add(conv(h, "ips_w2", 16, 3), a));
+    Blob h2 = flow::nn::relu(conv(b2, "ips_w3", 16, 3));
+    Blob y = flow::nn::relu(flow::add(conv(h2, "ips_w4", 16, 3), b2));
+    Blob z = flow::nn::relu(flow::add(conv(y, "ips_w5", 16, 3), y));  // y read by the pool below too
+    return flow::add(flow::nn::max_pool2d(z, 2, 2), flow::nn::max_pool2d(y, 2, 2));
+  });
+  int in_place_sums = 0;
+  for (const std::string& o : r.ops)
+    if (o.rfind("conv2d", 0) == 0 && o.find("fused=sum") != std::string::npos && o.find("in_place=1") != std::string::npos)
+      ++in_place_sums;
+  EXPECT_EQ(in_place_sums, 2) << r.plan;
+  EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
 }
 
 }  // namespace

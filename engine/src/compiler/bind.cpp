@@ -153,6 +153,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   }
   const char* prof = std::getenv("JOBFLOW_PROFILE");
   plan->profile_ = prof && *prof && std::string(prof) != "0";
+  plan->profile_cpu_ = plan->profile_ && std::string(prof) == "cpu";
   plan->prof_seconds_.assign(plan->steps_.size(), 0.0);
   return plan;
 }

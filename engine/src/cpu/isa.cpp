@@ -39,6 +39,8 @@ bool bf16_usable(const std::string& job) {
   return false;
 }
 
+bool avx2_at_most() { return !has(dnnl_cpu_isa_avx512_core); }
+
 const char* isa_name() {
   if (has(dnnl_cpu_isa_avx512_core_amx)) return "avx512_core_amx";
   if (has(dnnl_cpu_isa_avx512_core_bf16)) return "avx512_core_bf16";

@@ -15,6 +15,9 @@ Bf16Support bf16_support();
 // AVX512_BF16; otherwise prints a one-line notice to stderr (once per job
 // name) and returns false: the job runs in float32.
 bool bf16_usable(const std::string& job);
+// Whether oneDNN's kernels here are AVX2 at most (no AVX-512): where Jobflow's
+// own AVX2 kernels (cpu/winograd.h) beat them.
+bool avx2_at_most();
 // oneDNN's effective ISA, as its own short name ("avx512_core_bf16").
 const char* isa_name();
 // The same in words, with the bf16 support ("AVX-512 with bfloat16 dot

@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "session_internal.h"
 
@@ -146,7 +147,61 @@ std::string ConvFusion::text() const {
   if (bn) add("bn");
   if (residual) add("sum");
   for (const auto& e : post) add(alg_name(e.alg));
+  if (dw) {
+    add("dw");
+    for (const auto& e : dw_post) add(alg_name(e.alg));
+  }
   return s;
+}
+
+namespace {
+
+// The post-ops of f: the residual sum, the eltwise steps (less a last swish
+// when `skip_last`), then the fused depthwise convolution and its steps.
+dnnl::post_ops post_ops_of(const ConvFusion& f, bool skip_last) {
+  dnnl::post_ops po;
+  if (f.residual) po.append_sum(1.f);
+  for (size_t i = 0; i + (skip_last ? 1 : 0) < f.post.size(); ++i)
+    po.append_eltwise(1.f, f.post[i].alg, f.post[i].alpha, f.post[i].beta);
+  if (f.dw) {
+    po.append_dw(dt::f32, dt::f32, dt::f32, f.dw_p.R, f.dw_p.stride_h, f.dw_p.pad_top, 0, {});
+    for (const auto& e : f.dw_post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+  }
+  return po;
+}
+
+}  // namespace
+
+bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
+                                 const ConvFusion& fdw) {
+  if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.pad_top || p.pad_left ||
+      p.pad_bottom || p.pad_right || f.residual || f.dw)
+    return false;
+  if (dw.groups != dw.C || dw.K != dw.C || dw.C != p.K || dw.N != p.N || dw.H != p.OH || dw.W != p.OW ||
+      dw.R != dw.S || (dw.R != 3 && dw.R != 5) || dw.stride_h != 2 || dw.stride_w != 2 || dw.dil_h != 1 ||
+      dw.dil_w != 1 || dw.pad_top != dw.R / 2 || dw.pad_left != dw.R / 2 || dw.OH != (dw.H + 1) / 2 ||
+      dw.OW != (dw.W + 1) / 2 || fdw.bn || fdw.residual || fdw.dw)
+    return false;
+  auto swish = [](const std::vector<EltwiseStep>& post) {
+    return std::any_of(post.begin(), post.end(), [](const EltwiseStep& e) { return e.alg == dnnl::algorithm::eltwise_swish; });
+  };
+  if (swish(f.post) || swish(fdw.post)) return false;  // oneDNN's swish is the slow part (cpu/avx2_kernels.h)
+  ConvFusion both = f;
+  both.dw = true;
+  both.dw_p = dw;
+  both.dw_post = fdw.post;
+  try {
+    const MemDesc src({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b), dst({p.N, p.K, p.OH, p.OW}, dt::f32, tag::aBcd8b);
+    const MemDesc wei({p.K, p.C, 1, 1}, dt::f32, tag::any), bias({p.K}, dt::f32, tag::a);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                      wei, bias, dst, {1, 1}, {0, 0}, {0, 0});
+    dnnl::primitive_attr attr = scratch_attr();
+    attr.set_post_ops(post_ops_of(both, false));
+    dnnl::convolution_forward::primitive_desc pd(d, attr, dnnl_engine());
+    return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
 std::string LayoutConv::fused() const {
@@ -166,26 +221,63 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
                                         : memory::dims{p.groups, p.K / p.groups, p.C / p.groups, p.R, p.S};
   user_w_md_ = MemDesc(wd, dt::f32, p.groups == 1 ? tag::oihw : tag::goihw);
-  const bool has_bias = f_.bias || f_.bn;
+  // oneDNN 2.6's AVX2 1x1 kernel with a fused depthwise convolution reads
+  // a bias whether or not there is one (no bias: a null-pointer read), so
+  // that case gets a zero bias.
+  const bool has_bias = f_.bias || f_.bn || f_.dw;
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
-  const MemDesc dst_md = plain_dst ? MemDesc(dd, dt::f32, tag::nchw) : MemDesc(dd, compute, tag::any);
+  if (f_.residual) res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  versions_.assign(sources_.size(), 0);
+  if (compute == dt::f32 && !plain_dst && Winograd::preferred() && Winograd::worthwhile(p)) {
+    // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
+    // a residual in its own format (nChw8c), at most one clamp.
+    const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
+    float lo = -INFINITY, hi = INFINITY;
+    bool ok = (!f_.residual || *res_md == blocked) && f_.post.size() <= 1;
+    for (const EltwiseStep& e : f_.post) {
+      if (e.alg == dnnl::algorithm::eltwise_relu && e.alpha == 0.f) lo = 0.f;
+      else if (e.alg == dnnl::algorithm::eltwise_clip) lo = e.alpha, hi = e.beta;
+      else ok = false;
+    }
+    if (ok) {
+      wino_ = std::make_unique<Winograd>(p);
+      impl_ = p.R == 3 ? "winograd_4x4_3x3:avx2" : "winograd_2x2_5x5:avx2";
+      lo_ = lo, hi_ = hi;
+      dst_ = blocked;
+      src_user_ = user_mem(src_md);
+      reorder_src_ = src_md != src_blocked;
+      if (reorder_src_) {
+        src_prim_ = memory(src_blocked, eng);
+        src_reorder_.init_reorder(src_user_, src_prim_);
+      }
+      if (has_bias) bias_ = memory(bias_md, eng);
+      return;
+    }
+  }
+  // With a fused depthwise convolution the formats are fixed (as
+  // fuses_depthwise() checked them): the descriptor's destination is the
+  // 1x1's, the primitive's the depthwise one's.
+  const MemDesc dst_md = f_.dw      ? MemDesc(dd, dt::f32, tag::aBcd8b)
+                         : plain_dst ? MemDesc(dd, dt::f32, tag::nchw)
+                                     : MemDesc(dd, compute, tag::any);
+  const MemDesc src_any_or_fixed = f_.dw ? MemDesc(sd, dt::f32, tag::aBcd8b) : src_any;
   using cf = dnnl::convolution_forward;
   const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1}, pl{p.pad_top, p.pad_left},
       pr{p.pad_bottom, p.pad_right};
-  cf::desc d = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
-                                   wei_any, bias_md, dst_md, strides, dil, pl, pr)
-                        : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
-                                   wei_any, dst_md, strides, dil, pl, pr);
+  cf::desc d = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                   src_any_or_fixed, wei_any, bias_md, dst_md, strides, dil, pl, pr)
+                        : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                   src_any_or_fixed, wei_any, dst_md, strides, dil, pl, pr);
   dnnl::primitive_attr attr = scratch_attr();
-  dnnl::post_ops po;
-  if (f_.residual) po.append_sum(1.f);
-  for (const auto& e : f_.post) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
-  attr.set_post_ops(po);
+  swish_after_ = compute == dt::f32 && !f_.dw && !f_.post.empty() &&
+                 f_.post.back().alg == dnnl::algorithm::eltwise_swish && f_.post.back().alpha == 1.f &&
+                 own_avx2_kernels();
+  attr.set_post_ops(post_ops_of(f_, swish_after_));
   cf::primitive_desc pd(d, attr, eng);
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
   // The formats are chosen now; the primitive is built on the worker.
-  const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = pd.dst_desc();
+  const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = f_.dw ? dst_md : pd.dst_desc();
   cf::desc fixed = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
                                        wei_f, bias_md, dst_f, strides, dil, pl, pr)
                             : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
@@ -203,12 +295,19 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   if (f_.residual) {
     res_user_ = user_mem(*res_md);
     res_reorder_.init_reorder(res_user_, dst_mem_);
-    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
   }
   std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
                                        {DNNL_ARG_WEIGHTS, wei_.get()},
                                        {DNNL_ARG_DST, dst_mem_.get()}};
   if (has_bias) args.push_back({DNNL_ARG_BIAS, bias_.get()});
+  if (has_bias && !f_.bias && !f_.bn) std::memset(bias_.get_data_handle(), 0, sizeof(float) * p.K);
+  if (f_.dw) {
+    dw_wei_ = memory(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS), eng);
+    dw_bias_ = memory(MemDesc({p.K}, dt::f32, tag::a), eng);
+    std::memset(dw_bias_.get_data_handle(), 0, sizeof(float) * p.K);
+    args.push_back({DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, dw_wei_.get()});
+    args.push_back({DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, dw_bias_.get()});
+  }
   conv_.init(
       [fixed, attr](MemDesc* sp) {
         cf::primitive_desc p(fixed, attr, dnnl_engine());
@@ -216,12 +315,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
         return dnnl::primitive(cf(p));
       },
       std::move(args));
-  versions_.assign(sources_.size(), 0);
 }
 
 Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
+  if (wino_) a.push_back({"algo", std::string("winograd")});
   return a;
 }
 
@@ -253,23 +352,49 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
   } else if (b) {
     std::memcpy(bias, b, sizeof(float) * K);
   }
-  memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
-  dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
-  dnnl_stream().wait();
+  if (f_.dw) {  // the depthwise convolution's weights (K, 1, R, S) and bias
+    const Conv2dParams& q = f_.dw_p;
+    memory user(MemDesc({q.K, 1, 1, q.R, q.S}, dt::f32, tag::goihw), dnnl_engine(), in[next++].raw());
+    dnnl::reorder(user, dw_wei_).execute(dnnl_stream(), user, dw_wei_);
+    dnnl_stream().wait();
+    if (f_.dw_bias) std::memcpy(dw_bias_.get_data_handle(), in[next++].raw(), sizeof(float) * q.K);
+  }
+  if (wino_) {
+    wino_->set_weights(w);
+  } else {
+    memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
+    dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
+    dnnl_stream().wait();
+  }
   prepared_ = true;
 }
 
 void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   prepare(in);
+  if (wino_) {
+    const void* x = in[0].raw();
+    if (reorder_src_) {
+      src_user_.set_data_handle(in[0].raw());
+      src_reorder_.execute();
+      dnnl_stream().wait();
+      x = src_prim_.get_data_handle();
+    }
+    // The residual is read where it is (no copy into the destination first).
+    wino_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()),
+               bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
+               f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_);
+    return;
+  }
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   if (reorder_src_) src_reorder_.execute();
-  if (f_.residual) {
+  if (f_.residual && in_place_ < 0) {  // in place: the destination holds the residual already
     res_user_.set_data_handle(in[res_input_].raw());
     res_reorder_.execute();
   }
   conv_.execute();
   dnnl_stream().wait();
+  if (swish_after_) swish_inplace(static_cast<float*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(float)));
 }
 
 // ---------------------------------------------------------------- matmul
@@ -357,6 +482,14 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
   const dnnl::algorithm alg = p.kind == PoolKind::Max            ? dnnl::algorithm::pooling_max
                               : p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
                                                                   : dnnl::algorithm::pooling_avg_exclude_padding;
+  if (own_avx2_kernels() && p.kind != PoolKind::AvgIncludePad &&
+      src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) {
+    own_ = true;
+    own_p_ = {p.N, (p.C + 7) / 8, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left,
+              p.kind == PoolKind::Max};
+    dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::aBcd8b);
+    return;
+  }
   const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
@@ -376,6 +509,10 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
 }
 
 void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
+  if (own_) {
+    pool_nchw8c(own_p_, static_cast<const float*>(in[0].raw()), static_cast<float*>(out[0].raw()));
+    return;
+  }
   src_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   prim_.execute();

@@ -12,7 +12,12 @@
 //                  clip, logistic, swish, hardswish, linear). Its weights
 //                  (and the folded bias) are reordered into the primitive's
 //                  format once and again only when a variable they come
-//                  from changes (VariableEntry::version);
+//                  from changes (VariableEntry::version). On CPUs whose
+//                  oneDNN kernels are AVX2 at most, float32 3x3 and 5x5
+//                  stride-1 convolutions with enough tiles run Jobflow's own
+//                  Winograd kernel (cpu/winograd.h; "algo=winograd"),
+//                  and a last swish post-op runs Jobflow's AVX2 loop after
+//                  the convolution (cpu/avx2_kernels.h);
 //   LayoutPool     max/average pooling, and global average pooling (a mean
 //                  over H and W with keepdims);
 //   LayoutEltwise  relu, clip, logistic on a blocked blob;
@@ -35,7 +40,9 @@
 #include <string>
 #include <vector>
 
+#include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_kernels.h"
+#include "cpu/winograd.h"
 #include "jobflow/primitive.h"
 
 namespace jobflow::internal {
@@ -95,7 +102,7 @@ class LayoutOp : public Primitive {
   const MemDesc& dst_desc() const { return dst_; }
   // In place: output 0 takes the buffer of input `in_place` (the pass sets
   // it when nothing reads that input afterwards; element-wise and binary
-  // kernels only).
+  // kernels, and a convolution's residual).
   void set_in_place(int input) { in_place_ = input; }
   int aliases_input(int out) const override { return out == 0 ? in_place_ : -1; }
 
@@ -114,13 +121,20 @@ struct EltwiseStep {
 
 // What a LayoutConv computes besides the convolution, in this order: bias,
 // batch norm (folded into the weights and bias), + residual, then `post`.
+// A 1x1 convolution may also take the depthwise convolution that alone
+// reads its output (oneDNN's post-op "dw": the expanded tensor between them
+// is never written out), with that one's bias and element-wise post-ops
+// (`dw_post`); its weights (and bias) are inputs after the 1x1's.
 struct ConvFusion {
   bool bias = false;
   bool bn = false, bn_offset = false, bn_scale = false;
   double bn_eps = 0.0;
   bool residual = false;
   std::vector<EltwiseStep> post;
-  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original
+  bool dw = false, dw_bias = false;
+  Conv2dParams dw_p{};
+  std::vector<EltwiseStep> dw_post;
+  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"
 };
 
 class LayoutConv final : public LayoutOp {
@@ -137,7 +151,19 @@ class LayoutConv final : public LayoutOp {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "precision=bf16" when it computes in bfloat16.
   Attrs attributes() const override;
-  // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16").
+  // The input holding the residual (-1: none); the pass may give its buffer
+  // to the output (set_in_place), then no copy is made before the sum.
+  int residual_input() const { return res_input_; }
+  // Whether oneDNN fuses the depthwise convolution `dw` (with its
+  // fusion `fdw`: bias and post-ops only) into the 1x1 convolution `p`
+  // (fusion `f`) on nChw8c float32 memory, and the pair is worth it: a
+  // stride-2 3x3 or 5x5 depthwise convolution (measured on the 2-core
+  // Zen 3, one thread, mobilenet_v2 at batch 8: 16 -> 96 channels at
+  // 112x112 then the stride-2 depthwise 9.2 -> 6.1 ms; with stride 1 the
+  // fused kernel was 0-10% slower).
+  static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
+  // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16"),
+  // or "winograd_4x4_3x3:avx2" / "winograd_2x2_5x5:avx2" for Jobflow's own.
   const std::string& impl() const { return impl_; }
 
  protected:
@@ -155,11 +181,19 @@ class LayoutConv final : public LayoutOp {
   PerThreadCount conv_;
   MemDesc user_w_md_;
   mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
+  mutable dnnl::memory dw_wei_, dw_bias_;  // the fused depthwise convolution's
   PerThreadCount src_reorder_, res_reorder_;
   bool reorder_src_ = false;
   mutable bool prepared_ = false;
   mutable std::vector<uint64_t> versions_;
   mutable std::vector<float> folded_w_;
+  // Jobflow's Winograd kernel instead of oneDNN's (null: oneDNN), with the
+  // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
+  std::unique_ptr<Winograd> wino_;
+  float lo_ = 0.f, hi_ = 0.f;
+  // A last swish post-op run by cpu::swish_inplace after oneDNN's
+  // convolution instead of inside it (cpu/avx2_kernels.h).
+  bool swish_after_ = false;
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
@@ -191,11 +225,16 @@ class LayoutPool final : public LayoutOp {
  public:
   // Max or average pooling of x (format `src_md`); a global average pool is
   // an average with the whole plane as its window.
+  // Max and average (excluding pads) pooling of nChw8c float32 on CPUs
+  // whose oneDNN kernels are AVX2 at most run Jobflow's own loop
+  // (cpu::pool_nchw8c), oneDNN's otherwise.
   LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
              const MemDesc& src_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
 
  private:
+  bool own_ = false;
+  Pool8cParams own_p_{};
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };

@@ -1,0 +1,90 @@
+// cpu/avx2_kernels.cpp — see avx2_kernels.h.
+#include "cpu/avx2_kernels.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/isa.h"
+
+namespace jobflow::cpu {
+
+bool own_avx2_kernels() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && avx2_at_most();
+  return ok;
+}
+
+namespace {
+
+__attribute__((target("avx2,fma"))) void swish_span(float* y, int64_t n) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504f), ln2 = _mm256_set1_ps(0.693147181f);
+  const __m256 one = _mm256_set1_ps(1.f), lo = _mm256_set1_ps(-87.f), hi = _mm256_set1_ps(87.f);
+  const __m256 c2 = _mm256_set1_ps(1.f / 2), c3 = _mm256_set1_ps(1.f / 6), c4 = _mm256_set1_ps(1.f / 24);
+  const __m256 c5 = _mm256_set1_ps(1.f / 120), c6 = _mm256_set1_ps(1.f / 720);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(y + i);
+    // e = exp(t), t = -x clamped to +-87 (exp stays finite; NaN -> lo,
+    // and x / (1 + e) keeps the NaN of x).
+    const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), lo), hi);
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(k, ln2, t);
+    __m256 q = _mm256_fmadd_ps(c6, r, c5);
+    q = _mm256_fmadd_ps(q, r, c4);
+    q = _mm256_fmadd_ps(q, r, c3);
+    q = _mm256_fmadd_ps(q, r, c2);
+    q = _mm256_fmadd_ps(q, r, one);
+    q = _mm256_fmadd_ps(q, r, one);
+    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    const __m256 e = _mm256_mul_ps(q, _mm256_castsi256_ps(scale));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(x, _mm256_add_ps(one, e)));
+  }
+  for (; i < n; ++i) y[i] = y[i] / (1.f + std::exp(-y[i]));
+}
+
+__attribute__((target("avx2,fma"))) void pool_row(const Pool8cParams& p, const float* x, float* y, int64_t oh) {
+  const int64_t h0 = oh * p.sh - p.pad_top, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+  for (int64_t ow = 0; ow < p.OW; ++ow) {
+    const int64_t w0 = ow * p.sw - p.pad_left, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
+    __m256 acc = p.max ? _mm256_set1_ps(-INFINITY) : _mm256_setzero_ps();
+    for (int64_t h = h_lo; h < h_hi; ++h) {
+      const float* row = x + (h * p.W) * 8;
+      if (p.max) {
+        for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_max_ps(acc, _mm256_loadu_ps(row + w * 8));
+      } else {
+        for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_add_ps(acc, _mm256_loadu_ps(row + w * 8));
+      }
+    }
+    if (!p.max) {
+      const int64_t n = std::max<int64_t>(1, (h_hi - h_lo) * (w_hi - w_lo));
+      acc = _mm256_mul_ps(acc, _mm256_set1_ps(1.f / static_cast<float>(n)));
+    }
+    _mm256_storeu_ps(y + (oh * p.OW + ow) * 8, acc);
+  }
+}
+
+}  // namespace
+
+void pool_nchw8c(const Pool8cParams& p, const float* x, float* y) {
+  const int64_t planes = p.N * p.CB, in_plane = p.H * p.W * 8, out_plane = p.OH * p.OW * 8;
+  const int64_t work = planes * p.OH * p.OW * p.kh * p.kw;
+#pragma omp parallel for collapse(2) schedule(static) if (work > 65536 && omp_get_max_threads() > 1)
+  for (int64_t q = 0; q < planes; ++q)
+    for (int64_t oh = 0; oh < p.OH; ++oh) pool_row(p, x + q * in_plane, y + q * out_plane, oh);
+}
+
+void swish_inplace(float* y, int64_t n) {
+  // Chunks of 16 KiB floats: below that one thread does it all.
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1 || omp_get_max_threads() == 1) {
+    swish_span(y, n);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) swish_span(y + c * kChunk, std::min(kChunk, n - c * kChunk));
+}
+
+}  // namespace jobflow::cpu
