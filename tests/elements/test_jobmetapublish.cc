@@ -440,7 +440,11 @@ class Subscriber {
   }
   ~Subscriber() {
     mosquitto_disconnect(m_);
-    mosquitto_loop_stop(m_, true);
+    /* Not force=true: that cancels the loop's thread, maybe while it holds
+     * the client's mutex, which mosquitto_destroy then destroys locked
+     * (ThreadSanitizer reported it). After the disconnect the loop ends by
+     * itself. */
+    mosquitto_loop_stop(m_, false);
     mosquitto_destroy(m_);
   }
   bool wait_subscribed() {
