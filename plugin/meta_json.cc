@@ -36,6 +36,7 @@ void add_value(JsonArray* a, const guint8* p, jobflow::DType t) {
   switch (t) {
     case jobflow::DType::Int8: json_array_add_int_element(a, static_cast<gint8>(*p)); break;
     case jobflow::DType::UInt8: json_array_add_int_element(a, *p); break;
+    case jobflow::DType::Bool: json_array_add_boolean_element(a, *p != 0); break;
     case jobflow::DType::Int32: { gint32 v; std::memcpy(&v, p, 4); json_array_add_int_element(a, v); break; }
     case jobflow::DType::Int64: { gint64 v; std::memcpy(&v, p, 8); json_array_add_int_element(a, v); break; }
     case jobflow::DType::Float32: { float v; std::memcpy(&v, p, 4); json_array_add_double_element(a, short_double(v)); break; }

@@ -160,6 +160,7 @@ class Harness {
         case DType::Int64: v.data<int64_t>()[i] = std::llround(x); break;
         case DType::Int8: v.data<int8_t>()[i] = static_cast<int8_t>(std::lround(x)); break;
         case DType::UInt8: v.data<uint8_t>()[i] = static_cast<uint8_t>(std::lround(x)); break;
+        case DType::Bool: v.data<uint8_t>()[i] = x > 0; break;
       }
     }
     return v;
