@@ -36,10 +36,10 @@ if command -v ccache >/dev/null && [[ -z ${CCACHE_DIR:-} ]]; then
   CCACHE_DIR=$(ccache -k cache_dir) && export CCACHE_DIR
 fi
 
-echo "== dpkg-buildpackage -us -uc -b (nocheck) in $work/jobflow"
+echo "== dpkg-buildpackage -us -uc -b (nocheck noopt: packaging is checked, not speed) in $work/jobflow"
 start=$SECONDS
 (cd "$work/jobflow" &&
-   DEB_BUILD_OPTIONS="nocheck parallel=2" DEB_BUILD_PROFILES=nocheck dpkg-buildpackage -us -uc -b) \
+   DEB_BUILD_OPTIONS="nocheck noopt parallel=2" DEB_BUILD_PROFILES=nocheck dpkg-buildpackage -us -uc -b) \
   >"$work/build.log" 2>&1 || { tail -60 "$work/build.log"; fail "dpkg-buildpackage failed (log: $work/build.log)"; }
 echo "built in $((SECONDS - start)) s"
 
