@@ -21,7 +21,8 @@
 // and, as case ball_x4_mem, the order fed by four appsrcs with the
 // ball pattern's frames drawn once beforehand (64 frames, cycled), as the
 // engine's side starts from frames in memory: the pipeline without
-// videotestsrc's drawing (about 0.9 ms a frame on the 2-core machine).
+// videotestsrc's drawing (1.6 ms of CPU a frame on the 2-core machine,
+// docs/performance.md).
 //
 // frames/s = 4 N frames / seconds from PLAYING to EOS (every frame counted
 // at its fakesink). The same job through the engine alone (onnx::load, then
