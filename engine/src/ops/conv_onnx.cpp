@@ -158,19 +158,25 @@ Blob minus_zero_point(Importer& I, Blob a, int zp_input, int rank) {
   return sub(f, reshape(zf, s));
 }
 
+// The forms ConvInteger and QLinearConv share: 8-bit x and w, and a kernel
+// short enough that the float32 convolution's sums stay exact integers.
+void check_integer_conv(Importer& I, const char* op, const Blob& x, const Blob& w) {
+  for (const Blob& b : {x, w})
+    if (b.dtype() != DType::UInt8 && b.dtype() != DType::Int8)
+      I.unsupported(std::string(op) + "(" + dtype_name(b.dtype()) + ")");
+  const Shape ws = w.shape();
+  I.need_static(ws);
+  const int64_t terms = numel(Shape(ws.begin() + 1, ws.end()));
+  if (terms > (int64_t(1) << 24) / (255 * 255)) I.unsupported(std::string(op) + "(sums of more than 258 products)");
+}
+
 // ConvInteger: the convolution of (x - x_zero_point) and (w -
 // w_zero_point) as int32. The float32 convolution computes it exactly while
 // no sum can leave float32's integers (|sum| < 2^24), which the load checks
 // from the kernel's size.
 void op_conv_integer(Importer& I) {
   Blob x = I.in(0), w = I.in(1);
-  for (const Blob& b : {x, w})
-    if (b.dtype() != DType::UInt8 && b.dtype() != DType::Int8)
-      I.unsupported("ConvInteger(" + std::string(dtype_name(b.dtype())) + ")");
-  const Shape ws = w.shape();
-  I.need_static(ws);
-  const int64_t terms = numel(Shape(ws.begin() + 1, ws.end()));
-  if (terms > (int64_t(1) << 24) / (255 * 255)) I.unsupported("ConvInteger(sums of more than 258 products)");
+  check_integer_conv(I, "ConvInteger", x, w);
   Blob xf = minus_zero_point(I, x, 2, x.ndim()), wf = minus_zero_point(I, w, 3, w.ndim());
   I.out(0, cast(conv_of(I, xf, wf), DType::Int32));
 }
@@ -180,13 +186,7 @@ void op_conv_integer(Importer& I) {
 // w_scale and w_zp may be per output channel.
 void op_qlinear_conv(Importer& I) {
   Blob x = I.in(0), w = I.in(3);
-  for (const Blob& b : {x, w})
-    if (b.dtype() != DType::UInt8 && b.dtype() != DType::Int8)
-      I.unsupported("QLinearConv(" + std::string(dtype_name(b.dtype())) + ")");
-  const Shape ws = w.shape();
-  I.need_static(ws);
-  const int64_t terms = numel(Shape(ws.begin() + 1, ws.end()));
-  if (terms > (int64_t(1) << 24) / (255 * 255)) I.unsupported("QLinearConv(sums of more than 258 products)");
+  check_integer_conv(I, "QLinearConv", x, w);
   Blob xf = minus_zero_point(I, x, 2, x.ndim()), wf = minus_zero_point(I, w, 5, w.ndim());
   Blob y = conv_of(I, xf, wf);
   if (I.has(8)) y = nn::bias_add(y, cast(I.in(8), DType::Float32), 1);
