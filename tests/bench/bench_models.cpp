@@ -130,7 +130,7 @@ int main(int argc, char** argv) try {
     const flow::Signature& sig = job->signature();
     std::vector<flow::Tensor> in;
     std::mt19937 rng(0);
-    std::normal_distribution<float> normal(0.f, 1.f);
+    std::uniform_real_distribution<float> normal(0.f, 1.f);
     for (const auto& s : sig.inputs) {
       flow::Tensor t(s.shape, s.dtype);
       float* p = t.data<float>();

@@ -209,6 +209,35 @@ TEST_F(Layout, PreparedWeightsFollowTheirVariables) {
   EXPECT_LE(rel_diff(f(x), stepped), 1e-5);
 }
 
+// A weight seen through Identity nodes (torch.onnx.export writes one where
+// layers share a weight) is still a variable's: prepared once per version,
+// not at every call, and still following the variable.
+TEST_F(Layout, WeightsThroughIdentityArePreparedOncePerVersion) {
+  const Tensor x = random_float32({2, 4, 6, 6}, 11);
+  auto body = [](Blob b) -> flow::Numpy {
+    Blob w = flow::identity(flow::identity(var("idw_w", {8, 4, 3, 3})));
+    return flow::nn::relu(flow::nn::conv2d(b, w, 1, "SAME"));
+  };
+  auto f = flow::global_function(flow::Predict, flow::function_config().name("idw"), {flow::Numpy::Placeholder(x.shape())}, body);
+  auto r = flow::global_function(flow::Predict, flow::function_config().name("idw_ref").enable_fusion(false),
+                                 {flow::Numpy::Placeholder(x.shape())}, body);
+  EXPECT_LE(rel_diff(f(x), r(x)), 1e-5);
+  const std::string plan = f.compiled()->describe();
+  const auto ops = f.compiled()->plan().op_sequence();
+  EXPECT_EQ(count(ops, "conv2d"), 1) << plan;
+  EXPECT_FALSE(any_has(ops, "conv2d", "weights=per_call")) << plan;
+  flow::session::assign("idw_w", random_float32({8, 4, 3, 3}, 12));
+  EXPECT_LE(rel_diff(f(x), r(x)), 1e-5);
+  // A weight computed in the graph is prepared at every call, and says so.
+  auto g = flow::global_function(flow::Predict, flow::function_config().name("idw_computed"),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+                                   Blob w = flow::mul(var("idw_w", {8, 4, 3, 3}), flow::constant(Tensor::scalar<float>(2.f)));
+                                   return flow::nn::conv2d(b, w, 1, "SAME");
+                                 });
+  g(x);
+  EXPECT_TRUE(any_has(g.compiled()->plan().op_sequence(), "conv2d", "weights=per_call")) << g.compiled()->describe();
+}
+
 }  // namespace
 
 namespace {
@@ -413,7 +442,7 @@ namespace {
 // post-op) against x / (1 + exp(-x)) in double: the whole float range that
 // matters, odd lengths (the scalar tail), NaN kept.
 TEST(Avx2Kernels, SwishMatchesTheFormula) {
-  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  if (!flow::cpu::Winograd::supported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";  // AVX-512 CPUs run them too
   for (int64_t n : {1, 7, 8, 13, 40000}) {
     std::vector<float> y(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) y[i] = -100.f + 200.f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
@@ -445,7 +474,7 @@ namespace {
 // the input, global average) against a direct loop: pads, strides, windows
 // cut by the edges, a padded channel block.
 TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
-  if (!flow::cpu::own_avx2_kernels()) GTEST_SKIP() << "oneDNN has AVX-512 kernels here, or no AVX2";
+  if (!flow::cpu::Winograd::supported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";  // AVX-512 CPUs run them too
   struct Case {
     int64_t N, C, H, W, kh, kw, s, pad, OH, OW;
   };

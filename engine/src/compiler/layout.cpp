@@ -274,11 +274,24 @@ class Pass {
   // A weight-like input: produced by a variable or a constant, or folded
   // while specializing.
   bool is_weight(int b) const {
+    b = through_identities(b);
     if (constants_.count(b)) return true;
     const int p = G.blobs[b].producer;
     if (p < 0) return false;
     const Primitive* op = G.nodes[p].op.get();
     return dynamic_cast<const internal::VariableOp*>(op) || op->kind() == OpKind::Constant;
+  }
+  // The blob whose value blob b carries, looking through Identity nodes:
+  // torch.onnx.export writes one where two layers share a weight
+  // (efficientnet_b0 has 18), and a weight seen through it must still be
+  // prepared once per variable version, not at every call.
+  int through_identities(int b) const {
+    for (;;) {
+      if (constants_.count(b)) return b;
+      const int p = G.blobs[b].producer;
+      if (p < 0 || G.nodes[p].op->kind() != OpKind::Identity || G.nodes[p].inputs.size() != 1) return b;
+      b = G.nodes[p].inputs[0];
+    }
   }
   Cap capability(int n) const {
     const Node& node = G.nodes[n];
@@ -413,9 +426,10 @@ class Pass {
         bool refresh = false;
         const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0);
         for (size_t k = 1; k < weights_end; ++k) {
-          const int p = G.blobs[node.inputs[k]].producer;
+          const int w = through_identities(node.inputs[k]);
+          if (constants_.count(w)) continue;  // bound once, never recomputed
+          const int p = G.blobs[w].producer;
           const Primitive* op = p >= 0 ? G.nodes[p].op.get() : nullptr;
-          if (constants_.count(node.inputs[k])) continue;  // bound once, never recomputed
           if (auto* v = dynamic_cast<const internal::VariableOp*>(op)) sources[k] = v->entry();
           else if (!op || op->kind() != OpKind::Constant) refresh = true;
         }
@@ -451,10 +465,12 @@ class Pass {
         const Shape& w = spec(node.inputs[1]).shape;
         const bool tb = mm.attr_int("transpose_b") != 0;
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
-        for (size_t k = 1; k < node.inputs.size(); ++k)
-          if (!constants_.count(node.inputs[k]))
-            if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[node.inputs[k]].producer].op.get()))
-              sources[k] = v->entry();
+        for (size_t k = 1; k < node.inputs.size(); ++k) {
+          const int w = through_identities(node.inputs[k]);
+          const int p = G.blobs[w].producer;
+          if (!constants_.count(w) && p >= 0)
+            if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[p].op.get())) sources[k] = v->entry();
+        }
         for (int& b : node.inputs)
           if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
         try {

@@ -321,6 +321,7 @@ Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   if (wino_) a.push_back({"algo", std::string("winograd")});
+  if (refresh_) a.push_back({"weights", std::string("per_call")});
   return a;
 }
 

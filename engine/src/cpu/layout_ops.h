@@ -149,7 +149,8 @@ class LayoutConv final : public LayoutOp {
              const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dnnl::memory::data_type compute,
              std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
-  // With "precision=bf16" when it computes in bfloat16.
+  // With "precision=bf16" when it computes in bfloat16, "weights=per_call"
+  // when its weights are prepared at every call (`refresh`).
   Attrs attributes() const override;
   // The input holding the residual (-1: none); the pass may give its buffer
   // to the output (set_in_place), then no copy is made before the sum.
