@@ -159,9 +159,10 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   EXPECT_TRUE(keeps_format(r.ops, "add")) << r.plan;
   // One reorder: the pooled features before the reshape.
   EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;
-  // The add writes over the product, which nothing else reads.
+  // The add writes over the product, which nothing else reads, and the mul
+  // over e, which the global pool read before it (its last reader).
   EXPECT_TRUE(any_has(r.ops, "add", "in_place=1")) << r.plan;
-  EXPECT_FALSE(any_has(r.ops, "mul", "in_place=1")) << r.plan;  // e is read by the pool too
+  EXPECT_TRUE(any_has(r.ops, "mul", "in_place=1")) << r.plan;
   EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
 }
 
@@ -321,6 +322,52 @@ TEST_F(Layout, ChannelwiseMulOnBlockedMemory) {
     flow::cpu::dnnl_stream().wait();
     EXPECT_TRUE(got.equal(want)) << static_cast<int>(t);
   }
+  // bfloat16 (CPUs with AVX512_BF16): the product of the bf16 operands,
+  // rounded once to bf16 (C = 20: a full 16-lane span and a masked tail).
+  if (!__builtin_cpu_supports("avx512bf16")) return;
+  for (tag t : {tag::aBcd16b, tag::acdb}) {
+    const dnnl::memory::desc bx({2, 20, 5, 5}, dt::bf16, t), bs({2, 20, 1, 1}, dt::bf16, t);
+    auto& eng = flow::cpu::dnnl_engine();
+    auto convert = [&](const dnnl::memory& from, const dnnl::memory::desc& md) {
+      dnnl::memory m(md, eng);
+      dnnl::reorder(from, m).execute(flow::cpu::dnnl_stream(), const_cast<dnnl::memory&>(from), m);
+      flow::cpu::dnnl_stream().wait();
+      return m;
+    };
+    const dnnl::memory ux(flow::cpu::plain_desc(x.shape()), eng, x.raw()), us(flow::cpu::plain_desc(s.shape()), eng, s.raw());
+    dnnl::memory mx = convert(ux, bx), ms = convert(us, bs), my(bx, eng);
+    flow::cpu::LayoutBinary op(mul, {{2, 20, 5, 5}, flow::Float}, dnnl::algorithm::binary_mul, 0, bx, bs);
+    EXPECT_TRUE(op.channelwise()) << "bf16 " << static_cast<int>(t);
+    flow::ExecContext ctx;
+    op.eval_cpu({Tensor::wrap(mx.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr),
+                 Tensor::wrap(ms.get_data_handle(), {2, 20, 1, 1}, flow::Float, nullptr)},
+                {Tensor::wrap(my.get_data_handle(), {2, 20, 5, 5}, flow::Float, nullptr)}, ctx);
+    Tensor got({2, 20, 5, 5}, flow::Float), xr({2, 20, 5, 5}, flow::Float), sr({2, 20, 1, 1}, flow::Float);
+    auto back = [&](dnnl::memory& from, Tensor& to) {
+      dnnl::memory m(flow::cpu::plain_desc(to.shape()), eng, to.raw());
+      dnnl::reorder(from, m).execute(flow::cpu::dnnl_stream(), from, m);
+      flow::cpu::dnnl_stream().wait();
+    };
+    back(my, got), back(mx, xr), back(ms, sr);
+    const float* g = got.data<float>();
+    const float *xv = xr.data<float>(), *sv = sr.data<float>();
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const float exact = xv[i] * sv[i / 25];
+      ASSERT_NEAR(g[i], exact, std::abs(exact) * (1.f / 256.f) + 1e-30f) << "bf16 " << static_cast<int>(t) << " at " << i;
+    }
+  }
+}
+
+// The mul does not write over an input that a later node still reads.
+TEST_F(Layout, NotInPlaceOverAnInputReadLater) {
+  const Tensor x = random_float32({2, 3, 12, 12}, 13);
+  auto r = run_both("late", x, [](Blob b) {
+    Blob e = conv(b, "late_w", 16, 3);
+    Blob s = flow::math::sigmoid(conv(flow::reduce_mean(e, {2, 3}, true), "late_se", 16, 1));
+    return flow::add(flow::mul(e, s), e);
+  });
+  EXPECT_FALSE(any_has(r.ops, "mul", "in_place=1")) << r.plan;
+  EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
 }
 
 }  // namespace

@@ -490,13 +490,15 @@ class Pass {
         for (int& b : node.inputs) b = src_of(b);
         node.op = op;
         // In place when the (full-size) input is a blocked blob of the
-        // chain that nothing else reads and nothing returns.
+        // chain that nothing returns and this node reads last (a
+        // squeeze-and-excitation's mul: the global pool read it before).
         const int k = cap == Cap::Binary ? std::static_pointer_cast<cpu::LayoutBinary>(op)->first() : 0;
         const int x = node.inputs[k];
         const int orig_x = G.blobs[x].producer >= 0 ? x : -1;
-        if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x &&
-            x < static_cast<int>(rd.size()) && rd[x].size() == 1 && !keep_.count(x) && *desc_[x] == op->dst_desc() &&
-            std::count(node.inputs.begin(), node.inputs.end(), x) == 1)
+        bool last = x < static_cast<int>(rd.size()) && !keep_.count(x);
+        for (int q : last ? rd[x] : std::vector<int>{}) last &= q == n || pos.at(q) < pos.at(n);
+        if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x && last &&
+            *desc_[x] == op->dst_desc() && std::count(node.inputs.begin(), node.inputs.end(), x) == 1)
           op->set_in_place(k);
         produced_blocked(n, op->dst_desc());
         continue;
