@@ -187,7 +187,8 @@ detail::CompiledJobImpl::~CompiledJobImpl() {
 }
 
 void detail::CompiledJobImpl::set_call_threads(const Plan& plan) const {
-  const int t = auto_threads_ ? cpu::auto_threads(plan.flops_per_call(), threads_) : threads_;
+  const int t =
+      auto_threads_ ? cpu::auto_threads(plan.flops_per_call(), threads_, sig_.type != JobType::Train) : threads_;
   if (t > 0 && omp_get_max_threads() != t) omp_set_num_threads(t);
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -22,6 +23,7 @@
 #include "cpu/avx2_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/layout_ops.h"
+#include "cpu/threads.h"
 
 namespace flow = jobflow;
 using flow::Blob;
@@ -286,6 +288,22 @@ TEST_F(Layout, PlansCompiledPerCallShapeGetThePass) {
   EXPECT_NEAR(flops[2] / flops[1], 2.0, 1e-9);
 }
 
+// The thread count of a call whose job does not fix it (cpu/threads.h), from
+// the plan's work per call above: one thread for small work; for a train
+// job the cores, whatever the load, so that training is reproducible; for a
+// predict job the cores other processes leave free.
+TEST(CallThreads, TrainJobsDoNotFollowTheLoad) {
+  using flow::cpu::auto_threads;
+  using flow::cpu::kSmallWorkFlops;
+  EXPECT_EQ(auto_threads(kSmallWorkFlops / 2, 4, false), 1);
+  EXPECT_EQ(auto_threads(kSmallWorkFlops / 2, 4, true), 1);
+  EXPECT_EQ(auto_threads(kSmallWorkFlops * 20, 4, false), 4);
+  EXPECT_EQ(auto_threads(kSmallWorkFlops * 20, 1, false), 1);
+  const int predict = auto_threads(kSmallWorkFlops * 20, 4, true);
+  EXPECT_GE(predict, 1);
+  EXPECT_LE(predict, 4);
+}
+
 // LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN
 // picks channels-last for the shapes above; aBcd16b with padded channels
 // here), against the plain product.
@@ -510,6 +528,45 @@ TEST(Avx2Kernels, SwishMatchesTheFormula) {
       }
     }
     EXPECT_LT(worst, 1e-6) << n;
+  }
+}
+
+// The bfloat16 swish (AVX512_BF16): each value widened, swish in float32,
+// rounded to nearest even, so within bf16's unit roundoff (2^-8 relative:
+// 8 significant bits) of the formula on the bf16 input; odd lengths (the
+// masked tail), NaN kept.
+TEST(Avx2Kernels, Bf16SwishMatchesTheFormula) {
+  if (!flow::cpu::own_swish(true)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  auto to_float = [](uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  for (int64_t n : {1, 15, 16, 17, 40000}) {
+    std::vector<uint16_t> y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = -60.f + 120.f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
+      uint32_t bits;
+      std::memcpy(&bits, &f, sizeof bits);
+      y[i] = static_cast<uint16_t>(bits >> 16);  // truncated: an exact bf16 input
+    }
+    if (n > 16) y[3] = 0x7FC0;  // NaN
+    const std::vector<uint16_t> x = y;
+    flow::cpu::swish_inplace_bf16(y.data(), n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = to_float(x[i]), yi = to_float(y[i]);
+      if (std::isnan(xi)) {
+        EXPECT_TRUE(std::isnan(yi)) << i;
+        continue;
+      }
+      const double want = xi / (1.0 + std::exp(-xi));
+      if (std::abs(want) < 1e-20) EXPECT_LT(std::abs(yi), 1e-20) << xi;
+      else worst = std::max(worst, std::abs(yi - want) / std::abs(want));
+    }
+    EXPECT_LE(worst, 1.0 / 256 + 1e-6) << n;
+    if (n > 1) EXPECT_GT(worst, 1e-4) << n;  // rounded to bf16, not left in float32
   }
 }
 

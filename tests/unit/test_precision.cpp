@@ -126,6 +126,19 @@ TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
   });
 }
 
+// efficientnet's block: expansion + swish, depthwise + swish (Jobflow's own
+// bf16 swish after the convolution), squeeze-and-excitation (its bf16
+// channel-wise mul, in place), projection.
+TEST_F(Precision, SwishAndSqueezeExcitationInTheChain) {
+  check("p_mb", random_float32({2, 16, 14, 14}, 9), [](Blob b) {
+    auto swish = [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); };
+    Blob e = swish(conv(b, "p_mb_exp", 48, 1));
+    Blob d = swish(conv(e, "p_mb_dw", 48, 3, 48));
+    Blob s = flow::math::sigmoid(conv(swish(conv(flow::reduce_mean(d, {2, 3}, true), "p_mb_se1", 12, 1)), "p_mb_se2", 48, 1));
+    return conv(flow::mul(d, s), "p_mb_proj", 16, 1);
+  });
+}
+
 TEST_F(Precision, MatrixProductWithBiasAndRelu) {
   check("p_mm", random_float32({8, 64}, 8), [](Blob b) {
     Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("p_mm_w", {64, 32})), var("p_mm_b", {32}), 1));

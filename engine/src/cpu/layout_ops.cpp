@@ -270,9 +270,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
                         : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                    src_any_or_fixed, wei_any, dst_md, strides, dil, pl, pr);
   dnnl::primitive_attr attr = scratch_attr();
-  swish_after_ = compute == dt::f32 && !f_.dw && !f_.post.empty() &&
-                 f_.post.back().alg == dnnl::algorithm::eltwise_swish && f_.post.back().alpha == 1.f &&
-                 own_avx2_kernels();
+  swish_after_ = !f_.dw && !f_.post.empty() && f_.post.back().alg == dnnl::algorithm::eltwise_swish &&
+                 f_.post.back().alpha == 1.f && own_swish(compute == dt::bf16);
   attr.set_post_ops(post_ops_of(f_, swish_after_));
   cf::primitive_desc pd(d, attr, eng);
   impl_ = pd.impl_info_str();
@@ -396,7 +395,10 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   }
   conv_.execute();
   dnnl_stream().wait();
-  if (swish_after_) swish_inplace(static_cast<float*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(float)));
+  if (swish_after_ && bf16_)
+    swish_inplace_bf16(static_cast<uint16_t*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(uint16_t)));
+  else if (swish_after_)
+    swish_inplace(static_cast<float*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(float)));
 }
 
 // ---------------------------------------------------------------- matmul

@@ -72,8 +72,9 @@ double busy_elsewhere() {
   return g_elsewhere.load();
 }
 
-int auto_threads(double flops, int max) {
+int auto_threads(double flops, int max, bool follow_load) {
   if (max <= 1 || flops < kSmallWorkFlops) return 1;
+  if (!follow_load) return max;
   // A core counts as taken as soon as others use more than a fifth of one:
   // oneDNN splits each region statically between the team's threads, so
   // one preempted partner stalls the whole region (measured under load:

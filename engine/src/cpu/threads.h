@@ -25,6 +25,12 @@ inline constexpr double kSmallWorkFlops = 50e6;
 // /proc is not readable).
 double busy_elsewhere();
 // Threads for one call of a job doing `flops` per call, at most `max`.
-int auto_threads(double flops, int max);
+// `follow_load` false (train jobs): the work alone decides, never the other
+// processes, so that training gives the same numbers run after run on the
+// same machine (a thread count changes how sums are split, so their
+// rounding: LeNet's weights after 20 steps differed by 0.06 between one and
+// two threads, and a job reloaded from its file on a busier moment did not
+// continue identically).
+int auto_threads(double flops, int max, bool follow_load = true);
 
 }  // namespace jobflow::cpu
