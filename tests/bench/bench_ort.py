@@ -8,7 +8,8 @@ Each file runs in an InferenceSession on the CPU execution provider with
 graph optimizations on (ORT_ENABLE_ALL), sequential execution,
 intra_op_num_threads=N (the same count Jobflow is given) and one inter-op
 thread. The input: DIR/<stem>.input.bin written by bench_models --dump when
---compare is given (the same input Jobflow ran), else a seeded normal one.
+--compare is given (the same input Jobflow ran), else a seeded uniform one
+in [0, 1) (as bench_models: the distribution the exporter calibrated on).
 Warm-up calls, then calls for at least S seconds per repeat; the best repeat
 counts (as in bench_models: load from other processes only slows a repeat).
 --clock cpu times by the process's CPU time instead of the wall clock (as
@@ -62,7 +63,7 @@ def main():
         if src and os.path.exists(src):
             x = np.fromfile(src, dtype=np.float32).reshape(shape)
         else:
-            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            x = np.random.default_rng(0).random(shape, dtype=np.float32)
         feed = {inp.name: x}
         out = None
         for _ in range(a.warmup):
