@@ -153,7 +153,7 @@ detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Program> plan, Signatur
   if (num_threads <= 0)
     if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) num_threads = std::atoi(env);
   if (num_threads < 0) throw Error("[" + sig_.job_name + "] num_threads must be >= 0, got " + std::to_string(num_threads));
-  threads_ = num_threads > 0 ? num_threads : omp_get_max_threads();
+  threads_ = num_threads > 0 ? num_threads : cpu::default_threads();
   auto_threads_ = num_threads == 0;
   spin_us_ = spin_us();
   worker_ = std::thread([this, num_threads] {

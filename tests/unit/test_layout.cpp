@@ -6,11 +6,13 @@
 // with the pass (enable_fusion(true), the default) and without it
 // (enable_fusion(false): the graph as written), on the same variables.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <jobflow/jobflow.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -302,6 +304,15 @@ TEST(CallThreads, TrainJobsDoNotFollowTheLoad) {
   const int predict = auto_threads(kSmallWorkFlops * 20, 4, true);
   EXPECT_GE(predict, 1);
   EXPECT_LE(predict, 4);
+  // The most a job may use is OpenMP's default for a new thread, not the
+  // count last set on the defining thread (which run_here sets per call).
+  const int procs = omp_get_num_procs();
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const int want = std::min(env && std::atoi(env) > 0 ? std::atoi(env) : procs, omp_get_thread_limit());
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  EXPECT_EQ(flow::cpu::default_threads(), want);
+  omp_set_num_threads(before);
 }
 
 // LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN

@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+
+#include <omp.h>
 #include <mutex>
 
 namespace jobflow::cpu {
@@ -70,6 +73,16 @@ double busy_elsewhere() {
   g_at = now;
   g_busy = busy, g_total = total, g_self = self;
   return g_elsewhere.load();
+}
+
+int default_threads() {
+  static const int n = [] {
+    int t = 0;
+    if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) t = std::atoi(env);  // "4" or "4,2": the first
+    if (t <= 0) t = omp_get_num_procs();
+    return std::clamp(t, 1, std::max(1, omp_get_thread_limit()));
+  }();
+  return n;
 }
 
 int auto_threads(double flops, int max, bool follow_load) {

@@ -24,6 +24,14 @@ inline constexpr double kSmallWorkFlops = 50e6;
 // Cores other processes kept busy over the last sampling period (0 when
 // /proc is not readable).
 double busy_elsewhere();
+// The most threads a job whose count is not fixed may use: OpenMP's
+// default for a new thread ($OMP_NUM_THREADS, else the processors), read
+// once. Not omp_get_max_threads() on the calling thread: that is the count
+// the engine itself last set there (CompiledJob::run_here sets it per call
+// on the caller's thread), so a job defined after a small job's call on the
+// same thread was capped at one thread (a LeNet batch 100 in bench_pipeline:
+// 4,600 images/s instead of 8,900).
+int default_threads();
 // Threads for one call of a job doing `flops` per call, at most `max`.
 // `follow_load` false (train jobs): the work alone decides, never the other
 // processes, so that training gives the same numbers run after run on the
