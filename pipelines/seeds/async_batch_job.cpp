@@ -26,7 +26,7 @@ int main(int argc, char** argv) try {
   auto opt = seeds::parse(argc, argv, 1, "./mlp_models_1",
                           "Evaluates the MLP checkpoint on the Fashion-MNIST test set with asynchronous results.");
 
-  auto eval_job = flow::global_function(flow::Predict, flow::function_config().name("eval_job"),
+  auto eval_job = flow::global_function(flow::Predict, flow::function_config().name("eval_job").enable_auto_mixed_precision(opt.bf16),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
        flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
       [](flow::Blob images, flow::Blob labels) -> flow::Callback<std::tuple<flow::Numpy, flow::Numpy>> {

@@ -21,7 +21,7 @@ int main(int argc, char** argv) try {
   auto opt = seeds::parse(argc, argv, 20, "./mlp_models_1",
                           "Trains the seeds' MLP on Fashion-MNIST with asynchronous results and saves a checkpoint.");
 
-  auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job"),
+  auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job").enable_auto_mixed_precision(opt.bf16),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
        flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
       [](flow::Blob images, flow::Blob labels) -> flow::Callback<flow::Numpy> {

@@ -15,11 +15,12 @@ struct Options {
   std::string data;       // "" = default Fashion-MNIST folder
   std::string model_dir;
   bool shuffle = false;   // reshuffle the training set every epoch
+  bool bf16 = false;      // --precision bf16: FunctionConfig::enable_auto_mixed_precision(true)
 };
 
 inline Options parse(int argc, char** argv, int default_epochs, const char* default_model_dir, const char* usage,
                      bool default_shuffle = false) {
-  Options o{default_epochs, "", default_model_dir, default_shuffle};
+  Options o{default_epochs, "", default_model_dir, default_shuffle, false};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     // "--name VALUE" or "--name=VALUE", exactly (no prefixes).
@@ -48,8 +49,18 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
       o.shuffle = true;
     } else if (a == "--no-shuffle") {
       o.shuffle = false;
+    } else if (is("--precision")) {
+      const std::string v = value("--precision");
+      if (v != "fp32" && v != "bf16") {
+        std::fprintf(stderr, "%s: --precision must be fp32 or bf16, got '%s'\n", argv[0], v.c_str());
+        std::exit(2);
+      }
+      o.bf16 = v == "bf16";
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR] [--shuffle|--no-shuffle]\n%s\n", argv[0], usage);
+      std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR] [--shuffle|--no-shuffle] [--precision fp32|bf16]\n%s\n"
+                  "--precision bf16: the jobs' convolutions and matrix products in bfloat16 (float32 weights and\n"
+                  "optimizer state; float32 with a notice on CPUs without AMX or AVX512_BF16)\n",
+                  argv[0], usage);
       std::exit(0);
     } else {
       std::fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a.c_str());

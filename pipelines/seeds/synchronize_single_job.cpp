@@ -17,7 +17,7 @@ int main(int argc, char** argv) try {
                           "The training set is reshuffled every epoch unless --no-shuffle is given.",
                           /*default_shuffle=*/true);
 
-  auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job"),
+  auto train_job = flow::global_function(flow::Train, flow::function_config().name("train_job").enable_auto_mixed_precision(opt.bf16),
       {flow::Numpy::Placeholder({BATCH_SIZE, 1, 28, 28}, flow::Float, "images"),
        flow::Numpy::Placeholder({BATCH_SIZE}, flow::Int32, "labels")},
       [](flow::Blob images, flow::Blob labels) -> flow::Numpy {

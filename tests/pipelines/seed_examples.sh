@@ -58,6 +58,8 @@ errors)
   [ $? -eq 2 ] || fail "an unknown option should exit with status 2"
   set -e
   "$bin/synchronize_single_job" --help | grep -q -- "--epochs" || fail "--help does not list --epochs"
+  out=$("$bin/synchronize_single_job" --precision fp16 2>&1) && fail "--precision fp16 was accepted"
+  echo "$out" | grep -q "precision must be fp32 or bf16, got 'fp16'" || fail "unclear --precision error: $out"
   echo "errors: all clear"
   ;;
 *) fail "unknown case $what" ;;
