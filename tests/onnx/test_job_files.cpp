@@ -352,8 +352,9 @@ TEST_F(JobFiles, EvalReturnsPlaceholderThroughIdentity) {
   EXPECT_EQ(md[u::kOutputStructure], "(Numpy,Numpy)");
   EXPECT_EQ(md[u::kInputStructure], "(Numpy,Numpy)");
   for (auto& p : g.initializer())
-    if (p.data_type() == ::onnx::TensorProto::FLOAT)
+    if (p.data_type() == ::onnx::TensorProto::FLOAT) {
       EXPECT_TRUE(u::tensor_from_proto(p, "", uint64_t(1) << 30, p.name()).equal(flow::session::variable(p.name())));
+    }
 }
 
 TEST_F(JobFiles, TrainMetadataAndOptimizerState) {
@@ -516,7 +517,9 @@ TEST_F(JobFiles, MoreOps) {
   for (auto& n : m.graph().node())
     if (n.op_type() == "AveragePool")
       for (auto& a : n.attribute())
-        if (a.name() == "count_include_pad") EXPECT_EQ(a.i(), 0);
+        if (a.name() == "count_include_pad") {
+          EXPECT_EQ(a.i(), 0);
+        }
   EXPECT_EQ(metadata(m)[u::kOutputStructure], "(Numpy,Numpy,Numpy,Numpy)");
 }
 

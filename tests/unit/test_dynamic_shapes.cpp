@@ -520,7 +520,7 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                          })
                        .compiled();
   auto detect = flow::global_function(
-      flow::Predict, flow::function_config().name("every_detect"), ph, [&](Blob x, Blob img, Blob labels) -> flow::Numpy {
+      flow::Predict, flow::function_config().name("every_detect"), ph, [&](Blob x, Blob img, Blob /*labels*/) -> flow::Numpy {
         const Blob idx = flow::constant(flow::Tensor::from<int64_t>({2, 1}, {1, 0}));
         Blob g = flow::gather_nd(x, idx);
         Blob t = flow::top_k(x, 3, 1)[0];
@@ -561,6 +561,8 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                             flow::OpKind::Reorder,        flow::OpKind::OnnxNode};
   for (size_t k = 0; k < flow::kOpKindCount; ++k) {
     const auto kind = static_cast<flow::OpKind>(k);
-    if (!elsewhere.count(kind)) EXPECT_TRUE(seen.count(kind)) << "no " << flow::op_name(kind) << " in the graphs";
+    if (!elsewhere.count(kind)) {
+      EXPECT_TRUE(seen.count(kind)) << "no " << flow::op_name(kind) << " in the graphs";
+    }
   }
 }

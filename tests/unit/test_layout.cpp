@@ -577,7 +577,9 @@ TEST(Avx2Kernels, Bf16SwishMatchesTheFormula) {
       else worst = std::max(worst, std::abs(yi - want) / std::abs(want));
     }
     EXPECT_LE(worst, 1.0 / 256 + 1e-6) << n;
-    if (n > 1) EXPECT_GT(worst, 1e-4) << n;  // rounded to bf16, not left in float32
+    if (n > 1) {
+      EXPECT_GT(worst, 1e-4) << n;  // rounded to bf16, not left in float32
+    }
   }
 }
 

@@ -21,12 +21,6 @@ namespace {
 
 class OpsDetection : public OpTest {};
 
-std::vector<double> values_of(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
-  return v;
-}
-
 }  // namespace
 
 // ===========================================================================

@@ -201,8 +201,8 @@ namespace layers {
 struct DenseOptions {
   Activation activation = nullptr;
   bool use_bias = true;
-  std::optional<Initializer> kernel_initializer;  // OneFlow default when empty (see docs)
-  std::optional<Initializer> bias_initializer;    // zeros when empty
+  std::optional<Initializer> kernel_initializer = std::nullopt;  // OneFlow default when empty (see docs)
+  std::optional<Initializer> bias_initializer = std::nullopt;    // zeros when empty
   std::string name;
   bool trainable = true;
 };
@@ -218,8 +218,8 @@ struct Conv2dOptions {
   int64_t groups = 1;
   Activation activation = nullptr;
   bool use_bias = true;
-  std::optional<Initializer> kernel_initializer;
-  std::optional<Initializer> bias_initializer;
+  std::optional<Initializer> kernel_initializer = std::nullopt;
+  std::optional<Initializer> bias_initializer = std::nullopt;
   std::string name;
   bool trainable = true;
 };
