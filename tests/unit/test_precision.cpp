@@ -139,6 +139,32 @@ TEST_F(Precision, SwishAndSqueezeExcitationInTheChain) {
   });
 }
 
+// A bf16 convolution + swish whose output is returned writes float32: the
+// swish after it must treat the buffer as float32 (a bf16 loop over it
+// halved every value's precision and scrambled it).
+// So the result is swish of the bf16 convolution's float32 output, to
+// float32 precision (checked against the same convolution returned as is).
+TEST_F(Precision, SwishOnAReturnedOutput) {
+  const Tensor x = random_float32({2, 16, 10, 10}, 10);
+  auto swish = [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); };
+  check("p_swret", x, [&](Blob b) { return swish(conv(b, "p_swret_w", 24, 3)); });
+  auto define = [&](const std::string& name, bool with_swish) {
+    return flow::global_function(flow::Predict, flow::function_config().name(name).enable_auto_mixed_precision(true),
+                                 {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
+                                   Blob y = conv(b, "p_swret_w", 24, 3);
+                                   return with_swish ? swish(y) : y;
+                                 });
+  };
+  auto fused = define("p_swret_fused", true), bare = define("p_swret_bare", false);
+  const Tensor got = fused(x), y = bare(x);
+  Tensor want(y.shape(), flow::Float);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const double v = y.data<float>()[i];
+    want.data<float>()[i] = static_cast<float>(v / (1.0 + std::exp(-v)));
+  }
+  EXPECT_LE(rel_diff(got, want), 1e-5) << fused.compiled()->describe();
+}
+
 TEST_F(Precision, MatrixProductWithBiasAndRelu) {
   check("p_mm", random_float32({8, 64}, 8), [](Blob b) {
     Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("p_mm_w", {64, 32})), var("p_mm_b", {32}), 1));

@@ -270,8 +270,11 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
                         : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                    src_any_or_fixed, wei_any, dst_md, strides, dil, pl, pr);
   dnnl::primitive_attr attr = scratch_attr();
+  // The destination's type, not the compute type, picks the loop: a bf16
+  // convolution writing a returned or plain-read output writes float32.
+  swish_bf16_ = compute == dt::bf16 && !plain_dst;
   swish_after_ = !f_.dw && !f_.post.empty() && f_.post.back().alg == dnnl::algorithm::eltwise_swish &&
-                 f_.post.back().alpha == 1.f && own_swish(compute == dt::bf16);
+                 f_.post.back().alpha == 1.f && own_swish(swish_bf16_);
   attr.set_post_ops(post_ops_of(f_, swish_after_));
   cf::primitive_desc pd(d, attr, eng);
   impl_ = pd.impl_info_str();
@@ -395,7 +398,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   }
   conv_.execute();
   dnnl_stream().wait();
-  if (swish_after_ && bf16_)
+  if (swish_after_ && swish_bf16_)
     swish_inplace_bf16(static_cast<uint16_t*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(uint16_t)));
   else if (swish_after_)
     swish_inplace(static_cast<float*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(float)));

@@ -194,7 +194,7 @@ class LayoutConv final : public LayoutOp {
   float lo_ = 0.f, hi_ = 0.f;
   // A last swish post-op run by cpu::swish_inplace after oneDNN's
   // convolution instead of inside it (cpu/avx2_kernels.h).
-  bool swish_after_ = false;
+  bool swish_after_ = false, swish_bf16_ = false;  // swish after the convolution; on a bf16 destination
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
