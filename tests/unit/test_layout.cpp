@@ -315,6 +315,33 @@ TEST(CallThreads, TrainJobsDoNotFollowTheLoad) {
   omp_set_num_threads(before);
 }
 
+// The same through a job: one defined on a thread whose OpenMP count is 1
+// (as run_here leaves it after a small job's call) still runs its large
+// calls on every core. run_here sets the calling thread's count to the
+// call's, which is what the test reads back. A train job: its count does
+// not follow the machine's load, so the test does not either.
+TEST(CallThreads, AJobDefinedAfterASmallCallKeepsItsCores) {
+  if (const char* env = std::getenv("JOBFLOW_NUM_THREADS"); env && *env) GTEST_SKIP() << "JOBFLOW_NUM_THREADS fixes the count";
+  if (flow::cpu::default_threads() < 2) GTEST_SKIP() << "one core: nothing to tell apart";
+  flow::session::reset();
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor x = random_float32({8, 16, 32, 32}, 14);
+  auto train = flow::global_function(flow::Train, flow::function_config().name("ceiling_train"),
+                                     {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+                                       Blob w = flow::get_variable("ceiling_w", {32, 16, 3, 3}, flow::Float,
+                                                                   flow::random_uniform_initializer(-0.1, 0.1), true);
+                                       Blob loss = flow::reduce_mean(flow::square(flow::nn::conv2d(b, w, 1, "SAME")));
+                                       flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.1}), 0)
+                                           .minimize(loss);
+                                       return loss;
+                                     });
+  ASSERT_GT(train.compiled()->plan().flops_per_call(), flow::cpu::kSmallWorkFlops);
+  train.compiled()->run_here({x});
+  EXPECT_EQ(omp_get_max_threads(), flow::cpu::default_threads());
+  omp_set_num_threads(before);
+}
+
 // LayoutBinary's own channel-wise loop on channel-blocked memory (oneDNN
 // picks channels-last for the shapes above; aBcd16b with padded channels
 // here), against the plain product.

@@ -274,23 +274,30 @@ class Pass {
   // A weight-like input: produced by a variable or a constant, or folded
   // while specializing.
   bool is_weight(int b) const {
-    b = through_identities(b);
-    if (constants_.count(b)) return true;
-    const int p = G.blobs[b].producer;
-    if (p < 0) return false;
-    const Primitive* op = G.nodes[p].op.get();
-    return dynamic_cast<const internal::VariableOp*>(op) || op->kind() == OpKind::Constant;
+    const WeightSource w = weight_source(b);
+    return w.fixed || w.variable;
   }
-  // The blob whose value blob b carries, looking through Identity nodes:
-  // torch.onnx.export writes one where two layers share a weight
-  // (efficientnet_b0 has 18), and a weight seen through it must still be
-  // prepared once per variable version, not at every call.
-  int through_identities(int b) const {
+  // Where a weight input's value comes from, looking through Identity
+  // nodes (torch.onnx.export writes one where two layers share a weight;
+  // efficientnet_b0 has 18): fixed (a constant, or folded while
+  // specializing), a variable (its entry: prepared once per version), or
+  // neither (computed in the graph: prepared at every call).
+  struct WeightSource {
+    bool fixed = false;
+    std::shared_ptr<internal::VariableEntry> variable;
+  };
+  WeightSource weight_source(int b) const {
     for (;;) {
-      if (constants_.count(b)) return b;
+      if (constants_.count(b)) return {true, nullptr};
       const int p = G.blobs[b].producer;
-      if (p < 0 || G.nodes[p].op->kind() != OpKind::Identity || G.nodes[p].inputs.size() != 1) return b;
-      b = G.nodes[p].inputs[0];
+      if (p < 0) return {};
+      const Primitive* op = G.nodes[p].op.get();
+      if (op->kind() == OpKind::Identity && G.nodes[p].inputs.size() == 1) {
+        b = G.nodes[p].inputs[0];
+        continue;
+      }
+      if (auto* v = dynamic_cast<const internal::VariableOp*>(op)) return {false, v->entry()};
+      return {op->kind() == OpKind::Constant, nullptr};
     }
   }
   Cap capability(int n) const {
@@ -386,6 +393,14 @@ class Pass {
       return plain[b];
     };
     auto src_of = [&](int b) { return blocked[b] >= 0 ? blocked[b] : b; };
+    // Node n may write over blob b: nothing returns b and every other
+    // reader of b runs before n.
+    auto reads_last = [&](int b, int n) {
+      if (b >= static_cast<int>(rd.size()) || keep_.count(b)) return false;
+      for (int q : rd[b])
+        if (q != n && pos.at(q) > pos.at(n)) return false;
+      return true;
+    };
     // A lowered node's output 0 is blocked: a return gets its plain copy at once.
     auto produced_blocked = [&](int n, const MemDesc& md) {
       const int y = G.nodes[n].outputs[0];
@@ -426,12 +441,9 @@ class Pass {
         bool refresh = false;
         const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0);
         for (size_t k = 1; k < weights_end; ++k) {
-          const int w = through_identities(node.inputs[k]);
-          if (constants_.count(w)) continue;  // bound once, never recomputed
-          const int p = G.blobs[w].producer;
-          const Primitive* op = p >= 0 ? G.nodes[p].op.get() : nullptr;
-          if (auto* v = dynamic_cast<const internal::VariableOp*>(op)) sources[k] = v->entry();
-          else if (!op || op->kind() != OpKind::Constant) refresh = true;
+          WeightSource w = weight_source(node.inputs[k]);
+          sources[k] = std::move(w.variable);
+          refresh |= !w.fixed && !sources[k];
         }
         std::shared_ptr<cpu::LayoutConv> op;
         try {
@@ -448,9 +460,7 @@ class Pass {
         // adds into it, with no copy of the residual first.
         if (cg.f.residual) {
           const int r = node.inputs.back();
-          bool last = r < static_cast<int>(rd.size()) && !keep_.count(r);
-          for (int q : last ? rd[r] : std::vector<int>{}) last &= q == n || pos.at(q) < pos.at(n);
-          if (last && desc_[r] && blocked[r] == r && *desc_[r] == op->dst_desc() &&
+          if (reads_last(r, n) && desc_[r] && blocked[r] == r && *desc_[r] == op->dst_desc() &&
               std::count(node.inputs.begin(), node.inputs.end(), r) == 1)
             op->set_in_place(op->residual_input());
         }
@@ -465,12 +475,7 @@ class Pass {
         const Shape& w = spec(node.inputs[1]).shape;
         const bool tb = mm.attr_int("transpose_b") != 0;
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
-        for (size_t k = 1; k < node.inputs.size(); ++k) {
-          const int w = through_identities(node.inputs[k]);
-          const int p = G.blobs[w].producer;
-          if (!constants_.count(w) && p >= 0)
-            if (auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[p].op.get())) sources[k] = v->entry();
-        }
+        for (size_t k = 1; k < node.inputs.size(); ++k) sources[k] = weight_source(node.inputs[k]).variable;
         for (int& b : node.inputs)
           if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
         try {
@@ -495,9 +500,7 @@ class Pass {
         const int k = cap == Cap::Binary ? std::static_pointer_cast<cpu::LayoutBinary>(op)->first() : 0;
         const int x = node.inputs[k];
         const int orig_x = G.blobs[x].producer >= 0 ? x : -1;
-        bool last = x < static_cast<int>(rd.size()) && !keep_.count(x);
-        for (int q : last ? rd[x] : std::vector<int>{}) last &= q == n || pos.at(q) < pos.at(n);
-        if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x && last &&
+        if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x && reads_last(x, n) &&
             *desc_[x] == op->dst_desc() && std::count(node.inputs.begin(), node.inputs.end(), x) == 1)
           op->set_in_place(k);
         produced_blocked(n, op->dst_desc());

@@ -44,13 +44,31 @@ __attribute__((target("avx2,fma"))) void swish_span(float* y, int64_t n) {
   for (; i < n; ++i) y[i] = y[i] / (1.f + std::exp(-y[i]));
 }
 
+// AVX-512 helpers: the mask of the first min(n, 16) lanes, and 16 bfloat16
+// values widened to float32 / rounded back to nearest even (what oneDNN's
+// bf16 kernels store). The maskz forms throughout: GCC 12 warns about the
+// undefined vector the plain ones start from.
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_bf16(__mmask16 m, const uint16_t* p) {
+  const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void store_bf16(uint16_t* p, __mmask16 m,
+                                                                                        __m512 v) {
+  _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v));
+}
+
 // The same in AVX-512, 16 lanes (exp: vscalefps instead of building the
 // exponent's bits). Float32, or bfloat16 in memory (widened, computed in
 // float32, rounded to nearest even: what oneDNN's bf16 kernels store).
 __attribute__((target("avx512f"))) inline __m512 swish16(__m512 v) {
   const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2 = _mm512_set1_ps(0.693147181f);
   const __m512 one = _mm512_set1_ps(1.f), lo = _mm512_set1_ps(-87.f), hi = _mm512_set1_ps(87.f);
-  const __mmask16 all = 0xFFFF;  // the maskz forms: GCC 12 warns about the undefined vector the plain ones start from
+  const __mmask16 all = 0xFFFF;  // (the maskz forms, as above)
   const __m512 t = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, _mm512_sub_ps(_mm512_setzero_ps(), v), lo), hi);
   const __m512 k = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 r = _mm512_fnmadd_ps(k, ln2, t);
@@ -65,18 +83,15 @@ __attribute__((target("avx512f"))) inline __m512 swish16(__m512 v) {
 
 __attribute__((target("avx512f"))) void swish_span512(float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = lanes(n - i);
     _mm512_mask_storeu_ps(y + i, m, swish16(_mm512_maskz_loadu_ps(m, y + i)));
   }
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void swish_span_bf16(uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    // (the maskz forms: GCC 12 warns about the undefined vector the plain ones start from)
-    const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, y + i));
-    const __m512 v = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
-    _mm256_mask_storeu_epi16(y + i, m, (__m256i)_mm512_cvtneps_pbh(swish16(v)));
+    const __mmask16 m = lanes(n - i);
+    store_bf16(y + i, m, swish16(load_bf16(m, y + i)));
   }
 }
 
@@ -129,11 +144,25 @@ void pool_nchw8c(const Pool8cParams& p, const float* x, float* y) {
     for (int64_t oh = 0; oh < p.OH; ++oh) pool_row(p, x + q * in_plane, y + q * out_plane, oh);
 }
 
+bool own_bf16_kernels() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
 bool own_swish(bool bf16) {
   static const bool f32 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const bool b16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return bf16 ? b16 : f32;
+  return bf16 ? own_bf16_kernels() : f32;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_channel_op(const uint16_t* x,
+                                                                                     const uint16_t* s, uint16_t* y,
+                                                                                     int64_t n, bool mul) {
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 m = lanes(n - k);
+    const __m512 v = load_bf16(m, x + k), sv = load_bf16(m, s + k);
+    store_bf16(y + k, m, mul ? _mm512_mul_ps(v, sv) : _mm512_add_ps(v, sv));
+  }
 }
 
 void swish_inplace(float* y, int64_t n) {

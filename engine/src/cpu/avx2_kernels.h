@@ -1,6 +1,8 @@
 // cpu/avx2_kernels.h — element-wise kernels of Jobflow's own, in AVX2 + FMA,
 // for the predict plans' oneDNN chains (cpu/layout_ops.h) on CPUs whose
-// oneDNN kernels are AVX2 at most (cpu::avx2_at_most()).
+// oneDNN kernels are AVX2 at most (cpu::avx2_at_most()); and the few that
+// beat oneDNN 2.6 on AVX-512 too (swish, bfloat16 channel-wise ops), in
+// AVX-512 where the CPU has it.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,13 @@ void swish_inplace_bf16(uint16_t* y, int64_t n);
 // Whether swish_inplace (bf16 = false: AVX2 and FMA, AVX-512 used where
 // present) or swish_inplace_bf16 (AVX512_BF16) runs on this CPU.
 bool own_swish(bool bf16);
+// Whether the bfloat16 kernels here run on this CPU (AVX512_BF16, with
+// AVX512BW and VL).
+bool own_bf16_kernels();
+// y[k] = bf16(x[k] * s[k]) (mul) or bf16(x[k] + s[k]) for k < n, all three
+// bfloat16, computed in float32 and rounded to nearest even; one thread
+// (the caller parallelises). Needs own_bf16_kernels().
+void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t n, bool mul);
 
 // Max or average pooling (the average over the window's elements inside
 // the input: ONNX's count_include_pad=0) of x (N, C, H, W) into y (N, C,

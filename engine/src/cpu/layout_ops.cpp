@@ -7,7 +7,6 @@
 #include <cstring>
 #include <numeric>
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include "cpu/avx2_kernels.h"
@@ -554,32 +553,6 @@ void LayoutEltwise::eval_cpu(const std::vector<Tensor>& in, const std::vector<Te
 
 // ---------------------------------------------------------------- binary
 
-namespace {
-
-bool bf16_span_supported() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
-// y[k] = bf16(x[k] * s[k]) (or + s[k]) for k < n: x and y bfloat16, s
-// float32, rounded to nearest even as oneDNN's bf16 kernels round.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_span(const uint16_t* x, const float* s,
-                                                                               uint16_t* y, int64_t n, bool mul) {
-  int64_t k = 0;
-  for (; k < n; k += 16) {
-    const __mmask16 m = n - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - k)) - 1);
-    const __m256i raw = _mm256_maskz_loadu_epi16(m, x + k);
-    // (the maskz forms: GCC 12 warns about the undefined vector the plain ones start from)
-    __m512 v = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, raw), 16));
-    const __m512 sv = _mm512_maskz_loadu_ps(m, s + k);
-    v = mul ? _mm512_mul_ps(v, sv) : _mm512_add_ps(v, sv);
-    _mm256_mask_storeu_epi16(y + k, m, (__m256i)_mm512_cvtneps_pbh(v));
-  }
-}
-
-}  // namespace
-
 LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out, dnnl::algorithm alg, int first,
                            const MemDesc& src0_md, const MemDesc& src1_md)
     : LayoutOp(std::move(orig), {std::move(out)}), first_(first) {
@@ -602,7 +575,7 @@ LayoutBinary::LayoutBinary(std::shared_ptr<const Primitive> orig, TensorSpec out
   const dnnl_memory_desc_t &m0 = src0_md.data, &m1 = src1_md.data;
   if (d0.size() == 4 && d1.size() == 4 && d1[0] == d0[0] && d1[1] == d0[1] && d1[2] == 1 && d1[3] == 1 &&
       d0[2] * d0[3] > 1 && m0.data_type == m1.data_type &&
-      (m0.data_type == dnnl_f32 || (m0.data_type == dnnl_bf16 && bf16_span_supported())) &&
+      (m0.data_type == dnnl_f32 || (m0.data_type == dnnl_bf16 && own_bf16_kernels())) &&
       m0.format_kind == dnnl_blocked &&
       m1.format_kind == dnnl_blocked && m0.offset0 == 0 && m1.offset0 == 0) {
     const auto& b0 = m0.format_desc.blocking;
@@ -670,31 +643,27 @@ void LayoutBinary::channelwise(const float* x, const float* s, float* y) const {
 }
 
 void LayoutBinary::channelwise_bf16(const uint16_t* x, const uint16_t* s, uint16_t* y) const {
+  // As channelwise(), with the scales read as they are (bf16) by the span.
   const Channelwise& c = cw_;
-  const int64_t B = c.block ? c.block : c.C, blocks = (c.C + B - 1) / B, Cp = blocks * B;
-  // The scales in float32, channel order (padded channels of a block: 0).
-  std::vector<float> sf(static_cast<size_t>(c.N * Cp), 0.f);
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t ch = 0; ch < c.C; ++ch) {
-      const uint16_t v = c.block ? s[n * c.s_n + (ch / B) * c.s_block + ch % B] : s[n * c.s_n + ch];
-      const uint32_t bits = static_cast<uint32_t>(v) << 16;
-      std::memcpy(&sf[n * Cp + ch], &bits, sizeof(float));
-    }
   if (c.block == 0) {  // channels-last: each pixel is C contiguous channels
 #pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t p = 0; p < c.HW; ++p) {
         const int64_t at = n * c.x_n + p * c.C;
-        bf16_span(x + at, sf.data() + n * Cp, y + at, c.C, c.mul);
+        bf16_channel_op(x + at, s + n * c.s_n, y + at, c.C, c.mul);
       }
     return;
   }
-  // Blocked: each pixel of a channel block is B contiguous channels.
+  // Blocked: each pixel of a channel block is B contiguous channels (a
+  // last block's padded channels are zeros in both operands, as oneDNN
+  // leaves them).
+  const int64_t B = c.block, blocks = (c.C + B - 1) / B;
 #pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
   for (int64_t n = 0; n < c.N; ++n)
     for (int64_t cb = 0; cb < blocks; ++cb) {
       const int64_t base = n * c.x_n + cb * B * c.HW;
-      for (int64_t p = 0; p < c.HW; ++p) bf16_span(x + base + p * B, sf.data() + n * Cp + cb * B, y + base + p * B, B, c.mul);
+      const uint16_t* ss = s + n * c.s_n + cb * c.s_block;
+      for (int64_t p = 0; p < c.HW; ++p) bf16_channel_op(x + base + p * B, ss, y + base + p * B, B, c.mul);
     }
 }
 

@@ -192,9 +192,10 @@ class LayoutConv final : public LayoutOp {
   // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
   std::unique_ptr<Winograd> wino_;
   float lo_ = 0.f, hi_ = 0.f;
-  // A last swish post-op run by cpu::swish_inplace after oneDNN's
-  // convolution instead of inside it (cpu/avx2_kernels.h).
-  bool swish_after_ = false, swish_bf16_ = false;  // swish after the convolution; on a bf16 destination
+  // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
+  // bf16 destination) after oneDNN's convolution instead of inside it
+  // (cpu/avx2_kernels.h).
+  bool swish_after_ = false, swish_bf16_ = false;
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
