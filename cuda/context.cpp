@@ -30,8 +30,9 @@ k::DT dt(DType t) {
     case DType::Int8: return k::DT::I8;
     case DType::UInt8: return k::DT::U8;
     case DType::Bool: return k::DT::U8;  // one byte, 0 or 1
+    default: break;
   }
-  throw Error("[cuda] unknown dtype");
+  throw Error(std::string("[cuda] dtype ") + dtype_name(t) + " is not supported by the CUDA backend");
 }
 
 int device_count() {

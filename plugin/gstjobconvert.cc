@@ -314,7 +314,8 @@ bool check_settings(GstJobConvert* self) {
   if (!jobflow::gst::dtype_from_nns(cfg.input_type, &t)) {
     GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                       ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
-                      ("expected one of float32, float64, int32, int64, int8, uint8"));
+                      ("expected one of float16, float32, float64, bfloat16, int8, int16, int32, int64, uint8, "
+                       "uint16, uint32, uint64, bool"));
     return false;
   }
   if (!cfg.input_dims.empty()) {
@@ -678,6 +679,12 @@ double load_value(const guint8* p, DType t) {
     case DType::Int8: return static_cast<gint8>(*p);
     case DType::UInt8: return *p;
     case DType::Bool: return *p != 0;
+    case DType::Int16: { gint16 v; std::memcpy(&v, p, 2); return v; }
+    case DType::UInt16: { guint16 v; std::memcpy(&v, p, 2); return v; }
+    case DType::UInt32: { guint32 v; std::memcpy(&v, p, 4); return v; }
+    case DType::UInt64: { guint64 v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::Float16: { jobflow::float16 v; std::memcpy(&v.bits, p, 2); return static_cast<float>(v); }
+    case DType::BFloat16: { jobflow::bfloat16 v; std::memcpy(&v.bits, p, 2); return static_cast<float>(v); }
   }
   return 0.0;
 }
@@ -1061,8 +1068,8 @@ static void gst_job_convert_class_init(GstJobConvertClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_INPUT_TYPE,
       g_param_spec_string("input-type", "Input type",
-                          "application/octet-stream only: element type of the bytes (float32, float64, int32, "
-                          "int64, int8, uint8)",
+                          "application/octet-stream only: element type of the bytes (float16, float32, float64, "
+                          "bfloat16, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool)",
                           "uint8", flags));
 
   g_object_class_install_property(

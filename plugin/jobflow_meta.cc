@@ -94,6 +94,12 @@ JobflowTensorDataType meta_dtype(DType t) {
     case DType::Int8: return JOBFLOW_TENSOR_DATA_TYPE_INT8;
     case DType::UInt8: return JOBFLOW_TENSOR_DATA_TYPE_UINT8;
     case DType::Bool: return JOBFLOW_TENSOR_DATA_TYPE_UINT8;  // GstTensorMeta has no bool: bytes 0/1
+    case DType::Int16: return JOBFLOW_TENSOR_DATA_TYPE_INT16;
+    case DType::UInt16: return JOBFLOW_TENSOR_DATA_TYPE_UINT16;
+    case DType::UInt32: return JOBFLOW_TENSOR_DATA_TYPE_UINT32;
+    case DType::UInt64: return JOBFLOW_TENSOR_DATA_TYPE_UINT64;
+    case DType::Float16: return JOBFLOW_TENSOR_DATA_TYPE_FLOAT16;
+    case DType::BFloat16: return JOBFLOW_TENSOR_DATA_TYPE_BFLOAT16;
   }
   return JOBFLOW_TENSOR_DATA_TYPE_FLOAT32;
 }
@@ -107,6 +113,12 @@ bool dtype_from_meta(JobflowTensorDataType t, DType* out) {
     case JOBFLOW_TENSOR_DATA_TYPE_INT64: d = DType::Int64; break;
     case JOBFLOW_TENSOR_DATA_TYPE_INT8: d = DType::Int8; break;
     case JOBFLOW_TENSOR_DATA_TYPE_UINT8: d = DType::UInt8; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_INT16: d = DType::Int16; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_UINT16: d = DType::UInt16; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_UINT32: d = DType::UInt32; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_UINT64: d = DType::UInt64; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_FLOAT16: d = DType::Float16; break;
+    case JOBFLOW_TENSOR_DATA_TYPE_BFLOAT16: d = DType::BFloat16; break;
     default: return false;
   }
   if (out) *out = d;

@@ -41,6 +41,29 @@ void add_value(JsonArray* a, const guint8* p, jobflow::DType t) {
     case jobflow::DType::Int64: { gint64 v; std::memcpy(&v, p, 8); json_array_add_int_element(a, v); break; }
     case jobflow::DType::Float32: { float v; std::memcpy(&v, p, 4); json_array_add_double_element(a, short_double(v)); break; }
     case jobflow::DType::Float64: { double v; std::memcpy(&v, p, 8); json_array_add_double_element(a, v); break; }
+    case jobflow::DType::Int16: { gint16 v; std::memcpy(&v, p, 2); json_array_add_int_element(a, v); break; }
+    case jobflow::DType::UInt16: { guint16 v; std::memcpy(&v, p, 2); json_array_add_int_element(a, v); break; }
+    case jobflow::DType::UInt32: { guint32 v; std::memcpy(&v, p, 4); json_array_add_int_element(a, v); break; }
+    // JSON numbers above 2^63 do not fit json-glib's gint64: written as doubles.
+    case jobflow::DType::UInt64: {
+      guint64 v;
+      std::memcpy(&v, p, 8);
+      if (v <= static_cast<guint64>(G_MAXINT64)) json_array_add_int_element(a, static_cast<gint64>(v));
+      else json_array_add_double_element(a, static_cast<double>(v));
+      break;
+    }
+    case jobflow::DType::Float16: {
+      jobflow::float16 v;
+      std::memcpy(&v.bits, p, 2);
+      json_array_add_double_element(a, short_double(static_cast<float>(v)));
+      break;
+    }
+    case jobflow::DType::BFloat16: {
+      jobflow::bfloat16 v;
+      std::memcpy(&v.bits, p, 2);
+      json_array_add_double_element(a, short_double(static_cast<float>(v)));
+      break;
+    }
   }
 }
 

@@ -25,8 +25,11 @@ struct NnsType {
 constexpr NnsType kTypes[] = {
     {"float32", DType::Float32}, {"float64", DType::Float64}, {"int32", DType::Int32},
     {"int64", DType::Int64},     {"int8", DType::Int8},       {"uint8", DType::UInt8},
-    // Not an NNStreamer type: Jobflow's own, one byte (0 or 1) per element.
-    {"bool", DType::Bool},
+    {"int16", DType::Int16},     {"uint16", DType::UInt16},   {"uint32", DType::UInt32},
+    {"uint64", DType::UInt64},   {"float16", DType::Float16},
+    // Not NNStreamer types: Jobflow's own, one byte (0 or 1) per element,
+    // and bfloat16's 16 bits.
+    {"bool", DType::Bool},       {"bfloat16", DType::BFloat16},
 };
 
 std::string trim(const std::string& s) {
@@ -279,8 +282,10 @@ struct FlexType {
   uint32_t code;
   DType dtype;
 };
-constexpr FlexType kFlexTypes[] = {{0, DType::Int32}, {4, DType::Int8},     {5, DType::UInt8},
-                                   {6, DType::Float64}, {7, DType::Float32}, {8, DType::Int64}};
+constexpr FlexType kFlexTypes[] = {{0, DType::Int32},   {1, DType::UInt32},  {2, DType::Int16},
+                                   {3, DType::UInt16},  {4, DType::Int8},    {5, DType::UInt8},
+                                   {6, DType::Float64}, {7, DType::Float32}, {8, DType::Int64},
+                                   {9, DType::UInt64},  {10, DType::Float16}};
 const char* kFlexTypeNames[] = {"int32", "uint32", "int16", "uint16", "int8", "uint8",
                                 "float64", "float32", "int64", "uint64", "float16"};
 }  // namespace
@@ -348,7 +353,7 @@ bool read_flex_header(const void* header, size_t size, size_t expected_rank, Ten
   if (!type)
     return fail(std::string("element type ") +
                 (w[2] < std::size(kFlexTypeNames) ? kFlexTypeNames[w[2]] : std::to_string(w[2]).c_str()) +
-                " has no Jobflow dtype (float32, float64, int32, int64, int8, uint8)");
+                " has no Jobflow dtype (float16/32/64, int8/16/32/64, uint8/16/32/64)");
   std::vector<int64_t> inner;
   for (int i = 0; i < kFlexRank && w[3 + i] != 0; ++i) inner.push_back(w[3 + i]);
   if (inner.empty()) return fail("the header has no dims");

@@ -188,6 +188,12 @@ const char* proto_dtype(DType t) {
     case DType::Int8: return "kInt8";
     case DType::UInt8: return "kUInt8";
     case DType::Bool: return "kBool";
+    case DType::Int16: return "kInt16";
+    case DType::UInt16: return "kUInt16";
+    case DType::UInt32: return "kUInt32";
+    case DType::UInt64: return "kUInt64";
+    case DType::Float16: return "kFloat16";
+    case DType::BFloat16: return "kBFloat16";
   }
   return "kInvalidDataType";
 }
@@ -195,9 +201,13 @@ const char* proto_dtype(DType t) {
 std::optional<DType> dtype_from_proto(const std::string& s) {
   static const std::pair<const char*, DType> names[] = {
       {"kChar", DType::Int8},   {"kFloat", DType::Float32}, {"kDouble", DType::Float64}, {"kInt8", DType::Int8},
-      {"kInt32", DType::Int32}, {"kInt64", DType::Int64},   {"kUInt8", DType::UInt8}, {"kBool", DType::Bool}};
-  // OneFlow's DataType numbers (data_type.proto): kBool is 12.
-  static const char* numbers[] = {"1", "2", "3", "4", "5", "6", "7", "12"};
+      {"kInt32", DType::Int32}, {"kInt64", DType::Int64},   {"kUInt8", DType::UInt8}, {"kBool", DType::Bool},
+      {"kFloat16", DType::Float16}, {"kBFloat16", DType::BFloat16}, {"kUInt16", DType::UInt16},
+      {"kUInt32", DType::UInt32}, {"kUInt64", DType::UInt64}, {"kInt16", DType::Int16}};
+  // OneFlow's DataType numbers (data_type.proto): kBool is 12, kFloat16 9,
+  // kBFloat16 11, kUInt16..kUInt64 13..15, kInt16 17.
+  static const char* numbers[] = {"1", "2", "3", "4", "5", "6", "7", "12", "9", "11", "13", "14", "15", "17"};
+  static_assert(std::size(numbers) == std::size(names));
   for (size_t i = 0; i < std::size(names); ++i)
     if (s == names[i].first || s == numbers[i]) return names[i].second;
   return std::nullopt;

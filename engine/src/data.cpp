@@ -462,15 +462,16 @@ Tensor read_npy(const std::string& path) {
   };
   static const Kind kinds[] = {{"f4", DType::Float32}, {"f8", DType::Float64}, {"i4", DType::Int32},
                                {"i8", DType::Int64},   {"i1", DType::Int8},    {"u1", DType::UInt8},
-                               {"b1", DType::Bool}};
+                               {"b1", DType::Bool},    {"i2", DType::Int16},   {"u2", DType::UInt16},
+                               {"u4", DType::UInt32},  {"u8", DType::UInt64},  {"f2", DType::Float16}};
   if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
     npy_fail("read_npy", path, "element type '" + descr + "' is not little-endian " +
-                                   "float32/float64/int32/int64/int8/uint8/bool");
+                                   "float16/32/64, int8/16/32/64, uint8/16/32/64 or bool");
   const Kind* kind = nullptr;
   for (const Kind& k : kinds)
     if (descr.substr(1) == k.code) kind = &k;
   if (!kind)
-    npy_fail("read_npy", path, "element type '" + descr + "' is not float32, float64, int32, int64, int8, uint8 or bool");
+    npy_fail("read_npy", path, "element type '" + descr + "' is not float16/32/64, int8/16/32/64, uint8/16/32/64 or bool");
   Shape shape;
   {
     std::string t = shape_text.substr(1, shape_text.size() - 2);  // without the parentheses
@@ -521,6 +522,13 @@ void write_npy(const std::string& path, const Tensor& t) {
     case DType::Int8: code = "|i1"; break;
     case DType::UInt8: code = "|u1"; break;
     case DType::Bool: code = "|b1"; break;
+    case DType::Int16: code = "<i2"; break;
+    case DType::UInt16: code = "<u2"; break;
+    case DType::UInt32: code = "<u4"; break;
+    case DType::UInt64: code = "<u8"; break;
+    case DType::Float16: code = "<f2"; break;
+    case DType::BFloat16:  // NumPy has no bfloat16 (ml_dtypes' is a void type to NumPy's files)
+      npy_fail("write_npy", path, "bfloat16 has no .npy element type; cast to float32 first");
   }
   std::string shape = "(";  // Python's tuple: (), (3,), (2, 3)
   for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape()[i]);

@@ -19,8 +19,10 @@ void dispatch_float(DType t, const char* op, F&& f) {
     default: op_error(op, std::string("unsupported dtype ") + dtype_name(t));
   }
 }
-// Any dtype, bool included (T = bool): data movement and comparisons run on
-// it; arithmetic ops refuse bool in infer() (expect_not_bool).
+// Any dtype the ops compute on, bool included (T = bool): data movement and
+// comparisons run on it; arithmetic ops refuse bool in infer()
+// (expect_not_bool). float16 and bfloat16 never get here: Graph::add
+// refuses them to every op but cast (tensor.h).
 template <class F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
@@ -31,7 +33,14 @@ void dispatch_all(DType t, F&& f) {
     case DType::Int8: f(int8_t{}); return;
     case DType::UInt8: f(uint8_t{}); return;
     case DType::Bool: f(bool{}); return;
+    case DType::Int16: f(int16_t{}); return;
+    case DType::UInt16: f(uint16_t{}); return;
+    case DType::UInt32: f(uint32_t{}); return;
+    case DType::UInt64: f(uint64_t{}); return;
+    case DType::Float16:
+    case DType::BFloat16: break;
   }
+  throw Error(std::string("[kernel] internal: a ") + dtype_name(t) + " tensor reached a kernel that computes on it");
 }
 
 // Element counts above which loops are split across threads (OpenMP).

@@ -1,9 +1,11 @@
 #include "jobflow/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 namespace jobflow {
 
@@ -16,6 +18,12 @@ size_t dtype_size(DType t) {
     case DType::Int8: return 1;
     case DType::UInt8: return 1;
     case DType::Bool: return 1;
+    case DType::Int16: return 2;
+    case DType::UInt16: return 2;
+    case DType::UInt32: return 4;
+    case DType::UInt64: return 8;
+    case DType::Float16: return 2;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
@@ -29,19 +37,75 @@ const char* dtype_name(DType t) {
     case DType::Int8: return "int8";
     case DType::UInt8: return "uint8";
     case DType::Bool: return "bool";
+    case DType::Int16: return "int16";
+    case DType::UInt16: return "uint16";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& s) {
-  for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Int8, DType::UInt8, DType::Bool})
-    if (s == dtype_name(t)) return t;
+  for (int i = 0; i < kDTypeCount; ++i)
+    if (s == dtype_name(static_cast<DType>(i))) return static_cast<DType>(i);
   if (s == "float") return DType::Float32;
   if (s == "double") return DType::Float64;
+  if (s == "half") return DType::Float16;
   throw Error("[dtype] unknown dtype '" + s + "'");
 }
 
 bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+namespace {
+
+// Rounds v to the nearest value with `mant` fraction bits and `exp` exponent
+// bits (IEEE layout: bias 2^(exp-1) - 1, subnormals, infinity), ties to
+// even, and returns its 16 bits. All steps are exact in double except the
+// one nearbyint, so a double is rounded once.
+uint16_t round_to_bits(double v, int mant, int exp) {
+  const uint16_t sign = std::signbit(v) ? uint16_t(1u << 15) : uint16_t(0);
+  const uint16_t exp_all = uint16_t(((1u << exp) - 1) << mant);
+  if (std::isnan(v)) return uint16_t(sign | exp_all | (1u << (mant - 1)));
+  if (std::isinf(v)) return uint16_t(sign | exp_all);
+  const double a = std::fabs(v);
+  const int bias = (1 << (exp - 1)) - 1;
+  const int emin = 1 - bias;  // the smallest normal exponent
+  if (a < std::ldexp(1.0, emin)) {  // subnormal or zero: units of 2^(emin - mant)
+    const double q = std::nearbyint(std::ldexp(a, mant - emin));
+    return uint16_t(sign | static_cast<uint16_t>(q));  // q == 2^mant is the smallest normal
+  }
+  int e = 0;
+  const double f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  int E = e - 1;
+  double q = std::nearbyint((f * 2 - 1) * std::ldexp(1.0, mant));
+  if (q == std::ldexp(1.0, mant)) {
+    q = 0;
+    ++E;
+  }
+  if (E > bias) return uint16_t(sign | exp_all);  // overflow (infinity included)
+  return uint16_t(sign | (uint16_t(E + bias) << mant) | static_cast<uint16_t>(q));
+}
+
+}  // namespace
+
+float16::float16(double v) : bits(round_to_bits(v, 10, 5)) {}
+float16::operator float() const {
+  const int e = (bits >> 10) & 0x1f, m = bits & 0x3ff;
+  float a;
+  if (e == 0) a = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) a = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else a = std::ldexp(static_cast<float>(m + 1024), e - 25);
+  return (bits & 0x8000) ? -a : a;
+}
+bfloat16::bfloat16(double v) : bits(round_to_bits(v, 7, 8)) {}
+bfloat16::operator float() const {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 bool is_static(const Shape& s) {
   for (int64_t d : s)
@@ -167,14 +231,27 @@ void dispatch(DType t, F&& f) {
     case DType::Int8: f(int8_t{}); break;
     case DType::UInt8: f(uint8_t{}); break;
     case DType::Bool: f(bool{}); break;
+    case DType::Int16: f(int16_t{}); break;
+    case DType::UInt16: f(uint16_t{}); break;
+    case DType::UInt32: f(uint32_t{}); break;
+    case DType::UInt64: f(uint64_t{}); break;
+    case DType::Float16: f(float16{}); break;
+    case DType::BFloat16: f(bfloat16{}); break;
   }
+}
+// x as O: the 16-bit floats through float (exact) or from double (one rounding).
+template <class O, class I>
+O convert(I x) {
+  if constexpr (std::is_same_v<I, float16> || std::is_same_v<I, bfloat16>) return convert<O>(static_cast<float>(x));
+  else if constexpr (std::is_same_v<O, float16> || std::is_same_v<O, bfloat16>) return O(static_cast<double>(x));
+  else return static_cast<O>(x);
 }
 }  // namespace
 
 double Tensor::at(int64_t i) const {
   if (i < 0 || i >= numel()) throw Error("[Tensor::at] index " + std::to_string(i) + " out of range");
   double v = 0;
-  dispatch(dtype_, [&](auto z) { v = static_cast<double>(static_cast<const decltype(z)*>(data_)[i]); });
+  dispatch(dtype_, [&](auto z) { v = convert<double>(static_cast<const decltype(z)*>(data_)[i]); });
   return v;
 }
 
@@ -187,7 +264,7 @@ Tensor Tensor::astype(DType to) const {
     dispatch(to, [&](auto zo) {
       using O = decltype(zo);
       O* dst = static_cast<O*>(out.data_);
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<O>(src[i]);
+      for (int64_t i = 0; i < n; ++i) dst[i] = convert<O>(src[i]);
     });
   });
   return out;
@@ -199,7 +276,7 @@ double Tensor::mean() const {
   double s = 0;
   dispatch(dtype_, [&](auto z) {
     const auto* p = static_cast<const decltype(z)*>(data_);
-    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]);
+    for (int64_t i = 0; i < n; ++i) s += convert<double>(p[i]);
   });
   return s / static_cast<double>(n);
 }

@@ -20,10 +20,12 @@ call runs the compiled plan. See docs/user-guide/python.md.
 """
 from . import _jobflow
 from ._jobflow import Blob, Error
-from ._dtypes import DType, float32, float64, int32, int64, int8, uint8, bool_, as_dtype
+from ._dtypes import (DType, float32, float64, int32, int64, int8, uint8, bool_, int16, uint16, uint32, uint64,
+                      float16, bfloat16, as_dtype)
 
 float = float32  # noqa: A001  (OneFlow's spelling: flow.float)
 double = float64
+half = float16
 char = int8
 
 from . import typing  # noqa: E402

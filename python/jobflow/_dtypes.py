@@ -11,11 +11,20 @@ int64 = DType.int64
 int8 = DType.int8
 uint8 = DType.uint8
 bool_ = DType.bool
+int16 = DType.int16
+uint16 = DType.uint16
+uint32 = DType.uint32
+uint64 = DType.uint64
+# Storage types: placeholders, returns and cast take them; other ops need a
+# cast to float32 first. bfloat16 has no NumPy dtype (feed and fetch float32).
+float16 = DType.float16
+bfloat16 = DType.bfloat16
 
 _BY_NAME = {
     "float": float32, "float32": float32, "double": float64, "float64": float64,
     "int32": int32, "int64": int64, "int8": int8, "char": int8, "uint8": uint8,
-    "bool": bool_,
+    "bool": bool_, "int16": int16, "uint16": uint16, "uint32": uint32, "uint64": uint64,
+    "float16": float16, "half": float16, "bfloat16": bfloat16,
 }
 
 
@@ -30,7 +39,7 @@ def as_dtype(x):
     except TypeError:
         d = None
     if d is None:
-        raise _C.Error("[jobflow] no engine dtype for %r (float32, float64, int32, int64, int8, uint8, bool)" % (x,))
+        raise _C.Error("[jobflow] no engine dtype for %r (float16/32/64, int8/16/32/64, uint8/16/32/64, bool)" % (x,))
     return d
 
 

@@ -53,6 +53,12 @@ py::dtype numpy_dtype(DType t) {
     case DType::Int8: return py::dtype::of<int8_t>();
     case DType::UInt8: return py::dtype::of<uint8_t>();
     case DType::Bool: return py::dtype::of<bool>();
+    case DType::Int16: return py::dtype::of<int16_t>();
+    case DType::UInt16: return py::dtype::of<uint16_t>();
+    case DType::UInt32: return py::dtype::of<uint32_t>();
+    case DType::UInt64: return py::dtype::of<uint64_t>();
+    case DType::Float16: return py::dtype("float16");
+    case DType::BFloat16: throw Error("[jobflow] bfloat16 has no NumPy dtype; cast the blob to float32 in the job");
   }
   throw Error("[jobflow] unknown dtype");
 }
@@ -67,6 +73,11 @@ bool engine_dtype(const py::dtype& d, DType& out) {
   else if (k == 'i' && size == 1) out = DType::Int8;
   else if (k == 'u' && size == 1) out = DType::UInt8;
   else if (k == 'b' && size == 1) out = DType::Bool;
+  else if (k == 'f' && size == 2) out = DType::Float16;
+  else if (k == 'i' && size == 2) out = DType::Int16;
+  else if (k == 'u' && size == 2) out = DType::UInt16;
+  else if (k == 'u' && size == 4) out = DType::UInt32;
+  else if (k == 'u' && size == 8) out = DType::UInt64;
   else return false;
   return true;
 }
@@ -174,7 +185,13 @@ PYBIND11_MODULE(_jobflow, m) {
       .value("int64", DType::Int64)
       .value("int8", DType::Int8)
       .value("uint8", DType::UInt8)
-      .value("bool", DType::Bool);
+      .value("bool", DType::Bool)
+      .value("int16", DType::Int16)
+      .value("uint16", DType::UInt16)
+      .value("uint32", DType::UInt32)
+      .value("uint64", DType::UInt64)
+      .value("float16", DType::Float16)
+      .value("bfloat16", DType::BFloat16);
   m.def("dtype_of_numpy", [](py::object d) -> py::object {
     DType t;
     if (!engine_dtype(py::dtype::from_args(d), t)) return py::none();

@@ -27,17 +27,7 @@ std::string name_of(py::handle n) { return n.is_none() ? std::string() : n.cast<
 
 // A scalar operand as a constant of the blob's dtype (for 2 - x, 1 / x).
 Blob scalar_like(Blob b, double v) {
-  Tensor t({}, b.dtype());
-  switch (b.dtype()) {
-    case DType::Float32: *t.data<float>() = static_cast<float>(v); break;
-    case DType::Float64: *t.data<double>() = v; break;
-    case DType::Int32: *t.data<int32_t>() = static_cast<int32_t>(v); break;
-    case DType::Int64: *t.data<int64_t>() = static_cast<int64_t>(v); break;
-    case DType::Int8: *t.data<int8_t>() = static_cast<int8_t>(v); break;
-    case DType::UInt8: *t.data<uint8_t>() = static_cast<uint8_t>(v); break;
-    case DType::Bool: *t.data<bool>() = v != 0; break;
-  }
-  return constant(t);
+  return constant(Tensor::scalar<double>(v).astype(b.dtype()));
 }
 
 }  // namespace

@@ -161,6 +161,7 @@ class Harness {
         case DType::Int8: v.data<int8_t>()[i] = static_cast<int8_t>(std::lround(x)); break;
         case DType::UInt8: v.data<uint8_t>()[i] = static_cast<uint8_t>(std::lround(x)); break;
         case DType::Bool: v.data<uint8_t>()[i] = x > 0; break;
+        default: throw flow::Error(std::string("random: no ") + dtype_name(t) + " inputs on the CUDA backend");
       }
     }
     return v;

@@ -126,9 +126,15 @@ TEST(FlexibleTensors, HeadersFollowNNStreamersLayout) {
   EXPECT_EQ(s, (flow::TensorSpec{{2, 3, 5}, flow::Float}));
   ASSERT_TRUE(jobflow::gst::read_flex_header(w, 128, 4, &s, &error)) << error;  // a rank-4 placeholder
   EXPECT_EQ(s.shape, (Shape{1, 2, 3, 5}));
-  w[2] = 3;  // uint16
+  w[2] = 3;  // _NNS_UINT16
+  ASSERT_TRUE(jobflow::gst::read_flex_header(w, 128, 0, &s, &error)) << error;
+  EXPECT_EQ(s.dtype, flow::DType::UInt16);
+  w[2] = 10;  // _NNS_FLOAT16
+  ASSERT_TRUE(jobflow::gst::read_flex_header(w, 128, 0, &s, &error)) << error;
+  EXPECT_EQ(s.dtype, flow::DType::Float16);
+  w[2] = 11;  // past NNStreamer's types
   EXPECT_FALSE(jobflow::gst::read_flex_header(w, 128, 0, &s, &error));
-  EXPECT_NE(error.find("element type uint16 has no Jobflow dtype"), std::string::npos) << error;
+  EXPECT_NE(error.find("element type 11 has no Jobflow dtype"), std::string::npos) << error;
   w[2] = 7, w[19] = 2;
   EXPECT_FALSE(jobflow::gst::read_flex_header(w, 128, 0, &s, &error));
   EXPECT_NE(error.find("sparse"), std::string::npos) << error;

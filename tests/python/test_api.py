@@ -432,3 +432,33 @@ def test_older_api_rules():
     assert "old_lin-weight-momentum" in flow.get_all_variables()  # momentum_conf: SGD with momentum
     r = fit(x, y).get()
     assert isinstance(r, np.ndarray) and isinstance(r.ndarray(), np.ndarray) and type(r.ndarray()) is np.ndarray
+
+
+def test_sixteen_bit_floats_and_wide_unsigned_integers_cross_the_boundary():
+    # float16 is a storage type: fed and fetched as NumPy's float16, computed
+    # on after a cast; uint64 keeps values a float64 would round.
+    config = flow.function_config().name("half_job")
+
+    @flow.global_function(function_config=config)
+    def half_job(x: tp.Numpy.Placeholder((3,), dtype=flow.float16)) -> tp.Numpy:
+        return flow.cast(flow.cast(x, flow.float32) * 3.0, flow.float16)
+
+    x = np.array([1.5, -0.25, 30000.0], np.float16)
+    y = half_job(x)
+    assert y.dtype == np.float16 and y.shape == (3,)
+    np.testing.assert_array_equal(y, np.array([4.5, -0.75, np.inf], np.float16))  # 90000 overflows
+
+    @flow.global_function(function_config=flow.function_config().name("u64_job"))
+    def u64_job(a: tp.Numpy.Placeholder((2,), dtype=flow.uint64),
+                b: tp.Numpy.Placeholder((2,), dtype=flow.uint64)) -> tp.Numpy:
+        return flow.math.maximum(a, b)
+
+    big = np.array([2**63 + 3, 7], np.uint64)
+    r = u64_job(big, np.array([2**63 + 2, 9], np.uint64))
+    assert r.dtype == np.uint64 and r.tolist() == [2**63 + 3, 9]
+
+    # Arithmetic on float16 is refused where the job is defined, naming the op.
+    with pytest.raises(flow.Error, match=r"\[add\] input 0 is \(3,\) float16.*cast\(x, Float32\) first"):
+        @flow.global_function(function_config=flow.function_config().name("half_add_job"))
+        def bad(x: tp.Numpy.Placeholder((3,), dtype=flow.float16)) -> tp.Numpy:
+            return x + x

@@ -128,8 +128,14 @@ TEST(CheckpointIo, ReadsOtherMetaSpellings) {
   EXPECT_EQ(m["a"].shape(), (Shape{2, 2}));
   EXPECT_EQ(m["a"].dtype(), DType::Float32);
   EXPECT_EQ(m["b"].dtype(), DType::Int32);
+  // A 16-bit type read over 12 bytes of int32 is a size error; six bytes as
+  // OneFlow's number for kFloat16 (9) load as float16.
   spit(dir + "/b/meta", "shape {\n  dim: 3\n}\ndata_type: kFloat16\n");
-  expect_error([&] { ckpt::load(dir); }, "[CheckPoint.load] ", {"variable 'b'", "unsupported data_type 'kFloat16'"});
+  expect_error([&] { ckpt::load(dir); }, "[CheckPoint.load] ", {"variable 'b'", "expected 6 bytes for (3,) float16"});
+  spit(dir + "/b/meta", "shape {\n  dim: 6\n}\ndata_type: 9\n");
+  EXPECT_EQ(ckpt::load(dir)["b"].dtype(), DType::Float16);
+  spit(dir + "/b/meta", "shape {\n  dim: 3\n}\ndata_type: kTensorBuffer\n");
+  expect_error([&] { ckpt::load(dir); }, "[CheckPoint.load] ", {"variable 'b'", "unsupported data_type 'kTensorBuffer'"});
 }
 
 TEST(CheckpointIo, LoadRequiresSnapshotDone) {

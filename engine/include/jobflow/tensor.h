@@ -18,7 +18,20 @@ namespace jobflow {
 
 // Bool is one byte per element holding 0 or 1 (the output of comparisons
 // and logical ops, ONNX's bool); arithmetic ops refuse it.
-enum class DType : uint8_t { Float32, Float64, Int32, Int64, Int8, UInt8, Bool };
+//
+// Float16 (IEEE 754 half) and BFloat16 are storage types: tensors, files,
+// caps and cast() hold them, and every other op takes them only after a
+// cast (ONNX models are legalized at load: such a node runs in float32
+// between casts, exact for data movement, max/min and fmod, correctly
+// rounded for one arithmetic op). The convolution and matrix kernels'
+// own bfloat16 (FunctionConfig precision) is separate and internal.
+// (New dtypes go at the end: the values are stored nowhere, but keep
+// the order stable for readers of old traces.)
+enum class DType : uint8_t {
+  Float32, Float64, Int32, Int64, Int8, UInt8, Bool,
+  Int16, UInt16, UInt32, UInt64, Float16, BFloat16
+};
+inline constexpr int kDTypeCount = 13;
 
 // OneFlow spellings (flow.float, flow.int32, ...).
 inline constexpr DType Float = DType::Float32;
@@ -30,11 +43,39 @@ inline constexpr DType Int64 = DType::Int64;
 inline constexpr DType Int8 = DType::Int8;
 inline constexpr DType UInt8 = DType::UInt8;
 inline constexpr DType Bool = DType::Bool;
+inline constexpr DType Int16 = DType::Int16;
+inline constexpr DType UInt16 = DType::UInt16;
+inline constexpr DType UInt32 = DType::UInt32;
+inline constexpr DType UInt64 = DType::UInt64;
+inline constexpr DType Float16 = DType::Float16;
+inline constexpr DType BFloat16 = DType::BFloat16;
+
+// The 16 bits of a Float16 or BFloat16 element. Conversions are explicit
+// (no arithmetic happens on these by accident): from float or double rounds
+// once, to nearest even (a double is not rounded to float first); overflow
+// gives infinity, NaN stays NaN (quiet); to float is exact. Subnormals are
+// kept both ways.
+struct float16 {
+  uint16_t bits = 0;
+  float16() = default;
+  explicit float16(double v);
+  explicit operator float() const;
+  static float16 from_bits(uint16_t b) { float16 h; h.bits = b; return h; }
+};
+struct bfloat16 {
+  uint16_t bits = 0;
+  bfloat16() = default;
+  explicit bfloat16(double v);
+  explicit operator float() const;
+  static bfloat16 from_bits(uint16_t b) { bfloat16 h; h.bits = b; return h; }
+};
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);            // "float32", "int32", ...
 DType dtype_from_name(const std::string& s);  // inverse of dtype_name; throws
-bool is_floating(DType t);
+bool is_floating(DType t);  // float32 or float64 (the dtypes arithmetic ops compute in)
+// float16 or bfloat16: storage only (see DType).
+inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::Float32; }
@@ -44,6 +85,12 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::UInt16; }
+template <> constexpr DType dtype_of<uint32_t>() { return DType::UInt32; }
+template <> constexpr DType dtype_of<uint64_t>() { return DType::UInt64; }
+template <> constexpr DType dtype_of<float16>() { return DType::Float16; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
 
 using Shape = std::vector<int64_t>;
 // A dimension not known before a call (a placeholder's dynamic batch, a

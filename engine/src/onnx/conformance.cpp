@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,6 +35,7 @@
 
 #include "import_internal.h"
 #include "jobflow/onnx.h"
+#include "jobflow/primitive.h"
 #include "jobflow/session.h"
 #include "onnx_util.h"
 
@@ -80,6 +82,10 @@ std::set<std::string> model_ops(const fs::path& model) {
 
 Tol tolerance(DType dt, const std::set<std::string>& ops) {
   if (dt == DType::Float64) return {1e-5, 1e-7};
+  // One unit in the last place: the Cast cases' bfloat16 outputs were made
+  // by truncating float32 (this release of the test data), where the engine
+  // (like PyTorch and the Cast spec) rounds to nearest even.
+  if (dt == DType::BFloat16) return {1.0 / 128, 0};
   static const std::set<std::string> accumulating = {
       "Conv", "ConvTranspose", "Gemm", "MatMul", "ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2",
       "ReduceSumSquare", "AveragePool", "GlobalAveragePool", "BatchNormalization", "InstanceNormalization",
@@ -87,6 +93,15 @@ Tol tolerance(DType dt, const std::set<std::string>& ops) {
   for (auto& o : ops)
     if (accumulating.count(o)) return {1e-3, 1e-3};
   return {1e-3, 1e-4};
+}
+
+// ONNX's test data keeps bfloat16 values as uint16 tensors of their bits
+// (NumPy has no bfloat16): such a tensor is read as the bfloat16 the model
+// takes or returns.
+Tensor as_dtype_bits(const Tensor& t, DType want) {
+  if (want == DType::BFloat16 && t.dtype() == DType::UInt16)
+    return Tensor::wrap(t.raw(), t.shape(), DType::BFloat16, t.storage());
+  return t;
 }
 
 struct Mismatch {
@@ -109,7 +124,20 @@ Mismatch compare(const Tensor& got, const Tensor& want, Tol tol) {
     m.what = std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
     return m;
   }
-  const bool exact = !is_floating(want.dtype());
+  const bool exact = !is_floating(want.dtype()) && !is_half(want.dtype());
+  if (exact) {  // bit for bit (a uint64 or int64 above 2^53 has no double)
+    const size_t es = dtype_size(want.dtype());
+    const auto* g = static_cast<const unsigned char*>(got.raw());
+    const auto* w = static_cast<const unsigned char*>(want.raw());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (std::memcmp(g + i * es, w + i * es, es) != 0) {
+        m.ok = false;
+        m.what = "element [" + std::to_string(i) + "] of " + shape_str(want.shape()) + ": got " +
+                 std::to_string(got.at(i)) + ", expected " + std::to_string(want.at(i));
+        return m;
+      }
+    return m;
+  }
   double worst = -1;
   int64_t wi = -1;
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -199,8 +227,18 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
         *why = set.filename().string() + ": more inputs than placeholders";
         return Outcome::Fail;
       }
-      inputs[idx] = t;
+      inputs[idx] = as_dtype_bits(t, sig.inputs[idx].dtype);
       given[idx] = true;
+      // The test's data contradicting its own model (castlike_*BFLOAT16*
+      // feed 'like' as (1,) where the model declares (3, 4)): no runtime
+      // that checks inputs can pass it.
+      if (inputs[idx].shape().size() != sig.inputs[idx].shape.size() ||
+          !shapes_agree(inputs[idx].shape(), sig.inputs[idx].shape)) {
+        *why = set.filename().string() + ": input '" + sig.input_names[idx] + "' is " +
+               shape_str(inputs[idx].shape()) + ", the model declares " + shape_str(sig.inputs[idx].shape);
+        missing->push_back("inconsistent test data");
+        return Outcome::Skip;
+      }
     }
     for (size_t i = 0; i < given.size(); ++i)
       if (!given[i]) {
@@ -227,6 +265,7 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
         *why = set.filename().string() + ": " + err;
         return Outcome::Fail;
       }
+      want = as_dtype_bits(want, got[i].dtype());
       Mismatch m = compare(got[i], want, tolerance(want.dtype(), ops));
       if (!m.ok) {
         *why = set.filename().string() + " output " + std::to_string(i) + (name.empty() ? "" : " '" + name + "'") +
@@ -243,7 +282,7 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
 // The reasons a case may be skipped for: something the importer does not
 // support yet, as onnx_import::Unsupported names it.
 bool allowed_skip_reason(const std::string& r) {
-  static const std::regex allowed(R"(^(([a-z][a-z0-9_]*\.)*[A-Z][A-Za-z0-9]*(\(.+\))?|dtype [a-z0-9]+|dynamic input shape|non-tensor input)$)");
+  static const std::regex allowed(R"(^(([a-z][a-z0-9_]*\.)*[A-Z][A-Za-z0-9]*(\(.+\))?|dtype [a-z0-9]+|dynamic input shape|non-tensor input|inconsistent test data)$)");
   return std::regex_match(r, allowed);
 }
 

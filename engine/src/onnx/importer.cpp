@@ -58,6 +58,12 @@ Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
       case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
       case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
       case DType::Bool: t.data<bool>()[i] = x != 0; break;
+      case DType::Int16: t.data<int16_t>()[i] = static_cast<int16_t>(x); break;
+      case DType::UInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(x); break;
+      case DType::UInt32: t.data<uint32_t>()[i] = static_cast<uint32_t>(x); break;
+      case DType::UInt64: t.data<uint64_t>()[i] = static_cast<uint64_t>(x); break;
+      case DType::Float16: t.data<float16>()[i] = float16(x); break;
+      case DType::BFloat16: t.data<bfloat16>()[i] = bfloat16(x); break;
     }
   }
   return t;
@@ -115,7 +121,8 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
   }
   switch (p.data_type()) {
     case TensorProto::FLOAT: case TensorProto::DOUBLE: case TensorProto::INT32: case TensorProto::INT64:
-    case TensorProto::INT8: case TensorProto::UINT8:
+    case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::INT16: case TensorProto::UINT16:
+    case TensorProto::UINT32: case TensorProto::UINT64: case TensorProto::FLOAT16: case TensorProto::BFLOAT16:
       break;
     default: {
       std::string dt = TensorProto::DataType_IsValid(p.data_type())
@@ -362,6 +369,58 @@ bool try_fold(Importer& I, const ImportRow& e) {
   return true;
 }
 
+// The row itself, or the folded or deferred node it makes.
+void build_node(Importer& I, const ImportRow& row) {
+  if (!try_fold(I, row) && !defer_node(I, row)) row.fn(I);
+}
+
+// float16 and bfloat16 are storage types in the engine (tensor.h): a node
+// other than Cast/CastLike that reads them runs in float32 between casts.
+// Its 16-bit inputs are seen as float32 while its row builds it, and its
+// float32 outputs go back to the inputs' 16-bit type (ONNX's type
+// constraints give them one T). Exact for data movement, max/min and fmod;
+// one float32 operation rounded once to 16 bits is what ONNX Runtime's CPU
+// kernels for float16 compute as well.
+bool run_in_float32(Importer& I, const ImportRow& row) {
+  if (row.domain.empty() && (row.op_type == "Cast" || row.op_type == "CastLike")) return false;
+  std::optional<DType> half;
+  std::vector<std::pair<std::string, Value>> stashed;
+  for (int i = 0; i < I.nin(); ++i) {
+    if (!I.has(i)) continue;
+    const std::string& name = I.iname(i);
+    const DType dt = I.spec(i).dtype;
+    if (!is_half(dt)) continue;
+    if (half && *half != dt) I.err("inputs mix float16 and bfloat16");
+    half = dt;
+    if (std::any_of(stashed.begin(), stashed.end(), [&](const auto& s) { return s.first == name; })) continue;
+    Value& v = I.value(name);
+    Value f;
+    if (v.pure_const()) f.konst = v.konst.astype(DType::Float32);
+    else f.blob = cast(I.blob_of(name), DType::Float32);
+    stashed.emplace_back(name, v);
+    v = std::move(f);
+  }
+  if (!half) return false;
+  auto restore = [&] {
+    for (auto& [name, v] : stashed) I.values[name] = v;
+  };
+  try {
+    build_node(I, row);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  for (int i = 0; i < I.node->output_size(); ++i) {
+    auto it = I.values.find(I.node->output(i));
+    if (I.node->output(i).empty() || it == I.values.end()) continue;
+    Value& v = it->second;
+    if (v.blob.defined() && v.blob.dtype() == DType::Float32) v.blob = cast(v.blob, *half);
+    else if (!v.blob.defined() && v.konst.defined() && v.konst.dtype() == DType::Float32) v.konst = v.konst.astype(*half);
+  }
+  return true;
+}
+
 }  // namespace
 
 void Importer::run_node(const NodeProto& n, int index) {
@@ -369,7 +428,7 @@ void Importer::run_node(const NodeProto& n, int index) {
   node_index = index;
   const ImportRow* row = find_import(n.domain(), n.op_type());
   if (!row) unsupported(n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type());
-  if (!try_fold(*this, *row) && !defer_node(*this, *row)) row->fn(*this);
+  if (!run_in_float32(*this, *row)) build_node(*this, *row);
   // Outputs the handler did not produce cannot be used later.
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values.count(n.output(i)))

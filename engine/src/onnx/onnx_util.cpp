@@ -26,6 +26,12 @@ int32_t to_onnx_dtype(DType t) {
     case DType::Int8: return TensorProto::INT8;
     case DType::UInt8: return TensorProto::UINT8;
     case DType::Bool: return TensorProto::BOOL;
+    case DType::Int16: return TensorProto::INT16;
+    case DType::UInt16: return TensorProto::UINT16;
+    case DType::UInt32: return TensorProto::UINT32;
+    case DType::UInt64: return TensorProto::UINT64;
+    case DType::Float16: return TensorProto::FLOAT16;
+    case DType::BFloat16: return TensorProto::BFLOAT16;
   }
   throw Error("[onnx] unknown dtype");
 }
@@ -48,10 +54,16 @@ DType from_onnx_dtype(int32_t t, const std::string& what) {
     case TensorProto::INT8: return DType::Int8;
     case TensorProto::UINT8: return DType::UInt8;
     case TensorProto::BOOL: return DType::Bool;
+    case TensorProto::INT16: return DType::Int16;
+    case TensorProto::UINT16: return DType::UInt16;
+    case TensorProto::UINT32: return DType::UInt32;
+    case TensorProto::UINT64: return DType::UInt64;
+    case TensorProto::FLOAT16: return DType::Float16;
+    case TensorProto::BFLOAT16: return DType::BFloat16;
     default: break;
   }
   throw Error("[onnx] " + what + ": element type " + onnx_dtype_name(t) + " (" + std::to_string(t) +
-              ") is not supported (float32, float64, int32, int64, int8, uint8, bool)");
+              ") is not supported (float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64, bool)");
 }
 
 void tensor_to_proto(const Tensor& t, const std::string& name, TensorProto* out) {
@@ -187,6 +199,13 @@ Tensor tensor_from_proto(const TensorProto& p, const std::string& base_dir, uint
       check_count(p.int32_data_size(), "int32_data");
       for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = p.int32_data(static_cast<int>(i)) != 0;
       break;
+    case DType::Int16: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), t.data<int16_t>()); break;
+    case DType::UInt16: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), t.data<uint16_t>()); break;
+    // ONNX keeps the 16-bit floats' bits in int32_data.
+    case DType::Float16: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), static_cast<uint16_t*>(t.raw())); break;
+    case DType::BFloat16: check_count(p.int32_data_size(), "int32_data"); copy_field(p.int32_data(), static_cast<uint16_t*>(t.raw())); break;
+    case DType::UInt32: check_count(p.uint64_data_size(), "uint64_data"); copy_field(p.uint64_data(), t.data<uint32_t>()); break;
+    case DType::UInt64: check_count(p.uint64_data_size(), "uint64_data"); copy_field(p.uint64_data(), t.data<uint64_t>()); break;
   }
   return t;
 }

@@ -279,7 +279,25 @@ class Unary final : public Primitive {
 };
 
 // ---------------------------------------------------------------------------
-// Converts between any two numeric dtypes. float -> int rounds toward zero;
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+// dispatch_all plus the 16-bit floats, which cast alone reads and writes.
+template <class F>
+void dispatch_cast(DType t, F&& f) {
+  if (t == DType::Float16) f(float16{});
+  else if (t == DType::BFloat16) f(bfloat16{});
+  else kern::dispatch_all(t, f);
+}
+// A float as O, by Cast's rules for a float32 source.
+template <class O>
+O from_float(float v) {
+  if constexpr (std::is_same_v<O, bool>) return v != 0.0f;
+  else if constexpr (is_half_v<O>) return O(static_cast<double>(v));
+  else if constexpr (std::is_integral_v<O> && sizeof(O) < 8) return static_cast<O>(static_cast<int64_t>(v));
+  else return static_cast<O>(v);
+}
+
+// Converts between any two dtypes (the 16-bit floats included). float -> int rounds toward zero;
 // narrow integer targets go through int64 so that out-of-range values wrap
 // (numpy's astype behaviour) instead of being undefined.
 class Cast final : public Primitive {
@@ -297,13 +315,19 @@ class Cast final : public Primitive {
       std::memcpy(out[0].raw(), in[0].raw(), in[0].nbytes());
       return;
     }
-    kern::dispatch_all(in[0].dtype(), [&](auto zi) {
+    dispatch_cast(in[0].dtype(), [&](auto zi) {
       using I = decltype(zi);
-      kern::dispatch_all(to_, [&](auto zo) {
+      dispatch_cast(to_, [&](auto zo) {
         using O = decltype(zo);
         const I* x = static_cast<const I*>(in[0].raw());
         O* y = static_cast<O*>(out[0].raw());
-        if constexpr (std::is_same_v<O, bool>) {  // nonzero (NaN included) is true
+        if constexpr (is_half_v<I>) {  // read as float (exact), then as a float32 source
+#pragma omp parallel for if (n > kern::kParallelGrain)
+          for (int64_t i = 0; i < n; ++i) y[i] = from_float<O>(static_cast<float>(x[i]));
+        } else if constexpr (is_half_v<O>) {  // one rounding, from double when the source is
+#pragma omp parallel for if (n > kern::kParallelGrain)
+          for (int64_t i = 0; i < n; ++i) y[i] = O(static_cast<double>(x[i]));
+        } else if constexpr (std::is_same_v<O, bool>) {  // nonzero (NaN included) is true
 #pragma omp parallel for if (n > kern::kParallelGrain)
           for (int64_t i = 0; i < n; ++i) y[i] = x[i] != I(0);
         } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> && sizeof(O) < 8) {
