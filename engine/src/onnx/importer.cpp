@@ -415,8 +415,8 @@ bool run_in_float32(Importer& I, const ImportRow& row) {
     auto it = I.values.find(I.node->output(i));
     if (I.node->output(i).empty() || it == I.values.end()) continue;
     Value& v = it->second;
+    if (v.konst.defined() && v.konst.dtype() == DType::Float32) v.konst = v.konst.astype(*half);
     if (v.blob.defined() && v.blob.dtype() == DType::Float32) v.blob = cast(v.blob, *half);
-    else if (!v.blob.defined() && v.konst.defined() && v.konst.dtype() == DType::Float32) v.konst = v.konst.astype(*half);
   }
   return true;
 }
