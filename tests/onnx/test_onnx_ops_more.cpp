@@ -487,3 +487,45 @@ TEST_F(OnnxOps, ImportedRecurrentErrorsNameTheNode) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------ 16-bit floats
+
+namespace {
+Tensor halves(Shape s, std::vector<float> v, flow::DType dt = flow::DType::Float16) {
+  return Tensor::from<float>(std::move(s), v).astype(dt);
+}
+}  // namespace
+
+TEST_F(OnnxOps, SixteenBitFloatNodesRunInFloat32BetweenCasts) {
+  // Mul and Relu on a float16 input and initializer, and an Add of two
+  // initializers (folded at load): each computed in float32 and rounded
+  // once back to float16.
+  Model md(17);
+  const Tensor x = halves({4}, {0.0999755859375f, -2.0f, 1000.0f, 3.0f});
+  md.input("x", x);
+  md.init("w", halves({4}, {3.0f, 1.0f, 70.0f, -1.0f}));
+  md.init("a", halves({2}, {1.0f, 2048.0f}));
+  md.init("b", halves({2}, {0.5f, 1.0f}));
+  md.node("Mul", {"x", "w"}, {"y"});
+  md.node("Relu", {"y"}, {"z"});
+  md.node("Add", {"a", "b"}, {"c"});
+  const auto out = md.run(x);
+  ASSERT_EQ(out.size(), 3u);
+  for (const Tensor& t : out) EXPECT_EQ(t.dtype(), flow::DType::Float16);
+  const double want_y[] = {0.0999755859375 * 3, -2, 1000.0 * 70, -3};  // 70000 overflows float16
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[0].data<flow::float16>()[i].bits, flow::float16(want_y[i]).bits) << i;
+    EXPECT_EQ(out[1].data<flow::float16>()[i].bits, flow::float16(std::max(want_y[i], 0.0)).bits) << i;
+  }
+  EXPECT_EQ(out[0].data<flow::float16>()[0].bits, 0x34CC);  // 0.29992676 is a tie: to even
+  EXPECT_EQ(out[0].data<flow::float16>()[2].bits, 0x7C00);
+  // 2048 + 1 is a tie between 2048 and 2050 in float16: to even, 2048.
+  EXPECT_EQ(out[2].at(0), 1.5);
+  EXPECT_EQ(out[2].at(1), 2048.0);
+
+  Model mixed(17);
+  mixed.input("x", halves({2}, {1, 2}));
+  mixed.input("y", halves({2}, {1, 2}, flow::DType::BFloat16));
+  mixed.node("Add", {"x", "y"}, {"z"});
+  EXPECT_CONTAINS(mixed.load_error(), "node 'Add' (Add): inputs mix float16 and bfloat16");
+}
