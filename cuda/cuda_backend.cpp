@@ -7,6 +7,7 @@
 // stream. That makes every op individually correct and interchangeable with
 // the CPU backend at any node; keeping whole plans on the device is the next
 // step (README.md).
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -89,6 +90,22 @@ const OpTable& table() {
 
 const OpDef* lookup(const Primitive& p) { return table().find(p.kind()); }
 
+// The dtypes the device kernels take (context.cpp's dt()); an op on any
+// other (int16, the unsigned types beyond uint8, the 16-bit floats) runs
+// on the host.
+bool device_dtypes(const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  auto ok = [](const Tensor& t) {
+    if (!t.defined()) return true;
+    switch (t.dtype()) {
+      case DType::Float32: case DType::Float64: case DType::Int32: case DType::Int64: case DType::Int8:
+      case DType::UInt8: case DType::Bool:
+        return true;
+      default: return false;
+    }
+  };
+  return std::all_of(in.begin(), in.end(), ok) && std::all_of(out.begin(), out.end(), ok);
+}
+
 class CudaBackend final : public Backend {
  public:
   const char* name() const override { return "cuda"; }
@@ -102,7 +119,7 @@ class CudaBackend final : public Backend {
   void eval(const Primitive& p, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
             ExecContext& ctx) const override {
     const OpDef* d = lookup(p);
-    if (!d || (d->supports && !d->supports(p)) || (d->accepts && !d->accepts(p, in))) {
+    if (!d || (d->supports && !d->supports(p)) || (d->accepts && !d->accepts(p, in)) || !device_dtypes(in, out)) {
       ++g_host_evals;
       p.eval_cpu(in, out, ctx);
       return;

@@ -101,7 +101,7 @@ bool parse_fields(const std::string& text, std::vector<Field>* out, std::string*
     }
     if (!jobflow::gst::dtype_from_nns(type, &f.type)) {
       *error = "type \"" + type + "\" of field \"" + part +
-               "\" is not one of float32, float64, int32, int64, int8, uint8";
+               "\" is not one of float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64, bool";
       ok = false;
       break;
     }
@@ -500,7 +500,7 @@ bool configure(GstJobConvert* self, GstCaps* caps) {
       if (!jobflow::gst::dtype_from_nns(cfg.input_type, &in_type)) {
         GST_ELEMENT_ERROR(self, LIBRARY, SETTINGS,
                           ("Invalid value for property 'input-type': \"%s\"", cfg.input_type.c_str()),
-                          ("expected one of float32, float64, int32, int64, int8, uint8"));
+                          ("expected one of float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64, bool"));
         return false;
       }
       st.record_values = static_cast<size_t>(count);

@@ -257,7 +257,7 @@ bool specs_from_caps(const GstCaps* caps, std::vector<TensorSpec>* specs, std::s
                   (rank ? " which do not fit rank " + std::to_string(rank) : std::string(" (expected d0:d1:...)")));
     if (!dtype_from_nns(types[i], &out[i].dtype))
       return fail(std::string(types_field) + ": tensor " + std::to_string(i) + " has type '" + types[i] +
-                  "' (supported: float32, float64, int32, int64, int8, uint8)");
+                  "' (supported: float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64, bool)");
     /* Every size computed from these caps (buffers, batches) starts here. */
     int64_t bytes = 0;
     std::string why;

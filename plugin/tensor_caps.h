@@ -30,8 +30,9 @@ inline constexpr const char* kTensorsMediaType = "other/tensors";
 /* NNStreamer supports up to 16 tensors per buffer. */
 inline constexpr int kMaxTensors = 16;
 
-/* "float32" <-> DType, NNStreamer spelling (float32, float64, int32, int64,
- * int8, uint8). Returns false for a type Jobflow has no dtype for. */
+/* "float32" <-> DType, NNStreamer spelling (float16/32/64, int8/16/32/64,
+ * uint8/16/32/64) plus Jobflow's bool and bfloat16. Returns false for a
+ * type Jobflow has no dtype for. */
 bool dtype_from_nns(const std::string& name, DType* out);
 const char* dtype_to_nns(DType t);
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "jobflow/primitive.h"
 #include "jobflow/tensor.h"
@@ -42,6 +43,13 @@ void dispatch_all(DType t, F&& f) {
   }
   throw Error(std::string("[kernel] internal: a ") + dtype_name(t) + " tensor reached a kernel that computes on it");
 }
+
+// The type T's products are computed in: integers narrower than int are
+// promoted to int by C++, and uint16 * uint16 overflows int (undefined);
+// unsigned ones multiply as unsigned (wrapping, then narrowed to T).
+template <class T>
+using MulType = std::conditional_t<std::is_integral_v<T> && std::is_unsigned_v<T> && (sizeof(T) < sizeof(unsigned)),
+                                   unsigned, T>;
 
 // Element counts above which loops are split across threads (OpenMP).
 inline constexpr int64_t kParallelGrain = 1 << 15;

@@ -16,7 +16,8 @@ uint16 = DType.uint16
 uint32 = DType.uint32
 uint64 = DType.uint64
 # Storage types: placeholders, returns and cast take them; other ops need a
-# cast to float32 first. bfloat16 has no NumPy dtype (feed and fetch float32).
+# cast to float32 first. bfloat16 has no NumPy dtype: a Python job cannot take
+# or return it (cast inside the job from and to float32).
 float16 = DType.float16
 bfloat16 = DType.bfloat16
 

@@ -523,6 +523,21 @@ TEST_F(OnnxOps, SixteenBitFloatNodesRunInFloat32BetweenCasts) {
   EXPECT_EQ(out[2].at(0), 1.5);
   EXPECT_EQ(out[2].at(1), 2048.0);
 
+  // CastLike to its own 16-bit type, and Pow of a float32 base by a
+  // float16 exponent: float32 out (T of the base), not back to float16.
+  Model other(17);
+  const Tensor base = Tensor::from<float>({2}, {2.0f, 9.0f});
+  const Tensor ex = halves({2}, {3.0f, 0.5f});
+  other.input("b", base);
+  other.input("e", ex);
+  other.node("CastLike", {"e", "e"}, {"same"});
+  other.node("Pow", {"b", "e"}, {"p"});
+  const auto o2 = other.run(std::vector<Tensor>{base, ex});
+  ASSERT_EQ(o2.size(), 2u);
+  EXPECT_TRUE(o2[0].equal(ex));
+  ASSERT_EQ(o2[1].dtype(), flow::DType::Float32);
+  EXPECT_EQ(o2[1].to_vector<float>(), (std::vector<float>{8.0f, 3.0f}));
+
   Model mixed(17);
   mixed.input("x", halves({2}, {1, 2}));
   mixed.input("y", halves({2}, {1, 2}, flow::DType::BFloat16));

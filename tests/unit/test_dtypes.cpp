@@ -154,6 +154,32 @@ TEST_F(Dtypes, WideUnsignedValuesStayExact) {
                 {65535, 3}, 0);
 }
 
+TEST_F(Dtypes, TwoByteDataMovementProductsSumsAndUnsignedCasts) {
+  // Data movement moves 2-byte elements as 2 bytes (a transpose of int16
+  // once copied 8-byte elements over 2-byte buffers).
+  const Tensor t = of<int16_t>({2, 3}, {1, -2, 3, -4, 5, -6});
+  const Tensor tt = run1(t, [](Blob v) { return flow::transpose(v, {1, 0}); });
+  ASSERT_EQ(tt.dtype(), DType::Int16);
+  EXPECT_EQ(tt.to_vector<int16_t>(), (std::vector<int16_t>{1, -4, -2, 5, 3, -6}));
+  const Tensor u = run1(of<uint16_t>({3, 1}, {7, 65535, 9}), [](Blob v) { return flow::transpose(v, {1, 0}); });
+  EXPECT_EQ(u.shape(), Shape({1, 3}));
+  EXPECT_EQ(u.to_vector<uint16_t>(), (std::vector<uint16_t>{7, 65535, 9}));
+  // uint16 products wrap in unsigned arithmetic (C++ would multiply in int,
+  // where 65535 * 65535 overflows).
+  const Tensor m = run2(of<uint16_t>({2}, {65535, 300}), of<uint16_t>({2}, {65535, 300}),
+                        [](Blob x, Blob y) { return x * y; });
+  EXPECT_EQ(m.to_vector<uint16_t>(), (std::vector<uint16_t>{1, static_cast<uint16_t>(90000 % 65536)}));
+  // uint64 sums past 2^63 and uint32 products past 2^32 wrap, as numpy's do.
+  const uint64_t half = uint64_t(1) << 63;
+  const Tensor s = run1(of<uint64_t>({3}, {half, half - 1, 5}), [](Blob v) { return flow::reduce_sum(v); });
+  EXPECT_EQ(s.to_vector<uint64_t>(), (std::vector<uint64_t>{uint64_t(half + half - 1 + 5)}));
+  const Tensor p = run1(of<uint32_t>({2}, {0xFFFFFFFFu, 3}), [](Blob v) { return flow::reduce_prod(v); });
+  EXPECT_EQ(p.to_vector<uint32_t>(), (std::vector<uint32_t>{static_cast<uint32_t>(0xFFFFFFFFull * 3)}));
+  // float -> uint64 of a negative value wraps through int64 (numpy's astype).
+  const Tensor c = run1(f64({2}, {-1.0, 7.9}), [](Blob v) { return flow::cast(v, DType::UInt64); });
+  EXPECT_EQ(c.to_vector<uint64_t>(), (std::vector<uint64_t>{~uint64_t(0), 7}));
+}
+
 TEST(DtypeNames, RoundTripAndSizes) {
   for (int i = 0; i < flow::kDTypeCount; ++i) {
     const auto t = static_cast<DType>(i);

@@ -377,18 +377,22 @@ void build_node(Importer& I, const ImportRow& row) {
 // float16 and bfloat16 are storage types in the engine (tensor.h): a node
 // other than Cast/CastLike that reads them runs in float32 between casts.
 // Its 16-bit inputs are seen as float32 while its row builds it, and its
-// float32 outputs go back to the inputs' 16-bit type (ONNX's type
-// constraints give them one T). Exact for data movement, max/min and fmod;
+// float32 outputs go back to the inputs' 16-bit type when no other input
+// is a float and no attribute (`to`, `dtype`) picks the output type: then
+// ONNX's type constraints give them the inputs' T (Pow(float32 X, float16
+// Y) is float32, EyeLike(dtype=FLOAT) too). Exact for data movement, max/min and fmod;
 // one float32 operation rounded once to 16 bits is what ONNX Runtime's CPU
 // kernels for float16 compute as well.
 bool run_in_float32(Importer& I, const ImportRow& row) {
   if (row.domain.empty() && (row.op_type == "Cast" || row.op_type == "CastLike")) return false;
   std::optional<DType> half;
+  bool back = !I.has_attr("to") && !I.has_attr("dtype");
   std::vector<std::pair<std::string, Value>> stashed;
   for (int i = 0; i < I.nin(); ++i) {
     if (!I.has(i)) continue;
     const std::string& name = I.iname(i);
     const DType dt = I.spec(i).dtype;
+    if (is_floating(dt)) back = false;
     if (!is_half(dt)) continue;
     if (half && *half != dt) I.err("inputs mix float16 and bfloat16");
     half = dt;
@@ -411,7 +415,7 @@ bool run_in_float32(Importer& I, const ImportRow& row) {
     throw;
   }
   restore();
-  for (int i = 0; i < I.node->output_size(); ++i) {
+  for (int i = 0; back && i < I.node->output_size(); ++i) {
     auto it = I.values.find(I.node->output(i));
     if (I.node->output(i).empty() || it == I.values.end()) continue;
     Value& v = it->second;

@@ -74,7 +74,9 @@ class Binary final : public Primitive {
       switch (op_) {
         case BinOp::Add: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a + b); }); break;
         case BinOp::Sub: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a - b); }); break;
-        case BinOp::Mul: broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(a * b); }); break;
+        case BinOp::Mul:
+          broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return T(kern::MulType<T>(a) * b); });
+          break;
         case BinOp::Div:
           if constexpr (std::is_floating_point_v<T>)
             broadcast_binary<T>(in[0], in[1], out[0], [](T a, T b) { return a / b; });
@@ -215,7 +217,7 @@ class Unary final : public Primitive {
       const Tensor &x = in[0], &y = out[0];
       switch (op_) {
         case UnOp::Neg: unary_kernel<T>(x, y, [](T v) { return T(-v); }); return;
-        case UnOp::Square: unary_kernel<T>(x, y, [](T v) { return T(v * v); }); return;
+        case UnOp::Square: unary_kernel<T>(x, y, [](T v) { return T(kern::MulType<T>(v) * v); }); return;
         // max(v, 0) keeps NaN (v < 0 is false), like PyTorch.
         case UnOp::Relu: unary_kernel<T>(x, y, [](T v) { return v < T(0) ? T(0) : v; }); return;
         case UnOp::AddScalar:
@@ -293,12 +295,13 @@ template <class O>
 O from_float(float v) {
   if constexpr (std::is_same_v<O, bool>) return v != 0.0f;
   else if constexpr (is_half_v<O>) return O(static_cast<double>(v));
-  else if constexpr (std::is_integral_v<O> && sizeof(O) < 8) return static_cast<O>(static_cast<int64_t>(v));
+  else if constexpr (std::is_integral_v<O> && (sizeof(O) < 8 || std::is_unsigned_v<O>))
+    return static_cast<O>(static_cast<int64_t>(v));
   else return static_cast<O>(v);
 }
 
 // Converts between any two dtypes (the 16-bit floats included). float -> int rounds toward zero;
-// narrow integer targets go through int64 so that out-of-range values wrap
+// narrow and unsigned integer targets go through int64 so that out-of-range (negative) values wrap
 // (numpy's astype behaviour) instead of being undefined.
 class Cast final : public Primitive {
  public:
@@ -330,7 +333,8 @@ class Cast final : public Primitive {
         } else if constexpr (std::is_same_v<O, bool>) {  // nonzero (NaN included) is true
 #pragma omp parallel for if (n > kern::kParallelGrain)
           for (int64_t i = 0; i < n; ++i) y[i] = x[i] != I(0);
-        } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> && sizeof(O) < 8) {
+        } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> &&
+                             (sizeof(O) < 8 || std::is_unsigned_v<O>)) {
 #pragma omp parallel for if (n > kern::kParallelGrain)
           for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(static_cast<int64_t>(x[i]));
         } else {

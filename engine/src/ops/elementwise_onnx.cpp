@@ -76,7 +76,7 @@ void op_castlike(Importer& I) {
     return;
   }
   Blob x = I.in(0);
-  I.out(0, x.dtype() == dt ? identity(x) : cast(x, dt));
+  I.out(0, x.dtype() == dt && !is_half(dt) ? identity(x) : cast(x, dt));
 }
 
 // ---- export ----

@@ -398,7 +398,8 @@ class Einsum final : public Primitive {
     kern::dispatch_all(in[0].dtype(), [&](auto z) {
       using T = decltype(z);
       if constexpr (!std::is_same_v<T, bool>) {
-        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double,
+                                       std::conditional_t<std::is_unsigned_v<T>, uint64_t, int64_t>>;
         T* y = static_cast<T*>(out[0].raw());
 #pragma omp parallel for if (outs * sums * static_cast<int64_t>(K) > kern::kParallelGrain)
         for (int64_t o = 0; o < outs; ++o) {

@@ -34,8 +34,11 @@ constexpr int kMaxThreads = 256;    // partial sums of the full reduction
 
 enum class RedOp { Sum, Mean, Max, SumTo, Prod };
 
+// Unsigned values sum in uint64 (wrapping, as numpy's uint64 does; int64
+// would overflow, undefined, on uint64 sums past 2^63).
 template <class T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double,
+                                  std::conditional_t<std::is_unsigned_v<T>, uint64_t, int64_t>>;
 
 // Accumulation policies: Acc is the accumulator type, step() folds one value.
 template <class T>

@@ -31,9 +31,11 @@ template <class F>
 void dispatch_width(DType t, F&& f) {
   switch (dtype_size(t)) {
     case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
     case 4: f(uint32_t{}); return;
-    default: f(uint64_t{}); return;
+    case 8: f(uint64_t{}); return;
   }
+  throw Error(std::string("[kernel] internal: no copy width for ") + dtype_name(t));
 }
 
 // ---------------------------------------------------------------------------
