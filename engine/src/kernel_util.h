@@ -44,6 +44,39 @@ void dispatch_all(DType t, F&& f) {
   throw Error(std::string("[kernel] internal: a ") + dtype_name(t) + " tensor reached a kernel that computes on it");
 }
 
+// Every dtype, the 16-bit floats included (T = float16 / bfloat16): for
+// code that only stores or converts (cast, Tensor::astype).
+template <class F>
+void dispatch_storage(DType t, F&& f) {
+  if (t == DType::Float16) f(float16{});
+  else if (t == DType::BFloat16) f(bfloat16{});
+  else dispatch_all(t, f);
+}
+
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
+
+// One element as O, by cast's rules (numpy's astype): nonzero (NaN
+// included) is true; float -> integer rounds toward zero, and narrow or
+// unsigned targets go through int64 so that out-of-range (negative) values
+// wrap instead of being undefined; the 16-bit floats are read as float
+// (exact) and written rounding once from the source's value.
+template <class O, class I>
+O convert(I x) {
+  if constexpr (is_half_v<I>) {
+    return convert<O>(static_cast<float>(x));
+  } else if constexpr (is_half_v<O>) {
+    return O(static_cast<double>(x));
+  } else if constexpr (std::is_same_v<O, bool>) {
+    return x != I(0);
+  } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> &&
+                       (sizeof(O) < 8 || std::is_unsigned_v<O>)) {
+    return static_cast<O>(static_cast<int64_t>(x));
+  } else {
+    return static_cast<O>(x);
+  }
+}
+
 // The type T's products are computed in: integers narrower than int are
 // promoted to int by C++, and uint16 * uint16 overflows int (undefined);
 // unsigned ones multiply as unsigned (wrapping, then narrowed to T).

@@ -1,5 +1,7 @@
 #include "jobflow/tensor.h"
 
+#include "kernel_util.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -220,48 +222,26 @@ Tensor Tensor::reshape(Shape s) const {
   return t;
 }
 
-namespace {
-template <class F>
-void dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32: f(float{}); break;
-    case DType::Float64: f(double{}); break;
-    case DType::Int32: f(int32_t{}); break;
-    case DType::Int64: f(int64_t{}); break;
-    case DType::Int8: f(int8_t{}); break;
-    case DType::UInt8: f(uint8_t{}); break;
-    case DType::Bool: f(bool{}); break;
-    case DType::Int16: f(int16_t{}); break;
-    case DType::UInt16: f(uint16_t{}); break;
-    case DType::UInt32: f(uint32_t{}); break;
-    case DType::UInt64: f(uint64_t{}); break;
-    case DType::Float16: f(float16{}); break;
-    case DType::BFloat16: f(bfloat16{}); break;
-  }
-}
-// x as O: the 16-bit floats through float (exact) or from double (one rounding).
-template <class O, class I>
-O convert(I x) {
-  if constexpr (std::is_same_v<I, float16> || std::is_same_v<I, bfloat16>) return convert<O>(static_cast<float>(x));
-  else if constexpr (std::is_same_v<O, float16> || std::is_same_v<O, bfloat16>) return O(static_cast<double>(x));
-  else return static_cast<O>(x);
-}
-}  // namespace
+// Element access and conversions go through the kernels' storage dispatch
+// and cast's conversion rule (kernel_util.h), so astype() and a cast op
+// agree element for element.
+using kern::convert;
+using kern::dispatch_storage;
 
 double Tensor::at(int64_t i) const {
   if (i < 0 || i >= numel()) throw Error("[Tensor::at] index " + std::to_string(i) + " out of range");
   double v = 0;
-  dispatch(dtype_, [&](auto z) { v = convert<double>(static_cast<const decltype(z)*>(data_)[i]); });
+  dispatch_storage(dtype_, [&](auto z) { v = convert<double>(static_cast<const decltype(z)*>(data_)[i]); });
   return v;
 }
 
 Tensor Tensor::astype(DType to) const {
   Tensor out(shape_, to);
   const int64_t n = numel();
-  dispatch(dtype_, [&](auto zi) {
+  dispatch_storage(dtype_, [&](auto zi) {
     using I = decltype(zi);
     const I* src = static_cast<const I*>(data_);
-    dispatch(to, [&](auto zo) {
+    dispatch_storage(to, [&](auto zo) {
       using O = decltype(zo);
       O* dst = static_cast<O*>(out.data_);
       for (int64_t i = 0; i < n; ++i) dst[i] = convert<O>(src[i]);
@@ -274,7 +254,7 @@ double Tensor::mean() const {
   const int64_t n = numel();
   if (n == 0) return 0.0;
   double s = 0;
-  dispatch(dtype_, [&](auto z) {
+  dispatch_storage(dtype_, [&](auto z) {
     const auto* p = static_cast<const decltype(z)*>(data_);
     for (int64_t i = 0; i < n; ++i) s += convert<double>(p[i]);
   });

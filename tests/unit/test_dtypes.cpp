@@ -178,6 +178,12 @@ TEST_F(Dtypes, TwoByteDataMovementProductsSumsAndUnsignedCasts) {
   // float -> uint64 of a negative value wraps through int64 (numpy's astype).
   const Tensor c = run1(f64({2}, {-1.0, 7.9}), [](Blob v) { return flow::cast(v, DType::UInt64); });
   EXPECT_EQ(c.to_vector<uint64_t>(), (std::vector<uint64_t>{~uint64_t(0), 7}));
+  // Tensor::astype (what the ONNX loader folds a constant Cast with) follows
+  // the same rules as the cast op.
+  EXPECT_TRUE(f64({2}, {-1.0, 7.9}).astype(DType::UInt64).equal(c));
+  const Tensor wide = f64({2}, {300.0, -1.0});
+  EXPECT_TRUE(wide.astype(DType::UInt8).equal(run1(wide, [](Blob v) { return flow::cast(v, DType::UInt8); })));
+  EXPECT_EQ(wide.astype(DType::UInt8).to_vector<uint8_t>(), (std::vector<uint8_t>{44, 255}));
 }
 
 TEST(DtypeNames, RoundTripAndSizes) {

@@ -156,25 +156,7 @@ std::string Exporter::constant(const std::string& base, const Tensor& t) {
   return name;
 }
 
-Tensor Exporter::scalar_of(DType dt, double v) {
-  Tensor t({}, dt);
-  switch (dt) {
-    case DType::Float32: t.data<float>()[0] = static_cast<float>(v); break;
-    case DType::Float64: t.data<double>()[0] = v; break;
-    case DType::Int32: t.data<int32_t>()[0] = static_cast<int32_t>(v); break;
-    case DType::Int64: t.data<int64_t>()[0] = static_cast<int64_t>(v); break;
-    case DType::Int8: t.data<int8_t>()[0] = static_cast<int8_t>(v); break;
-    case DType::UInt8: t.data<uint8_t>()[0] = static_cast<uint8_t>(v); break;
-    case DType::Bool: t.data<bool>()[0] = v != 0; break;
-    case DType::Int16: t.data<int16_t>()[0] = static_cast<int16_t>(v); break;
-    case DType::UInt16: t.data<uint16_t>()[0] = static_cast<uint16_t>(v); break;
-    case DType::UInt32: t.data<uint32_t>()[0] = static_cast<uint32_t>(v); break;
-    case DType::UInt64: t.data<uint64_t>()[0] = static_cast<uint64_t>(v); break;
-    case DType::Float16: t.data<float16>()[0] = float16(v); break;
-    case DType::BFloat16: t.data<bfloat16>()[0] = bfloat16(v); break;
-  }
-  return t;
-}
+Tensor Exporter::scalar_of(DType dt, double v) { return Tensor::scalar<double>(v).astype(dt); }
 
 Tensor Exporter::filled(const Shape& s, DType dt, double v) {
   Tensor t(s, dt);

@@ -46,27 +46,9 @@ std::vector<int64_t> to_i64(const Tensor& t) {
   return r;
 }
 Tensor make_tensor(const Shape& s, DType dt, const std::vector<double>& v) {
-  Tensor t(s, dt);
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = v[static_cast<size_t>(i)];
-    switch (dt) {
-      case DType::Float32: t.data<float>()[i] = static_cast<float>(x); break;
-      case DType::Float64: t.data<double>()[i] = x; break;
-      case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(x); break;
-      case DType::Int64: t.data<int64_t>()[i] = static_cast<int64_t>(x); break;
-      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(x); break;
-      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(x); break;
-      case DType::Bool: t.data<bool>()[i] = x != 0; break;
-      case DType::Int16: t.data<int16_t>()[i] = static_cast<int16_t>(x); break;
-      case DType::UInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(x); break;
-      case DType::UInt32: t.data<uint32_t>()[i] = static_cast<uint32_t>(x); break;
-      case DType::UInt64: t.data<uint64_t>()[i] = static_cast<uint64_t>(x); break;
-      case DType::Float16: t.data<float16>()[i] = float16(x); break;
-      case DType::BFloat16: t.data<bfloat16>()[i] = bfloat16(x); break;
-    }
-  }
-  return t;
+  Tensor d(s, DType::Float64);
+  std::copy_n(v.begin(), d.numel(), d.data<double>());
+  return d.astype(dt);  // cast's rules, every dtype
 }
 Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar) {
   Tensor t(scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())}, DType::Int64);

@@ -281,28 +281,8 @@ class Unary final : public Primitive {
 };
 
 // ---------------------------------------------------------------------------
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-// dispatch_all plus the 16-bit floats, which cast alone reads and writes.
-template <class F>
-void dispatch_cast(DType t, F&& f) {
-  if (t == DType::Float16) f(float16{});
-  else if (t == DType::BFloat16) f(bfloat16{});
-  else kern::dispatch_all(t, f);
-}
-// A float as O, by Cast's rules for a float32 source.
-template <class O>
-O from_float(float v) {
-  if constexpr (std::is_same_v<O, bool>) return v != 0.0f;
-  else if constexpr (is_half_v<O>) return O(static_cast<double>(v));
-  else if constexpr (std::is_integral_v<O> && (sizeof(O) < 8 || std::is_unsigned_v<O>))
-    return static_cast<O>(static_cast<int64_t>(v));
-  else return static_cast<O>(v);
-}
-
-// Converts between any two dtypes (the 16-bit floats included). float -> int rounds toward zero;
-// narrow and unsigned integer targets go through int64 so that out-of-range (negative) values wrap
-// (numpy's astype behaviour) instead of being undefined.
+// Converts between any two dtypes (the 16-bit floats included), by
+// kern::convert's rules (Tensor::astype follows the same).
 class Cast final : public Primitive {
  public:
   explicit Cast(DType to) : to_(to) {}
@@ -318,29 +298,14 @@ class Cast final : public Primitive {
       std::memcpy(out[0].raw(), in[0].raw(), in[0].nbytes());
       return;
     }
-    dispatch_cast(in[0].dtype(), [&](auto zi) {
+    kern::dispatch_storage(in[0].dtype(), [&](auto zi) {
       using I = decltype(zi);
-      dispatch_cast(to_, [&](auto zo) {
+      kern::dispatch_storage(to_, [&](auto zo) {
         using O = decltype(zo);
         const I* x = static_cast<const I*>(in[0].raw());
         O* y = static_cast<O*>(out[0].raw());
-        if constexpr (is_half_v<I>) {  // read as float (exact), then as a float32 source
 #pragma omp parallel for if (n > kern::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) y[i] = from_float<O>(static_cast<float>(x[i]));
-        } else if constexpr (is_half_v<O>) {  // one rounding, from double when the source is
-#pragma omp parallel for if (n > kern::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) y[i] = O(static_cast<double>(x[i]));
-        } else if constexpr (std::is_same_v<O, bool>) {  // nonzero (NaN included) is true
-#pragma omp parallel for if (n > kern::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) y[i] = x[i] != I(0);
-        } else if constexpr (std::is_floating_point_v<I> && std::is_integral_v<O> &&
-                             (sizeof(O) < 8 || std::is_unsigned_v<O>)) {
-#pragma omp parallel for if (n > kern::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(static_cast<int64_t>(x[i]));
-        } else {
-#pragma omp parallel for if (n > kern::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) y[i] = static_cast<O>(x[i]);
-        }
+        for (int64_t i = 0; i < n; ++i) y[i] = kern::convert<O>(x[i]);
       });
     });
   }
