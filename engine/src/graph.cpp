@@ -40,7 +40,7 @@ std::vector<Blob> Graph::add(std::shared_ptr<Primitive> op, const std::vector<Bl
       op_error(op->name(), "input " + std::to_string(i) + " belongs to another job function; blobs cannot cross job functions");
     in.push_back(b.spec());
     // The 16-bit floats are storage types (tensor.h): only cast reads them.
-    if (is_half(in.back().dtype) && op->kind() != OpKind::Cast)
+    if (is_half(in.back().dtype) && op->kind() != OpKind::Cast && !op->stores_only())
       op_error(op->name(), "input " + std::to_string(i) + " is " + spec_str(in.back()) + ": " +
                                dtype_name(in.back().dtype) +
                                " tensors are stored, not computed on; cast(x, Float32) first");

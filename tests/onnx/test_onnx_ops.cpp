@@ -771,7 +771,10 @@ TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
       K::SoftmaxGrad, K::LogSoftmaxGrad, K::SparseSoftmaxCrossEntropyGrad, K::DropoutGrad, K::BatchNormalizationGrad,
       K::BatchNormTrainGrad, K::Conv2dBackwardData, K::Conv2dBackwardWeights, K::MaxPool2dGrad, K::AvgPool2dGrad,
       K::ConvTranspose2dGradInput, K::ConvTranspose2dGradWeight, K::ResizeGrad, K::SgdUpdate, K::AdamUpdate,
-      K::Reorder};  // plans only
+      K::Reorder,  // plans only
+      // sequences: the exporter writes tensors only
+      K::SequenceConstruct, K::SequenceInsert, K::SequenceAt, K::SequenceErase, K::SequenceLength,
+      K::ConcatFromSequence, K::SplitToSequence, K::OptionalHasElement, K::OptionalGetElement};
   for (size_t i = 0; i < flow::kOpKindCount; ++i) {
     const auto k = static_cast<K>(i);
     EXPECT_EQ(flow::onnx::find_export(k) != nullptr, !no_form.count(k)) << flow::op_name(k);

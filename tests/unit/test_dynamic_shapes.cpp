@@ -552,13 +552,20 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
   // shapes from values); the second derivatives of piecewise linear
   // activations are 0 and never made; reorder exists only in plans (the
   // layout pass makes it); onnx_node only the ONNX importer makes
-  // (tests/onnx/test_onnx_control.cpp); every other kind is here.
+  // (tests/onnx/test_onnx_control.cpp); the sequence ops have their own
+  // tests (tests/unit/test_sequences.cpp); every other kind is here.
   const std::set<flow::OpKind> elsewhere = {flow::OpKind::ShapeOf,        flow::OpKind::SizeOf,
                                             flow::OpKind::ReshapeTo,      flow::OpKind::ConstantOfShape,
                                             flow::OpKind::Range,          flow::OpKind::Expand,
                                             flow::OpKind::NonZero,        flow::OpKind::LeakyReluGrad2,
                                             flow::OpKind::HardSigmoidGrad2, flow::OpKind::ClipGrad2,
-                                            flow::OpKind::Reorder,        flow::OpKind::OnnxNode};
+                                            flow::OpKind::Reorder,        flow::OpKind::OnnxNode,
+                                            // tests/unit/test_sequences.cpp
+                                            flow::OpKind::SequenceConstruct, flow::OpKind::SequenceInsert,
+                                            flow::OpKind::SequenceAt,     flow::OpKind::SequenceErase,
+                                            flow::OpKind::SequenceLength, flow::OpKind::ConcatFromSequence,
+                                            flow::OpKind::SplitToSequence, flow::OpKind::OptionalHasElement,
+                                            flow::OpKind::OptionalGetElement};
   for (size_t k = 0; k < flow::kOpKindCount; ++k) {
     const auto kind = static_cast<flow::OpKind>(k);
     if (!elsewhere.count(kind)) {

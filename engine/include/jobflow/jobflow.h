@@ -15,5 +15,6 @@
 #include "jobflow/ops.h"
 #include "jobflow/optimizer.h"
 #include "jobflow/runtime.h"
+#include "jobflow/sequence.h"
 #include "jobflow/session.h"
 #include "jobflow/tensor.h"

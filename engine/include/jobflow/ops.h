@@ -580,4 +580,33 @@ RnnOutputs rnn(Blob x, Blob w, Blob r, Blob b = Blob(), Blob sequence_lens = Blo
                const RnnOptions& options = {});
 }  // namespace nn
 
+// ---- Sequences of tensors and optional values (ops/sequence.cpp) ----
+// A sequence is one packed uint8 tensor of rank 1 (jobflow/sequence.h:
+// pack_sequence / unpack_sequence); these ops read and make it on the host.
+// An op whose output is a sequence, or an item of one, is sized when the
+// job runs. Positions are int32/int64 scalars, negative from the end, as
+// ONNX's sequence ops take them; an undefined position is the end.
+namespace seq {
+Blob construct(const std::vector<Blob>& xs, DType elem, const std::string& name = "");  // all of dtype elem
+Blob empty(DType elem, const std::string& name = "");  // a constant: no items
+Blob none(DType elem, const std::string& name = "");   // a constant: an optional without a value
+Blob insert(Blob s, Blob x, Blob position = Blob(), const std::string& name = "");
+// Item `position`, which the job declares as a `rank`-dim tensor of `elem`
+// (checked per call).
+Blob at(Blob s, Blob position, DType elem, int rank, const std::string& name = "");
+Blob erase(Blob s, Blob position = Blob(), const std::string& name = "");
+Blob length(Blob s, const std::string& name = "");  // int64 scalar
+// The items joined along `axis` (new_axis: stacked along a new axis), each
+// a `rank`-dim tensor of `elem`.
+Blob concat(Blob s, int64_t axis, bool new_axis, DType elem, int rank, const std::string& name = "");
+// x cut along `axis` into a sequence: by `sizes` (an int scalar: pieces of
+// that size, the last shorter; 1-D: each piece's size) or into pieces of
+// one, squeezed unless keepdims.
+Blob split(Blob x, Blob sizes = Blob(), int64_t axis = 0, bool keepdims = true, const std::string& name = "");
+Blob has_element(Blob s, const std::string& name = "");  // bool scalar: an optional with a value
+// An optional's value (an error per call when it has none): its tensor
+// (of_tensor, a `rank`-dim tensor of `elem`) or its sequence.
+Blob get_element(Blob s, bool of_tensor, DType elem, int rank, const std::string& name = "");
+}  // namespace seq
+
 }  // namespace jobflow

@@ -79,6 +79,10 @@ enum class OpKind : uint16_t {
   Resize, ResizeGrad, GridSample,
   // ops/detection.cpp: top-k, non-maximum suppression, RoI align
   TopK, NonMaxSuppression, RoiAlign,
+  // ops/sequence.cpp: sequences of tensors and optional values, each one
+  // packed uint8 tensor (jobflow/sequence.h)
+  SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase, SequenceLength, ConcatFromSequence, SplitToSequence,
+  OptionalHasElement, OptionalGetElement,
   // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)
   If, Loop, Scan,
   // onnx/deferred.cpp: an ONNX node whose shape-giving inputs (Slice's
@@ -139,6 +143,10 @@ class Primitive {
   // Output `i` is a view of input `aliases_input(i)` (same bytes, e.g.
   // reshape): the memory plan gives it no buffer of its own. -1 = none.
   virtual int aliases_input(int /*out*/) const { return -1; }
+  // The op only moves its inputs' bytes, whatever their dtype (the sequence
+  // ops): it may read the 16-bit float storage types, which other ops
+  // refuse (Graph::add).
+  virtual bool stores_only() const { return false; }
   // Inputs that are not differentiable (labels, indices, masks).
   virtual bool differentiable_input(int /*i*/) const { return true; }
   // Fusion hooks for the compiler: a new primitive computing this op plus a
