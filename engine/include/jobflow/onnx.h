@@ -103,6 +103,10 @@ struct Inspection {
   int64_t flops = 0;  // forward, multiply-adds counted as 2; -1 when shapes known only at call time decide it
   int64_t opset = 0;
   std::vector<std::pair<std::string, std::string>> metadata;  // jobflow.* keys
+  // Inputs and outputs that are sequences or optional values, each carried
+  // as one packed uint8 tensor (jobflow/sequence.h): name -> its type
+  // ("sequence(float32, rank 1)").
+  std::vector<std::pair<std::string, std::string>> packed;
   std::string str() const;
 };
 Inspection inspect(const std::string& path);

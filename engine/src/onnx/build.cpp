@@ -114,6 +114,15 @@ class Build {
     try {
       import_graph(I, B, R);
       outputs(I, B);
+      if (inspect_) {
+        for (size_t i = 0; i < in_types_.size(); ++i)
+          if (!in_types_[i].is_tensor()) R.analysis.packed.emplace_back(in_names_[i], in_types_[i].str());
+        for (const auto& o : g_.output()) {
+          auto it = I.values.find(o.name());
+          if (it != I.values.end() && !it->second.type.is_tensor())
+            R.analysis.packed.emplace_back(o.name(), it->second.type.str());
+        }
+      }
     } catch (...) {
       B.leave();
       throw;
@@ -138,6 +147,7 @@ class Build {
   std::map<std::string, Tensor> inits_;  // initializer name -> value (after the checkpoint)
   std::vector<std::string> in_names_;    // placeholders
   std::vector<TensorSpec> in_specs_;
+  std::vector<SeqType> in_types_;  // sequences and optionals among them
   std::vector<std::vector<std::string>> in_dim_names_;  // symbolic dims' names per input
   JobType type_ = JobType::Predict;
   bool file_loss_ = false;   // a train job file (jobflow.loss)
@@ -210,7 +220,10 @@ class Build {
       if (inits_.count(i.name())) continue;
       in_names_.push_back(i.name());
       in_dim_names_.emplace_back();
-      in_specs_.push_back(input_spec(P_, i, &in_dim_names_.back()));
+      // A sequence or optional: its packed form (jobflow/sequence.h).
+      in_types_.push_back(seq_type_of(i.type(), "input '" + i.name() + "'", "non-tensor input"));
+      if (!in_types_.back().is_tensor()) in_specs_.push_back({{kDynamic}, DType::UInt8});
+      else in_specs_.push_back(input_spec(P_, i, &in_dim_names_.back()));
     }
   }
 
@@ -382,7 +395,10 @@ class Build {
   // Placeholders and initializers as values, then every node through its
   // import row (inspect: with the specs of its inputs and outputs).
   void import_graph(Importer& I, detail::JobBuilder& B, BuildResult& R) {
-    for (size_t i = 0; i < in_names_.size(); ++i) I.values[in_names_[i]].blob = B.input(static_cast<int>(i));
+    for (size_t i = 0; i < in_names_.size(); ++i) {
+      I.values[in_names_[i]].blob = B.input(static_cast<int>(i));
+      if (i < in_types_.size()) I.values[in_names_[i]].type = in_types_[i];
+    }
     for (auto& [n, t] : inits_) {
       if (I.values.count(n)) continue;
       Value v;

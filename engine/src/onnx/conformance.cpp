@@ -7,7 +7,9 @@
 //     SKIPPED, and the missing ops are tallied;
 //   * any other load error, run error, or output mismatch is a FAILURE.
 // Inputs are matched to placeholders by the TensorProto's name when it has
-// one, else by position; outputs by position.
+// one, else by position; outputs by position. An input or output the model
+// declares as a sequence or optional is a SequenceProto or OptionalProto,
+// fed packed (jobflow/sequence.h) and compared item by item.
 //
 // Tolerances, |got - want| <= atol + rtol * |want| per element:
 //   float32: rtol 1e-3, atol 1e-4 by default. Models whose ops accumulate
@@ -20,6 +22,8 @@
 //   integers: exact.
 // NaN matches NaN; infinities must match exactly.
 #include "conformance.h"
+
+#include <onnx/onnx-data_pb.h>
 
 #include <onnx/onnx_pb.h>
 
@@ -34,6 +38,8 @@
 #include <sstream>
 
 #include "import_internal.h"
+#include "importer.h"
+#include "jobflow/sequence.h"
 #include "jobflow/onnx.h"
 #include "jobflow/primitive.h"
 #include "jobflow/session.h"
@@ -70,14 +76,83 @@ bool read_proto_tensor(const fs::path& p, Tensor* t, std::string* name, std::str
   return true;
 }
 
-std::set<std::string> model_ops(const fs::path& model) {
-  std::set<std::string> r;
+struct ModelInfo {
+  std::set<std::string> ops;
+  std::map<std::string, SeqType> types;  // graph inputs and outputs that are sequences or optionals
+  std::vector<std::string> outputs;      // graph outputs in order
+};
+ModelInfo model_info(const fs::path& model) {
+  ModelInfo r;
   std::ifstream f(model, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   ::onnx::ModelProto m;
-  if (m.ParseFromString(bytes))
-    for (const auto& n : m.graph().node()) r.insert(n.op_type());
+  if (!m.ParseFromString(bytes)) return r;
+  for (const auto& n : m.graph().node()) r.ops.insert(n.op_type());
+  auto note = [&](const ::onnx::ValueInfoProto& v) {
+    const SeqType t = seq_type_of(v.type(), v.name(), "non-tensor input");
+    if (!t.is_tensor()) r.types[v.name()] = t;
+  };
+  for (const auto& v : m.graph().input()) note(v);
+  for (const auto& v : m.graph().output()) {
+    note(v);
+    r.outputs.push_back(v.name());
+  }
   return r;
+}
+
+// A sequence or optional value of the test data (SequenceProto,
+// OptionalProto) as the items it holds; `none` for an optional without one.
+struct SeqData {
+  bool none = false;
+  std::vector<Tensor> items;
+  std::string name;
+};
+bool read_items(const ::onnx::SequenceProto& sp, const fs::path& p, SeqData* d, std::string* err) {
+  if (sp.elem_type() != ::onnx::SequenceProto::TENSOR && sp.elem_type() != ::onnx::SequenceProto::UNDEFINED) {
+    *err = p.string() + ": a sequence of non-tensors";
+    return false;
+  }
+  for (const auto& t : sp.tensor_values()) {
+    try {
+      d->items.push_back(onnx_util::tensor_from_proto(t, p.parent_path().string(), uint64_t(1) << 32, p.string()));
+    } catch (const std::exception& e) {
+      *err = e.what();
+      return false;
+    }
+  }
+  return true;
+}
+bool read_proto_seq(const fs::path& p, const SeqType& type, SeqData* d, std::string* err) {
+  std::ifstream f(p, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (type.kind == SeqType::Kind::Sequence) {
+    ::onnx::SequenceProto sp;
+    if (!f.good() && bytes.empty() ? false : !sp.ParseFromString(bytes)) {
+      *err = p.string() + " is not a SequenceProto";
+      return false;
+    }
+    d->name = sp.name();
+    return read_items(sp, p, d, err);
+  }
+  ::onnx::OptionalProto op;
+  if (!op.ParseFromString(bytes)) {
+    *err = p.string() + " is not an OptionalProto";
+    return false;
+  }
+  d->name = op.name();
+  if (op.has_sequence_value()) return read_items(op.sequence_value(), p, d, err);
+  if (op.has_tensor_value()) {
+    try {
+      d->items.push_back(
+          onnx_util::tensor_from_proto(op.tensor_value(), p.parent_path().string(), uint64_t(1) << 32, p.string()));
+    } catch (const std::exception& e) {
+      *err = e.what();
+      return false;
+    }
+    return true;
+  }
+  d->none = true;
+  return true;
 }
 
 Tol tolerance(DType dt, const std::set<std::string>& ops) {
@@ -193,7 +268,8 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
     *why = std::string("load: ") + e.what();
     return Outcome::Fail;
   }
-  const auto ops = model_ops(model);
+  const ModelInfo info = model_info(model);
+  const auto& ops = info.ops;
   const Signature& sig = job->signature();
   std::vector<fs::path> sets;
   for (auto& e : fs::directory_iterator(dir))
@@ -210,6 +286,21 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
     for (auto& p : numbered(set, "input_")) {
       Tensor t;
       std::string name, err;
+      // The next placeholder a sequence or optional: the data is a
+      // SequenceProto or OptionalProto, fed packed (jobflow/sequence.h).
+      size_t next = pos;
+      while (next < given.size() && given[next]) ++next;
+      auto st = next < given.size() ? info.types.find(sig.input_names[next]) : info.types.end();
+      if (st != info.types.end()) {
+        SeqData d;
+        if (!read_proto_seq(p, st->second, &d, &err)) {
+          *why = set.filename().string() + ": " + err;
+          return Outcome::Fail;
+        }
+        inputs[next] = d.none ? pack_none(st->second.elem) : pack_sequence(d.items, st->second.elem);
+        given[next] = true;
+        continue;
+      }
       if (!read_proto_tensor(p, &t, &name, &err)) {
         *why = set.filename().string() + ": " + err;
         return Outcome::Fail;
@@ -261,6 +352,32 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
     for (size_t i = 0; i < outs.size(); ++i) {
       Tensor want;
       std::string name, err;
+      auto st = i < info.outputs.size() ? info.types.find(info.outputs[i]) : info.types.end();
+      if (st != info.types.end()) {  // a sequence or optional: item by item
+        SeqData d;
+        if (!read_proto_seq(outs[i], st->second, &d, &err)) {
+          *why = set.filename().string() + ": " + err;
+          return Outcome::Fail;
+        }
+        std::string what;
+        try {
+          const UnpackedSequence u = unpack_sequence(got[i], "output " + std::to_string(i));
+          if (u.none != d.none) what = u.none ? "no value, expected one" : "a value, expected none";
+          else if (u.items.size() != d.items.size())
+            what = std::to_string(u.items.size()) + " tensors, expected " + std::to_string(d.items.size());
+          for (size_t k = 0; what.empty() && k < d.items.size(); ++k) {
+            Mismatch m = compare(u.items[k], d.items[k], tolerance(d.items[k].dtype(), ops));
+            if (!m.ok) what = "tensor " + std::to_string(k) + ": " + m.what;
+          }
+        } catch (const std::exception& e) {
+          what = e.what();
+        }
+        if (!what.empty()) {
+          *why = set.filename().string() + " output " + std::to_string(i) + " '" + info.outputs[i] + "': " + what;
+          return Outcome::Fail;
+        }
+        continue;
+      }
       if (!read_proto_tensor(outs[i], &want, &name, &err)) {
         *why = set.filename().string() + ": " + err;
         return Outcome::Fail;

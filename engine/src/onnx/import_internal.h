@@ -35,6 +35,7 @@ struct Analysis {
   int64_t opset = 0;
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<std::pair<std::string, int64_t>> op_counts;
+  std::vector<std::pair<std::string, std::string>> packed;  // Inspection::packed
 };
 // Parses and builds the model without touching the session (initializers
 // become constants, nothing is compiled).

@@ -119,6 +119,76 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
 }
 
 // ---------------------------------------------------------------------------
+// Sequences and optional values (SeqType).
+
+std::string SeqType::str() const {
+  const std::string items =
+      std::string(dtype_name(elem)) + (rank >= 0 ? ", rank " + std::to_string(rank) : std::string());
+  switch (kind) {
+    case Kind::Tensor: return "tensor";
+    case Kind::Sequence: return "sequence(" + items + ")";
+    case Kind::OptionalTensor: return "optional(tensor(" + items + "))";
+    case Kind::OptionalSequence: return "optional(sequence(" + items + "))";
+  }
+  return "?";
+}
+
+namespace {
+
+// The items' dtype and rank of a tensor type (rank -1 without a shape).
+void tensor_items(const ::onnx::TypeProto& t, SeqType& r, const std::string& what, const std::string& form) {
+  if (!t.has_tensor_type())
+    throw Unsupported("[onnx.load] " + what + ": only sequences and optionals of tensors are supported", {{form, {what}}});
+  try {
+    r.elem = ou::from_onnx_dtype(t.tensor_type().elem_type(), what);
+  } catch (const Error& e) {
+    throw Unsupported(std::string("[onnx.load] ") + e.what(), {{form, {what}}});
+  }
+  r.rank = t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
+}
+
+}  // namespace
+
+SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const std::string& form) {
+  SeqType r;
+  if (t.has_tensor_type() || t.value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return r;
+  if (t.has_sequence_type()) {
+    r.kind = SeqType::Kind::Sequence;
+    tensor_items(t.sequence_type().elem_type(), r, what, form);
+    return r;
+  }
+  if (t.has_optional_type()) {
+    const ::onnx::TypeProto& e = t.optional_type().elem_type();
+    if (e.has_sequence_type()) {
+      r.kind = SeqType::Kind::OptionalSequence;
+      tensor_items(e.sequence_type().elem_type(), r, what, form);
+    } else {
+      r.kind = SeqType::Kind::OptionalTensor;
+      tensor_items(e, r, what, form);
+    }
+    return r;
+  }
+  throw Unsupported("[onnx.load] " + what + ": a map or sparse tensor is not supported", {{form, {what}}});
+}
+
+SeqType Importer::declared_type(const std::string& name) const {
+  const GraphProto& g = model_.graph();
+  for (const auto& v : g.output())
+    if (v.name() == name) return seq_type_of(v.type(), "value '" + name + "'", node->op_type() + "(map or sparse)");
+  for (const auto& v : g.value_info())
+    if (v.name() == name) return seq_type_of(v.type(), "value '" + name + "'", node->op_type() + "(map or sparse)");
+  return SeqType();
+}
+
+void Importer::out_seq(int i, Blob b, const SeqType& t) {
+  if (i >= node->output_size() || node->output(i).empty()) return;
+  Value v;
+  v.blob = b;
+  v.type = t;
+  values[node->output(i)] = v;
+}
+
+// ---------------------------------------------------------------------------
 // The importer.
 
 std::string Importer::where() const {
@@ -367,6 +437,7 @@ void build_node(Importer& I, const ImportRow& row) {
 // kernels for float16 compute as well.
 bool run_in_float32(Importer& I, const ImportRow& row) {
   if (row.domain.empty() && (row.op_type == "Cast" || row.op_type == "CastLike")) return false;
+  if (row.sequences) return false;  // they move bytes, whatever the dtype
   std::optional<DType> half;
   bool back = !I.has_attr("to") && !I.has_attr("dtype");
   std::vector<std::pair<std::string, Value>> stashed;
@@ -414,7 +485,23 @@ void Importer::run_node(const NodeProto& n, int index) {
   node_index = index;
   const ImportRow* row = find_import(n.domain(), n.op_type());
   if (!row) unsupported(n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type());
+  // Sequences and optionals reach only the rows made for them.
+  std::optional<SeqType> passed;
+  for (int i = 0; i < nin(); ++i) {
+    if (!has(i)) continue;
+    const SeqType& t = type_of(i);
+    if (t.is_tensor()) continue;
+    if (!row->sequences)
+      err("input '" + iname(i) + "' is a " + t.str() + "; " + n.op_type() + " takes tensors");
+    if (!passed) passed = t;
+  }
   if (!run_in_float32(*this, *row)) build_node(*this, *row);
+  // Identity passes a sequence or optional on as it is (a folded constant
+  // included).
+  if (passed && n.op_type() == "Identity" && n.output_size() > 0) {
+    auto it = values.find(n.output(0));
+    if (it != values.end()) it->second.type = *passed;
+  }
   // Outputs the handler did not produce cannot be used later.
   for (int i = 0; i < n.output_size(); ++i)
     if (!n.output(i).empty() && !values.count(n.output(i)))

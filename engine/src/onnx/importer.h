@@ -57,6 +57,24 @@ Tensor scalar_like(double v, DType dt);
 Tensor read_tensor(const ::onnx::TensorProto& p, const std::string& base_dir, uint64_t max_bytes,
                    const std::string& what, const std::string& node_for_unsupported);
 
+// ONNX's non-tensor types as the importer tracks them: a sequence of
+// tensors or an optional value, each carried as one packed uint8 blob
+// (jobflow/sequence.h); the items' dtype and rank (-1: not known at load).
+struct SeqType {
+  enum class Kind : uint8_t { Tensor, Sequence, OptionalTensor, OptionalSequence };
+  Kind kind = Kind::Tensor;
+  DType elem = DType::Float32;
+  int rank = -1;
+  bool is_tensor() const { return kind == Kind::Tensor; }
+  bool optional() const { return kind == Kind::OptionalTensor || kind == Kind::OptionalSequence; }
+  std::string str() const;  // "sequence(float32, rank 1)", "optional(sequence(int64))", "tensor"
+};
+// The SeqType of a declared type: tensors, sequences of tensors, optional
+// tensors and optional sequences of tensors; other types (maps, sequences
+// of sequences, sparse tensors) throw onnx_import::Unsupported naming `what`
+// ("non-tensor input" for a graph input).
+SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const std::string& form);
+
 // A named value of the model.
 struct Value {
   Blob blob;              // defined once the value exists in the graph
@@ -66,6 +84,7 @@ struct Value {
   // those dims (kDynamic where known per call), so that Gather picking
   // known ones gives a constant (torch's "squeeze if that dim is 1" If).
   std::optional<Shape> dims;
+  SeqType type;  // a sequence or optional (the blob or constant is its packed form)
   bool pure_const() const { return konst.defined() && !variable; }
 };
 
@@ -125,8 +144,16 @@ class Importer {
   // A TENSOR attribute read like an initializer; an empty Tensor when absent.
   Tensor attr_t(const std::string& name) const;
 
+  // Input i's sequence/optional type (kind Tensor for a tensor).
+  const SeqType& type_of(int i) { return value(iname(i)).type; }
+  // The type a graph output or value_info of the model declares for `name`
+  // (kind Tensor when none does).
+  SeqType declared_type(const std::string& name) const;
+
   // ---- outputs ----
   void out(int i, Blob b);
+  // A sequence or optional output: its packed blob and type.
+  void out_seq(int i, Blob b, const SeqType& t);
   void out_const(int i, Tensor t);
   bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
 

@@ -71,6 +71,7 @@ Inspection inspect(const std::string& path) {
   r.parameters = a.parameters;
   r.opset = a.opset;
   r.metadata = a.metadata;
+  r.packed = a.packed;
   for (auto& n : a.nodes) {
     const int64_t f = node_flops(n);
     if (f < 0 || r.flops < 0) r.flops = -1;
@@ -82,6 +83,11 @@ Inspection inspect(const std::string& path) {
 std::string Inspection::str() const {
   std::ostringstream o;
   o << signature.str() << "\n";
+  if (!packed.empty()) {
+    o << "sequences and optionals (packed, jobflow/sequence.h):";
+    for (auto& [n, t] : packed) o << " " << n << " = " << t << ";";
+    o << "\n";
+  }
   o << "opset: " << opset << "\n";
   o << "parameters: " << parameters << "\n";
   if (flops >= 0) o << "forward FLOPs per call: " << flops << "\n";

@@ -58,6 +58,13 @@ struct ImportRow {
   // are, so that those still fail at load rather than at the first call.
   std::vector<int> value_inputs;
   DeferredSpecsFn deferred_specs = nullptr;
+  // The row takes sequences and optional values (SeqType) as inputs; any
+  // other row given one fails at load naming the input.
+  bool sequences = false;
+  ImportRow& takes_sequences() {
+    sequences = true;
+    return *this;
+  }
   ImportRow& values_per_call(std::vector<int> inputs, DeferredSpecsFn specs) {
     value_inputs = std::move(inputs);
     deferred_specs = specs;
@@ -107,6 +114,7 @@ void resize_onnx_rows(OpRows& r);
 void rnn_onnx_rows(OpRows& r);
 void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
+void sequence_onnx_rows(OpRows& r);  // import only: sequences have no export
 void deferred_onnx_rows(OpRows& r);  // onnx/deferred.cpp: the export of onnx_node
 void quant_onnx_rows(OpRows& r);     // import only: built from other ops
 void training_onnx_rows(OpRows& r);  // import only: built from other ops

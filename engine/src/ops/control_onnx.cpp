@@ -75,9 +75,14 @@ std::vector<Value> run_branch(Importer& S, const GraphProto& g) {
 // the specs `formal`) then the outer values `fed` (their blobs `fed_blobs`)
 // are its placeholders; the other outer values it reads (`names`) that are
 // constants stay constants. The importer's node is restored afterwards.
+// Sequences and optionals keep their SeqType across the boundary: a formal
+// input's is `formal_types[k]` (when given) or the subgraph's declared one,
+// an outer value's its own; `out_types` receives those of the outputs.
 std::shared_ptr<CompiledJob> body_job(Importer& I, const GraphProto& g, const std::string& job_name,
                                       const std::vector<TensorSpec>& formal, const std::vector<std::string>& names,
-                                      const std::vector<std::string>& fed, const std::vector<Blob>& fed_blobs) {
+                                      const std::vector<std::string>& fed, const std::vector<Blob>& fed_blobs,
+                                      const std::vector<SeqType>& formal_types = {},
+                                      std::vector<SeqType>* out_types = nullptr) {
   const NodeProto* node = I.node;
   const int node_index = I.node_index;
   if (static_cast<size_t>(g.input_size()) != formal.size())
@@ -99,17 +104,31 @@ std::shared_ptr<CompiledJob> body_job(Importer& I, const GraphProto& g, const st
     if (v.konst.defined()) {
       Value c;
       c.konst = v.konst;
+      c.type = v.type;
       S.values[n] = c;
     }
   }
   std::vector<Blob> outs;
+  if (out_types) out_types->clear();
   B.enter();
   try {
-    for (size_t k = 0; k < formal.size(); ++k) S.values[g.input(static_cast<int>(k)).name()].blob = B.input(static_cast<int>(k));
-    for (size_t k = 0; k < fed.size(); ++k) S.values[fed[k]].blob = B.input(static_cast<int>(formal.size() + k));
+    for (size_t k = 0; k < formal.size(); ++k) {
+      const auto& gi = g.input(static_cast<int>(k));
+      Value& v = S.values[gi.name()];
+      v.blob = B.input(static_cast<int>(k));
+      v.type = k < formal_types.size() && !formal_types[k].is_tensor()
+                   ? formal_types[k]
+                   : seq_type_of(gi.type(), "subgraph input '" + gi.name() + "'", "non-tensor input");
+    }
+    for (size_t k = 0; k < fed.size(); ++k) {
+      Value& v = S.values[fed[k]];
+      v.blob = B.input(static_cast<int>(formal.size() + k));
+      v.type = I.value(fed[k]).type;
+    }
     for (Value& v : run_branch(S, g)) {
       if (v.blob.defined()) outs.push_back(v.blob);
       else outs.push_back(constant(v.konst));
+      if (out_types) out_types->push_back(v.type);
     }
     // Every output a node of its own in the body's graph (a body that
     // returns its input unchanged).
@@ -178,15 +197,28 @@ void op_if(Importer& I) {
   std::vector<Blob> fed_blobs;
   outer_values(I, {&then_g, &else_g}, names, fed, fed_blobs);
   const std::string label = node_label(*node, node_index);
-  std::shared_ptr<CompiledJob> then_job = body_job(I, then_g, label + "/then", {}, names, fed, fed_blobs);
-  std::shared_ptr<CompiledJob> else_job = body_job(I, else_g, label + "/else", {}, names, fed, fed_blobs);
+  std::vector<SeqType> then_types, else_types;
+  std::shared_ptr<CompiledJob> then_job = body_job(I, then_g, label + "/then", {}, names, fed, fed_blobs, {}, &then_types);
+  std::shared_ptr<CompiledJob> else_job = body_job(I, else_g, label + "/else", {}, names, fed, fed_blobs, {}, &else_types);
+  for (size_t k = 0; k < then_types.size() && k < else_types.size(); ++k)
+    if (then_types[k].kind != else_types[k].kind || then_types[k].elem != else_types[k].elem)
+      I.err("output " + std::to_string(k) + " is a " + then_types[k].str() + " in then_branch and a " +
+            else_types[k].str() + " in else_branch");
   std::vector<Blob> ys;
   try {
     ys = if_else(cond, fed_blobs, then_job, else_job);
   } catch (const Error& e) {
     I.err(e.what());
   }
-  for (int i = 0; i < node->output_size(); ++i) I.out(i, ys[static_cast<size_t>(i)]);
+  for (int i = 0; i < node->output_size(); ++i) {
+    SeqType t = then_types[static_cast<size_t>(i)];
+    if (t.is_tensor()) {
+      I.out(i, ys[static_cast<size_t>(i)]);
+      continue;
+    }
+    if (t.rank != else_types[static_cast<size_t>(i)].rank) t.rank = -1;
+    I.out_seq(i, ys[static_cast<size_t>(i)], t);
+  }
 }
 
 
@@ -197,15 +229,34 @@ void op_if(Importer& I) {
 std::shared_ptr<CompiledJob> loop_body_job(Importer& I, const GraphProto& g, const std::string& job_name,
                                            std::vector<TensorSpec> formal, size_t carried_in, size_t carried_out,
                                            size_t carried, const std::vector<std::string>& names,
-                                           const std::vector<std::string>& fed, const std::vector<Blob>& fed_blobs) {
+                                           const std::vector<std::string>& fed, const std::vector<Blob>& fed_blobs,
+                                           std::vector<SeqType> formal_types = {},
+                                           std::vector<SeqType>* out_types = nullptr) {
+  std::vector<SeqType> outs;
+  formal_types.resize(formal.size());
   for (int tries = 0;; ++tries) {
-    std::shared_ptr<CompiledJob> job = body_job(I, g, job_name, formal, names, fed, fed_blobs);
+    std::shared_ptr<CompiledJob> job = body_job(I, g, job_name, formal, names, fed, fed_blobs, formal_types, &outs);
     const Signature& sig = job->signature();
     if (sig.outputs.size() < carried_out + carried)
       I.err("the body returns " + std::to_string(sig.outputs.size()) + " values, fewer than its " +
             std::to_string(carried) + " carried ones need");
+    if (out_types) *out_types = outs;
     bool changed = false;
     for (size_t j = 0; j < carried; ++j) {
+      // A carried sequence: the same kind and items' dtype; a rank the body
+      // reveals (an empty sequence entering, filled by the body) is taken.
+      SeqType& tin = formal_types[carried_in + j];
+      const SeqType& tout = outs[carried_out + j];
+      // (An optional sequence may come back as a sequence: the same bytes.)
+      const bool same_kind = tin.kind == tout.kind || (tin.kind == SeqType::Kind::OptionalSequence &&
+                                                       tout.kind == SeqType::Kind::Sequence);
+      if (!same_kind || (!tin.is_tensor() && tin.elem != tout.elem))
+        I.err("the body returns a " + tout.str() + " for carried value " + std::to_string(j) + " ('" +
+              g.input(static_cast<int>(carried_in + j)).name() + "'), which enters as a " + tin.str());
+      if (!tin.is_tensor() && tin.rank < 0 && tout.rank >= 0) {
+        tin.rank = tout.rank;
+        changed = true;
+      }
       TensorSpec& in = formal[carried_in + j];
       const TensorSpec& out = sig.outputs[carried_out + j];
       if (out.dtype != in.dtype || out.shape.size() != in.shape.size())
@@ -250,18 +301,23 @@ void op_loop(Importer& I) {
   }
   if (!max_trips.defined() && !cond.defined()) I.unsupported("Loop(without M and cond: it never ends)");
   std::vector<TensorSpec> formal{{{}, DType::Int64}, {{}, DType::Bool}};
+  std::vector<SeqType> formal_types(2);
   std::vector<Blob> init;
   for (size_t j = 0; j < carried; ++j) {
     const int i = static_cast<int>(2 + j);
     if (!I.has(i)) I.err("carried value " + std::to_string(j) + " is empty");
     init.push_back(I.in(i));
     formal.push_back(init.back().spec());
+    formal_types.push_back(I.type_of(i));
   }
   std::vector<std::string> names, fed;
   std::vector<Blob> fed_blobs;
   outer_values(I, {&body}, names, fed, fed_blobs);
+  std::vector<SeqType> out_types;
   auto job = loop_body_job(I, body, node_label(*node, node_index) + "/body", formal, 2, 1, carried, names, fed,
-                           fed_blobs);
+                           fed_blobs, formal_types, &out_types);
+  for (size_t k = 1 + carried; k < out_types.size(); ++k)
+    if (!out_types[k].is_tensor()) I.unsupported("Loop(scan output of sequences)");
   const TensorSpec& c = job->signature().outputs[0];
   if (c.dtype != DType::Bool || (is_static(c.shape) && numel(c.shape) != 1))
     I.err("the body's condition output must be one bool, got " + spec_str(c));
@@ -271,7 +327,11 @@ void op_loop(Importer& I) {
   } catch (const Error& e) {
     I.err(e.what());
   }
-  for (int i = 0; i < node->output_size(); ++i) I.out(i, ys[static_cast<size_t>(i)]);
+  for (int i = 0; i < node->output_size(); ++i) {
+    const SeqType& t = static_cast<size_t>(i) < carried ? out_types[1 + static_cast<size_t>(i)] : SeqType();
+    if (t.is_tensor()) I.out(i, ys[static_cast<size_t>(i)]);
+    else I.out_seq(i, ys[static_cast<size_t>(i)], t);
+  }
 }
 
 // Scan (opset 9 on: states then scanned inputs). Opset 8's form (an
@@ -470,8 +530,8 @@ void export_scan(Exporter& E) {
 }  // namespace
 
 void control_onnx_rows(OpRows& r) {
-  r.import_op("If", op_if);
-  r.import_op("Loop", op_loop);
+  r.import_op("If", op_if).takes_sequences();
+  r.import_op("Loop", op_loop).takes_sequences();
   r.import_op("Scan", op_scan);
   r.export_op(OpKind::If, export_if);
   r.export_op(OpKind::Loop, export_loop);

@@ -331,7 +331,7 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("Unsqueeze", op_unsqueeze, true).values_per_call({1}, unsqueeze_specs);
   r.import_op("Transpose", op_transpose, true);
   r.import_op("Concat", op_concat, true);
-  r.import_op("Identity", op_identity, true);
+  r.import_op("Identity", op_identity, true).takes_sequences();
   r.import_op("Constant", op_constant);
   r.import_op("ConstantOfShape", op_constant_of_shape);
   r.import_op("Shape", op_shape);
