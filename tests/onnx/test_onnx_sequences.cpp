@@ -138,6 +138,101 @@ TEST_F(OnnxOps, IfBranchesReturnSequences) {
   fs::remove_all(d);
 }
 
+// Ranks: a sequence of mixed ranks stays of unknown rank (an insert does
+// not make one up), so SequenceAt takes the rank its output declares; a
+// SequenceMap body's declared input rank serves for items whose sequence
+// declares none.
+TEST_F(OnnxOps, SequenceItemRanksComeFromDeclarations) {
+  {
+    Model md(13);
+    md.input("a", f32({3}));
+    md.input("b", f32({1, 2}));
+    md.init("zero", Tensor::scalar<int64_t>(0));
+    md.node("SequenceConstruct", {"a", "b"}, {"s"});
+    drop_output(md);
+    md.node("SequenceInsert", {"s", "b"}, {"t"});
+    drop_output(md);
+    md.node("SequenceAt", {"t", "zero"}, {"y"});
+    auto* sh = md.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type();
+    sh->set_elem_type(::onnx::TensorProto::FLOAT);
+    sh->mutable_shape()->add_dim()->set_dim_param("n");
+    const Tensor a = f32({3}, 1.f);
+    const auto y = md.run({a, f32({1, 2})});
+    EXPECT_TRUE(y[0].equal(a));
+  }
+  {
+    Model md(17);
+    seq_input(md, "s", ::onnx::TensorProto::FLOAT, -1);
+    auto* n = md.node("SequenceMap", {"s"}, {"doubled"});
+    md.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_sequence_type();
+    ::onnx::GraphProto body;
+    body.set_name("double");
+    auto* x = body.add_input();
+    x->set_name("x");
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+    x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("len");
+    auto* add = body.add_node();
+    add->set_op_type("Add");
+    add->add_input("x");
+    add->add_input("x");
+    add->add_output("y");
+    auto* y = body.add_output();
+    y->set_name("y");
+    y->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+    auto* a = n->add_attribute();
+    a->set_name("body");
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = body;
+    const auto r = md.run(fl::pack_sequence({f32({2}, 1.f), f32({3}, 5.f)}, fl::DType::Float32));
+    const auto u = fl::unpack_sequence(r[0], "doubled");
+    ASSERT_EQ(u.items.size(), 2u);
+    EXPECT_EQ(values(u.items[0]), (std::vector<float>{2, 4}));
+    EXPECT_EQ(values(u.items[1]), (std::vector<float>{10, 12, 14}));
+  }
+}
+
+// An optional carried through a Loop stays an optional: with no
+// iteration, the none that entered comes out.
+TEST_F(OnnxOps, LoopCarriesAnOptional) {
+  Model md(16);
+  md.input("m", Tensor::scalar<int64_t>(0));
+  md.input("x", f32({2}));
+  auto* opt = md.node("Optional", {}, {"none"});
+  drop_output(md);
+  auto* ta = opt->add_attribute();
+  ta->set_name("type");
+  ta->set_type(::onnx::AttributeProto::TYPE_PROTO);
+  ta->mutable_tp()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      ::onnx::TensorProto::FLOAT);
+  auto* loop = md.node("Loop", {"m", "", "none"}, {"out"});
+  drop_output(md);
+  ::onnx::GraphProto body;
+  body.set_name("body");
+  for (const char* i : {"i", "c", "v"}) body.add_input()->set_name(i);
+  auto* v = body.mutable_input(2);
+  *v->mutable_type()->mutable_optional_type()->mutable_elem_type() = ta->tp();
+  auto* c = body.add_node();
+  c->set_op_type("Identity");
+  c->add_input("c");
+  c->add_output("c_out");
+  auto* sc = body.add_node();
+  sc->set_op_type("SequenceConstruct");
+  sc->add_input("x");
+  sc->add_output("v_out");
+  body.add_output()->set_name("c_out");
+  body.add_output()->set_name("v_out");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+  md.node("OptionalHasElement", {"out"}, {"has"});
+  std::string bytes;
+  ASSERT_TRUE(md.m.SerializeToString(&bytes));
+  auto job = fl::onnx::load_bytes(bytes, {}, "model");
+  EXPECT_FALSE(job->run({Tensor::scalar<int64_t>(0), f32({2})})[0].data<bool>()[0]);
+  EXPECT_TRUE(job->run({Tensor::scalar<int64_t>(2), f32({2})})[0].data<bool>()[0]);
+}
+
 TEST_F(OnnxOps, SequenceLoadErrorsNameTheNodeAndInput) {
   {  // an op that takes tensors, given a sequence
     Model md(13);
@@ -168,6 +263,15 @@ TEST_F(OnnxOps, SequenceLoadErrorsNameTheNodeAndInput) {
     EXPECT_NE(e.find("node 'SequenceInsert' (SequenceInsert): the tensor is (2,) int32, the sequence holds float32"),
               std::string::npos)
         << e;
+  }
+  {  // scalars have no axis to join along (new_axis=0)
+    Model md(13);
+    md.input("a", Tensor::scalar<float>(1.f));
+    md.node("SequenceConstruct", {"a", "a"}, {"s"});
+    drop_output(md);
+    set_int(md.node("ConcatFromSequence", {"s"}, {"y"}), "axis", 0);
+    const std::string e = md.load_error();
+    EXPECT_NE(e.find("[concat_from_sequence] axis 0 is out of range for tensors of rank 0"), std::string::npos) << e;
   }
   {  // a map input: named as what it is
     Model md(13);

@@ -164,6 +164,25 @@ TEST_F(Sequences, SixteenBitFloatsAreHeld) {
   EXPECT_EQ(values(y.astype(DType::Float32)), (std::vector<float>{1.5f, 2.5f, 3.5f, 1.5f, 2.5f, 3.5f}));
 }
 
+// A caller's packed tensor may describe zero-size items with any dims:
+// joining them makes an empty result at once (no loop over the dims), and
+// bool items read back as 0 or 1 whatever byte they held.
+TEST_F(Sequences, HostilePackedItemsAreHarmless) {
+  auto join = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({-1}, DType::UInt8, "s")},
+                                    [](Blob s) -> flow::Numpy { return flow::seq::concat(s, 1, false, DType::Float32, 2); });
+  const int64_t huge = int64_t{1} << 50;
+  const Tensor empty({huge, 0}, DType::Float32);
+  const Tensor y = join(flow::pack_sequence({empty, empty}, DType::Float32));
+  EXPECT_EQ(y.shape(), (Shape{huge, 0}));
+  Tensor p = flow::pack_sequence({Tensor::from<bool>({2}, {true, false})}, DType::Bool);
+  p.data<uint8_t>()[p.numel() - 8] = 7;  // the first item's byte
+  const auto u = flow::unpack_sequence(p, "p");
+  EXPECT_EQ(static_cast<int>(static_cast<const uint8_t*>(u.items[0].raw())[0]), 1);
+  EXPECT_NE(error_of([] { flow::pack_sequence({Tensor(Shape(9, 1), DType::Float32)}, DType::Float32); })
+                .find("item 0 has rank 9; sequences hold tensors of rank 8 at most"),
+            std::string::npos);
+}
+
 TEST_F(Sequences, ErrorsNameTheOpAndTheValue) {
   auto at = flow::global_function(flow::Predict,
                                   {flow::Numpy::Placeholder({-1}, DType::UInt8, "s"),

@@ -101,6 +101,7 @@ class Build {
     const std::vector<PlaceholderSpec> specs = placeholder_specs();
     const FunctionConfig cfg = config();
     Importer I(what_, opts_, P_.model, P_.base_dir);
+    I.graph = &g_;
     I.opset = P_.opset;
     I.inspect_mode = inspect_;
     I.train = type_ == JobType::Train;

@@ -127,7 +127,7 @@ bool read_proto_seq(const fs::path& p, const SeqType& type, SeqData* d, std::str
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (type.kind == SeqType::Kind::Sequence) {
     ::onnx::SequenceProto sp;
-    if (!f.good() && bytes.empty() ? false : !sp.ParseFromString(bytes)) {
+    if (!sp.ParseFromString(bytes)) {
       *err = p.string() + " is not a SequenceProto";
       return false;
     }
@@ -297,8 +297,19 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
           *why = set.filename().string() + ": " + err;
           return Outcome::Fail;
         }
-        inputs[next] = d.none ? pack_none(st->second.elem) : pack_sequence(d.items, st->second.elem);
-        given[next] = true;
+        // A named value goes to the placeholder of that name.
+        auto named = std::find(sig.input_names.begin(), sig.input_names.end(), d.name);
+        const size_t at = !d.name.empty() && named != sig.input_names.end()
+                              ? static_cast<size_t>(named - sig.input_names.begin())
+                              : next;
+        auto at_type = info.types.find(sig.input_names[at]);
+        if (at_type == info.types.end() || at_type->second.kind != st->second.kind) {
+          *why = set.filename().string() + ": " + p.filename().string() + " names input '" + d.name +
+                 "', which is not a " + st->second.str();
+          return Outcome::Fail;
+        }
+        inputs[at] = d.none ? pack_none(st->second.elem) : pack_sequence(d.items, st->second.elem);
+        given[at] = true;
         continue;
       }
       if (!read_proto_tensor(p, &t, &name, &err)) {

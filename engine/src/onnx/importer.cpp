@@ -171,13 +171,19 @@ SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const s
   throw Unsupported("[onnx.load] " + what + ": a map or sparse tensor is not supported", {{form, {what}}});
 }
 
-SeqType Importer::declared_type(const std::string& name) const {
-  const GraphProto& g = model_.graph();
-  for (const auto& v : g.output())
-    if (v.name() == name) return seq_type_of(v.type(), "value '" + name + "'", node->op_type() + "(map or sparse)");
-  for (const auto& v : g.value_info())
-    if (v.name() == name) return seq_type_of(v.type(), "value '" + name + "'", node->op_type() + "(map or sparse)");
-  return SeqType();
+int Importer::declared_rank(const std::string& name) const {
+  auto look = [&](const GraphProto& g) {
+    auto in = [&](const auto& list) {
+      for (const auto& v : list)
+        if (v.name() == name && v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+          return v.type().tensor_type().shape().dim_size();
+      return -1;
+    };
+    const int r = in(g.output());
+    return r >= 0 ? r : in(g.value_info());
+  };
+  const int r = graph ? look(*graph) : -1;
+  return r >= 0 ? r : look(model_.graph());
 }
 
 void Importer::out_seq(int i, Blob b, const SeqType& t) {

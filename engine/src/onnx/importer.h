@@ -64,7 +64,8 @@ struct SeqType {
   enum class Kind : uint8_t { Tensor, Sequence, OptionalTensor, OptionalSequence };
   Kind kind = Kind::Tensor;
   DType elem = DType::Float32;
-  int rank = -1;
+  int rank = -1;       // -1: not known, or items of several ranks
+  bool fresh = false;  // known to hold no items yet (SequenceEmpty): the first insert sets the rank
   bool is_tensor() const { return kind == Kind::Tensor; }
   bool optional() const { return kind == Kind::OptionalTensor || kind == Kind::OptionalSequence; }
   std::string str() const;  // "sequence(float32, rank 1)", "optional(sequence(int64))", "tensor"
@@ -146,9 +147,11 @@ class Importer {
 
   // Input i's sequence/optional type (kind Tensor for a tensor).
   const SeqType& type_of(int i) { return value(iname(i)).type; }
-  // The type a graph output or value_info of the model declares for `name`
-  // (kind Tensor when none does).
-  SeqType declared_type(const std::string& name) const;
+  // The rank the graph being imported (then the model's main graph)
+  // declares for the tensor `name` in its outputs or value_info; -1 when
+  // none does.
+  int declared_rank(const std::string& name) const;
+  const ::onnx::GraphProto* graph = nullptr;  // the (sub)graph whose nodes run_node is importing
 
   // ---- outputs ----
   void out(int i, Blob b);

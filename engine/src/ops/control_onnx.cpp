@@ -60,12 +60,20 @@ void outer_names(const GraphProto& g, std::set<std::string> defined, std::vector
 
 // The branch's initializers and nodes run by `S`; its outputs' values.
 std::vector<Value> run_branch(Importer& S, const GraphProto& g) {
+  const GraphProto* outer = S.graph;
+  S.graph = &g;  // its own declarations first (Importer::declared_rank)
   for (const auto& t : g.initializer()) {
     Value v;
     v.konst = read_tensor(t, S.base_dir_, S.opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
     S.values[t.name()] = v;
   }
-  for (int k = 0; k < g.node_size(); ++k) S.run_node(g.node(k), k);
+  try {
+    for (int k = 0; k < g.node_size(); ++k) S.run_node(g.node(k), k);
+  } catch (...) {
+    S.graph = outer;
+    throw;
+  }
+  S.graph = outer;
   std::vector<Value> outs;
   for (const auto& o : g.output()) outs.push_back(S.value(o.name()));
   return outs;
@@ -240,7 +248,17 @@ std::shared_ptr<CompiledJob> loop_body_job(Importer& I, const GraphProto& g, con
     if (sig.outputs.size() < carried_out + carried)
       I.err("the body returns " + std::to_string(sig.outputs.size()) + " values, fewer than its " +
             std::to_string(carried) + " carried ones need");
-    if (out_types) *out_types = outs;
+    if (out_types) {
+      *out_types = outs;
+      // A carried optional stays one (the body may return its value: a
+      // trip count of 0 returns what entered, none included).
+      for (size_t j = 0; j < carried; ++j)
+        if (formal_types[carried_in + j].optional()) {
+          SeqType& t = (*out_types)[carried_out + j];
+          t.kind = formal_types[carried_in + j].kind;
+          if (t.rank != formal_types[carried_in + j].rank) t.rank = -1;
+        }
+    }
     bool changed = false;
     for (size_t j = 0; j < carried; ++j) {
       // A carried sequence: the same kind and items' dtype; a rank the body
@@ -253,8 +271,15 @@ std::shared_ptr<CompiledJob> loop_body_job(Importer& I, const GraphProto& g, con
       if (!same_kind || (!tin.is_tensor() && tin.elem != tout.elem))
         I.err("the body returns a " + tout.str() + " for carried value " + std::to_string(j) + " ('" +
               g.input(static_cast<int>(carried_in + j)).name() + "'), which enters as a " + tin.str());
-      if (!tin.is_tensor() && tin.rank < 0 && tout.rank >= 0) {
+      // An empty sequence entering takes the rank the body gives its items;
+      // a rank the body changes becomes unknown.
+      if (!tin.is_tensor() && tin.fresh && tout.rank >= 0) {
         tin.rank = tout.rank;
+        tin.fresh = false;
+        changed = true;
+      } else if (!tin.is_tensor() && tin.rank >= 0 && tout.rank != tin.rank) {
+        tin.rank = -1;
+        tin.fresh = false;
         changed = true;
       }
       TensorSpec& in = formal[carried_in + j];
@@ -409,8 +434,11 @@ void op_scan(Importer& I) {
   std::vector<std::string> names, fed;
   std::vector<Blob> fed_blobs;
   outer_values(I, {&body}, names, fed, fed_blobs);
+  std::vector<SeqType> scan_types;
   auto job = loop_body_job(I, body, node_label(*node, node_index) + "/body", formal, 0, 0, states, names, fed,
-                           fed_blobs);
+                           fed_blobs, {}, &scan_types);
+  for (const SeqType& t : scan_types)
+    if (!t.is_tensor()) I.unsupported("Scan(sequences)");
   std::vector<std::vector<Blob>> per_item;
   try {
     for (int64_t k = 0; k < batch; ++k) {

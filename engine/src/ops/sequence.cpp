@@ -25,6 +25,7 @@ namespace jobflow {
 namespace {
 
 int64_t padded(int64_t bytes) { return (bytes + 7) / 8 * 8; }
+constexpr int64_t kMaxItemRank = 8;
 
 void check_elem(DType elem, const char* what) {
   if (static_cast<int>(elem) < 0 || static_cast<int>(elem) >= kDTypeCount)
@@ -40,6 +41,9 @@ Tensor pack(const std::vector<Tensor>& items, DType elem, bool none) {
     if (t.dtype() != elem)
       throw Error("[sequence] item " + std::to_string(k) + " is " + spec_str({t.shape(), t.dtype()}) +
                   ", the sequence holds " + dtype_name(elem));
+    if (t.ndim() > kMaxItemRank)
+      throw Error("[sequence] item " + std::to_string(k) + " has rank " + std::to_string(t.ndim()) +
+                  "; sequences hold tensors of rank " + std::to_string(kMaxItemRank) + " at most");
     words += 1 + t.ndim();
     data += padded(static_cast<int64_t>(t.nbytes()));
   }
@@ -74,7 +78,11 @@ bool is_packed_sequence(const Tensor& t) {
   return magic == kSequenceMagic;
 }
 
-UnpackedSequence unpack_sequence(const Tensor& p, const std::string& what) {
+namespace {
+
+// The packed form read back; `header_only`: the items' count and dtype,
+// no items copied (their shapes and sizes still checked).
+UnpackedSequence unpack(const Tensor& p, const std::string& what, bool header_only) {
   auto bad = [&](const std::string& why) -> Error {
     return Error(what + ": not a packed sequence (" + why + ")");
   };
@@ -101,7 +109,7 @@ UnpackedSequence unpack_sequence(const Tensor& p, const std::string& what) {
   int64_t at = 3;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t r = word(at++);
-    if (r < 0 || r > 8) throw bad("item " + std::to_string(k) + " has rank " + std::to_string(r));
+    if (r < 0 || r > kMaxItemRank) throw bad("item " + std::to_string(k) + " has rank " + std::to_string(r));
     Shape s;
     for (int64_t d = 0; d < r; ++d) {
       s.push_back(word(at++));
@@ -115,22 +123,35 @@ UnpackedSequence unpack_sequence(const Tensor& p, const std::string& what) {
     std::string why;
     if (!checked_nbytes(shapes[k], u.elem, &bytes, &why) || bytes > size - off)
       throw bad("item " + std::to_string(k) + " " + shape_str(shapes[k]) + " runs past the end");
+    if (header_only) {
+      off += padded(bytes);
+      u.items.emplace_back();
+      continue;
+    }
     Tensor t(shapes[k], u.elem);
-    if (bytes > 0) std::memcpy(t.raw(), base + off, static_cast<size_t>(bytes));
+    if (u.elem == DType::Bool) {  // any nonzero byte is true (a bool holds 0 or 1)
+      for (int64_t i = 0; i < bytes; ++i) t.data<bool>()[i] = base[off + i] != 0;
+    } else if (bytes > 0) {
+      std::memcpy(t.raw(), base + off, static_cast<size_t>(bytes));
+    }
     off += padded(bytes);
     u.items.push_back(std::move(t));
   }
   return u;
 }
 
+}  // namespace
+
+UnpackedSequence unpack_sequence(const Tensor& p, const std::string& what) { return unpack(p, what, false); }
+
 // ---------------------------------------------------------------------------
 // The ops.
 
 namespace {
 
-UnpackedSequence read_seq(const char* op, const Tensor& t) {
+UnpackedSequence read_seq(const char* op, const Tensor& t, bool header_only = false) {
   try {
-    return unpack_sequence(t, "input 0");
+    return unpack(t, "input 0", header_only);
   } catch (const Error& e) {
     op_error(op, e.what());
   }
@@ -307,7 +328,7 @@ class ConcatFromSequence final : public Sized {
     expect_inputs("concat_from_sequence", in, 1);
     expect_packed("concat_from_sequence", in[0], "input 0");
     const int out_rank = rank_ + (new_axis_ ? 1 : 0);
-    if (axis_ < -out_rank || axis_ >= std::max(out_rank, 1))
+    if (axis_ < -out_rank || axis_ >= out_rank)
       op_error("concat_from_sequence", "axis " + std::to_string(axis_) + " is out of range for tensors of rank " +
                                            std::to_string(rank_) + (new_axis_ ? " (new_axis)" : ""));
     return {item_spec(elem_, out_rank)};
@@ -345,6 +366,7 @@ class ConcatFromSequence final : public Sized {
     Shape os = parts[0].shape();
     os[ax] = total;
     Tensor y(os, elem_);
+    if (y.numel() == 0) return {y};  // (dims of zero-size items may be anything)
     int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(elem_));
     for (int d = 0; d < ax; ++d) outer *= os[d];
     for (int d = ax + 1; d < out_rank; ++d) inner *= os[d];
@@ -488,7 +510,7 @@ class SequenceLength final : public Primitive {
     return {{{}, DType::Int64}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    out[0].data<int64_t>()[0] = count("sequence_length", read_seq("sequence_length", in[0]));
+    out[0].data<int64_t>()[0] = count("sequence_length", read_seq("sequence_length", in[0], true));
   }
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>& argnums) const override {
@@ -507,7 +529,7 @@ class OptionalHasElement final : public Primitive {
     return {{{}, DType::Bool}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    out[0].data<bool>()[0] = !read_seq("optional_has_element", in[0]).none;
+    out[0].data<bool>()[0] = !read_seq("optional_has_element", in[0], true).none;
   }
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>& argnums) const override {

@@ -41,25 +41,11 @@ Blob position_in(Importer& I, int i) {
   return p;
 }
 
-// The rank a graph output or value_info declares for the tensor `name`;
-// -1 when none does.
-int declared_rank(Importer& I, const std::string& name) {
-  const GraphProto& g = I.model_.graph();
-  auto look = [&](const auto& list) {
-    for (const auto& v : list)
-      if (v.name() == name && v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-        return v.type().tensor_type().shape().dim_size();
-    return -1;
-  };
-  const int r = look(g.output());
-  return r >= 0 ? r : look(g.value_info());
-}
-
 // The rank of the items a node takes out of a sequence of type `t`: the
 // sequence's own, else what the model declares for output 0.
 int item_rank(Importer& I, const SeqType& t, int extra = 0) {
   if (t.rank >= 0) return t.rank;
-  const int r = I.wants(0) ? declared_rank(I, I.node->output(0)) : -1;
+  const int r = I.wants(0) ? I.declared_rank(I.node->output(0)) : -1;
   if (r >= 0) return r - extra;
   I.unsupported(I.node->op_type() + "(items of a rank unknown at load)");
 }
@@ -88,7 +74,9 @@ void op_sequence_construct(Importer& I) {
 void op_sequence_empty(Importer& I) {
   const DType elem = ou::from_onnx_dtype(static_cast<int32_t>(I.attr_i("dtype", ::onnx::TensorProto::FLOAT)),
                                          I.where() + " dtype");
-  I.out_seq(0, seq::empty(elem), sequence_of(elem, -1));
+  SeqType t = sequence_of(elem, -1);
+  t.fresh = true;
+  I.out_seq(0, seq::empty(elem), t);
 }
 
 void op_sequence_insert(Importer& I) {
@@ -96,9 +84,10 @@ void op_sequence_insert(Importer& I) {
   Blob x = tensor_in(I, 1);
   if (x.dtype() != t.elem) I.err("the tensor is " + spec_str(x.spec()) + ", the sequence holds " + dtype_name(t.elem));
   Blob s = seq::insert(I.in(0), x, position_in(I, 2));
-  // An empty or unknown sequence takes the inserted tensor's rank; a known
-  // rank stays only if the tensor has it.
-  t.rank = t.rank < 0 || t.rank == x.ndim() ? x.ndim() : -1;
+  // A sequence known to be empty takes the inserted tensor's rank; a known
+  // rank stays only if the tensor has it; an unknown one stays unknown.
+  t.rank = t.fresh ? x.ndim() : t.rank == x.ndim() ? t.rank : -1;
+  t.fresh = false;
   I.out_seq(0, s, t);
 }
 
@@ -197,6 +186,7 @@ void op_sequence_map(Importer& I) {
   for (const auto& n : body->node()) *g.add_node() = n;
   for (const auto& t : body->initializer()) *g.add_initializer() = t;
   for (const auto& v : body->value_info()) *g.add_value_info() = v;
+  for (const auto& v : body->input()) *g.add_value_info() = v;  // the items' declared ranks
   *g.add_node() = make("Identity", {p + "cond"}, {p + "cond_out"});
   g.add_output()->set_name(p + "cond_out");
   for (int k = 0; k < body->output_size(); ++k) {
@@ -241,7 +231,8 @@ void op_optional(Importer& I) {
   if (!tp) I.err("an Optional without an input needs the attribute 'type'");
   ::onnx::TypeProto opt;
   *opt.mutable_optional_type()->mutable_elem_type() = *tp;
-  const SeqType t = seq_type_of(opt, I.where() + " type", "Optional(type)");
+  SeqType t = seq_type_of(opt, I.where() + " type", "Optional(type)");
+  t.fresh = t.rank < 0;
   I.out_seq(0, seq::none(t.elem), t);
 }
 
