@@ -544,3 +544,68 @@ TEST_F(OnnxOps, SixteenBitFloatNodesRunInFloat32BetweenCasts) {
   mixed.node("Add", {"x", "y"}, {"z"});
   EXPECT_CONTAINS(mixed.load_error(), "node 'Add' (Add): inputs mix float16 and bfloat16");
 }
+
+// Subgraphs reading and returning float16 (issue 9): an If whose condition
+// is known per call, each branch reading the outer float16 `x`, and a Loop
+// carrying a float16 value; the nodes inside run in float32 between casts
+// as elsewhere, the values crossing the subgraph boundary stay float16.
+TEST_F(OnnxOps, SixteenBitFloatsCrossIfAndLoopSubgraphs) {
+  auto graph = [](const std::string& name, const std::vector<std::string>& ins, const char* op,
+                  const std::vector<std::string>& node_in, const std::string& out) {
+    ::onnx::GraphProto g;
+    g.set_name(name);
+    for (auto& i : ins) g.add_input()->set_name(i);
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    for (auto& i : node_in) n->add_input(i);
+    n->add_output(out);
+    g.add_output()->set_name(out);
+    return g;
+  };
+  auto set_graph = [](::onnx::NodeProto* n, const char* name, const ::onnx::GraphProto& g) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  };
+  const Tensor x = halves({3}, {0.5f, -1.5f, 2.0f});
+  {
+    Model md(13);
+    md.input("c", Tensor::scalar(true));
+    md.input("x", x);
+    auto* n = md.node("If", {"c"}, {"y"});
+    set_graph(n, "then_branch", graph("then", {}, "Neg", {"x"}, "t"));
+    set_graph(n, "else_branch", graph("else", {}, "Identity", {"x"}, "e"));
+    std::string bytes;
+    ASSERT_TRUE(md.m.SerializeToString(&bytes));
+    auto job = flow::onnx::load_bytes(bytes, {}, "model");
+    for (bool c : {true, false}) {
+      const auto y = job->run({Tensor::scalar(c), x});
+      ASSERT_EQ(y[0].dtype(), flow::DType::Float16);
+      const std::vector<float> want = c ? std::vector<float>{-0.5f, 1.5f, -2.0f} : std::vector<float>{0.5f, -1.5f, 2.0f};
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(static_cast<float>(y[0].data<flow::float16>()[i]), want[i]) << c << i;
+    }
+  }
+  {
+    Model md(13);
+    md.input("m", Tensor::scalar<int64_t>(3));
+    md.input("x", x);
+    auto* n = md.node("Loop", {"m", "", "x"}, {"y"});
+    ::onnx::GraphProto body = graph("body", {"i", "cond", "v"}, "Add", {"v", "v"}, "v2");
+    auto* keep = body.add_node();
+    keep->set_op_type("Identity");
+    keep->add_input("cond");
+    keep->add_output("cond_out");
+    body.mutable_output()->Clear();
+    body.add_output()->set_name("cond_out");
+    body.add_output()->set_name("v2");
+    set_graph(n, "body", body);
+    std::string bytes;
+    ASSERT_TRUE(md.m.SerializeToString(&bytes));
+    auto job = flow::onnx::load_bytes(bytes, {}, "model");
+    const auto y = job->run({Tensor::scalar<int64_t>(3), x});
+    ASSERT_EQ(y[0].dtype(), flow::DType::Float16);
+    const float want[] = {4.0f, -12.0f, 16.0f};
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(static_cast<float>(y[0].data<flow::float16>()[i]), want[i]) << i;
+  }
+}

@@ -447,10 +447,14 @@ bool run_in_float32(Importer& I, const ImportRow& row) {
   std::optional<DType> half;
   bool back = !I.has_attr("to") && !I.has_attr("dtype");
   std::vector<std::pair<std::string, Value>> stashed;
+  // (Every input's dtype read before any is replaced: a node may read one
+  // value twice, Add(v, v).)
+  std::vector<DType> dts;
+  for (int i = 0; i < I.nin(); ++i) dts.push_back(I.has(i) ? I.spec(i).dtype : DType::Float32);
   for (int i = 0; i < I.nin(); ++i) {
     if (!I.has(i)) continue;
     const std::string& name = I.iname(i);
-    const DType dt = I.spec(i).dtype;
+    const DType dt = dts[static_cast<size_t>(i)];
     if (is_floating(dt)) back = false;
     if (!is_half(dt)) continue;
     if (half && *half != dt) I.err("inputs mix float16 and bfloat16");

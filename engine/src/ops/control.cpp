@@ -35,6 +35,9 @@ class If final : public Primitive {
   If(std::shared_ptr<CompiledJob> then_job, std::shared_ptr<CompiledJob> else_job)
       : then_(std::move(then_job)), else_(std::move(else_job)) {}
   OpKind kind() const override { return OpKind::If; }
+  // Hands its inputs to the branch or body job: 16-bit floats pass (the
+  // nodes inside run them in float32 between casts).
+  bool stores_only() const override { return true; }
   Attrs attributes() const override {
     return {{"then_branch", then_->signature().job_name}, {"else_branch", else_->signature().job_name}};
   }
@@ -165,6 +168,9 @@ class Loop final : public Primitive {
   Loop(std::shared_ptr<CompiledJob> body, bool has_max, bool has_cond, size_t carried)
       : body_(std::move(body)), has_max_(has_max), has_cond_(has_cond), carried_(carried) {}
   OpKind kind() const override { return OpKind::Loop; }
+  // Hands its inputs to the branch or body job: 16-bit floats pass (the
+  // nodes inside run them in float32 between casts).
+  bool stores_only() const override { return true; }
   Attrs attributes() const override {
     return {{"body", body_->signature().job_name},
             {"has_max_trips", int64_t{has_max_}},
@@ -276,6 +282,9 @@ class Scan final : public Primitive {
     for (const TensorSpec& s : b.outputs) static_ = static_ && is_static(s.shape);
   }
   OpKind kind() const override { return OpKind::Scan; }
+  // Hands its inputs to the branch or body job: 16-bit floats pass (the
+  // nodes inside run them in float32 between casts).
+  bool stores_only() const override { return true; }
   Attrs attributes() const override {
     auto ints = [](const std::vector<bool>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
     return {{"body", body_->signature().job_name},

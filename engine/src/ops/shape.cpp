@@ -399,6 +399,7 @@ std::vector<Blob> Concat::vjp(const std::vector<Blob>& in, const std::vector<Blo
 class Identity final : public Primitive {
  public:
   OpKind kind() const override { return OpKind::Identity; }
+  bool stores_only() const override { return true; }  // a copy: float16 passes
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("identity", in, 1);
     return {in[0]};
