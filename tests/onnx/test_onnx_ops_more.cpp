@@ -609,3 +609,48 @@ TEST_F(OnnxOps, SixteenBitFloatsCrossIfAndLoopSubgraphs) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(static_cast<float>(y[0].data<flow::float16>()[i]), want[i]) << i;
   }
 }
+
+// TfIdfVectorizer over token ids (issue 9): IDF and TFIDF weighting worked
+// out by hand, a saved job loading back into the same op, and bad pools
+// named at load.
+TEST_F(OnnxOps, TfIdfVectorizerWeightsAndRoundTrip) {
+  flow::text::NgramOptions o;
+  o.min_gram_length = 1;
+  o.max_gram_length = 2;
+  o.max_skip_count = 1;
+  o.ngram_counts = {0, 2};
+  o.pool = {4, 9, /* bigrams */ 4, 4, 9, 4};  // 1-grams 4, 9; 2-grams (4, 4), (9, 4)
+  o.ngram_indexes = {3, 0, 1, 2};
+  o.weights = {0.5, 2.0, 10.0, 100.0};
+  // Row 0, tokens 4 4 9 4: 4 three times, 9 once; (4, 4) at positions
+  // (0, 1) and, one token skipped, (1, 3): twice; (9, 4) at (2, 3): once.
+  // Row 1, 9 9 9 9: 9 four times, no pooled bigram.
+  const Tensor x = Tensor::from<int64_t>({2, 4}, {4, 4, 9, 4, 9, 9, 9, 9});
+  for (auto mode : {flow::text::NgramMode::TF, flow::text::NgramMode::IDF, flow::text::NgramMode::TFIDF}) {
+    o.mode = mode;
+    auto job = define("tfidf", {x}, [&](const Blobs& in) -> Blobs { return {flow::text::tfidf_vectorizer(in[0], o)}; });
+    const Tensor y = job->run({x})[0];
+    ASSERT_EQ(y.shape(), (Shape{2, 4}));
+    // coordinate: 0 <- 9 (j1), 1 <- (4,4) (j2), 2 <- (9,4) (j3), 3 <- 4 (j0)
+    const std::vector<float> tf = {1, 2, 1, 3, 4, 0, 0, 0};
+    const std::vector<float> idf = {2, 10, 100, 0.5f, 2, 0, 0, 0};
+    const std::vector<float> tfidf = {2, 20, 100, 1.5f, 8, 0, 0, 0};
+    const auto& want = mode == flow::text::NgramMode::TF ? tf : mode == flow::text::NgramMode::IDF ? idf : tfidf;
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(y.data<float>()[i], want[i]) << static_cast<int>(mode) << " " << i;
+    const auto m = round_trip(*job, {x});
+    EXPECT_EQ(onnx_ops(m).count("TfIdfVectorizer"), 1u);
+  }
+  Model bad(13);
+  bad.input("x", x);
+  auto* n = bad.node("TfIdfVectorizer", {"x"}, {"y"});
+  set_string(n, "mode", "TF");
+  set_int(n, "max_gram_length", 2);
+  set_ints(n, "ngram_counts", {0, 3});
+  set_ints(n, "ngram_indexes", {0, 1, 2});
+  set_ints(n, "pool_int64s", {1, 2, 3, 4, 5, 6});
+  EXPECT_CONTAINS(bad.load_error(), "ngram_counts 1 .. 2 (3 .. 6) is not a whole number of 2-grams of the pool of 6 ids");
+  Model strings(13);
+  strings.input("x", x);
+  set_string(strings.node("TfIdfVectorizer", {"x"}, {"y"}), "pool_strings", "a");
+  EXPECT_CONTAINS(strings.load_error(), "unsupported op: TfIdfVectorizer(pool_strings)");
+}

@@ -490,6 +490,12 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
         Blob g = flow::nn::grid_sample(img, flow::reshape(flow::slice(x, {0}, {2}, {1}), {-1, 1, 1, 2}));
         Blob r = flow::reduce_sum_at(x, flow::reshape(flow::slice(flow::cast(labels, flow::Int64), {0}, {1}), {1}), true);
         Blob u = flow::cast(flow::unique(labels).counts, flow::Float);
+        flow::text::NgramOptions ngrams;
+        ngrams.ngram_counts = {0};
+        ngrams.pool = {1, 2};
+        ngrams.ngram_indexes = {0, 1};
+        Blob t = flow::text::tfidf_vectorizer(flow::reshape(labels, {-1, 1}), ngrams);  // (B, 2)
+        u = flow::add(u, flow::reduce_sum(t));
         Blob l = flow::nn::nll_loss(flow::nn::log_softmax(x), labels);
         Blob loss = flow::internal::add_n({flow::reduce_sum(y), flow::reduce_sum(s), flow::reduce_sum(e), l});
         flow::gradients(loss, {x});

@@ -609,4 +609,23 @@ Blob has_element(Blob s, const std::string& name = "");  // bool scalar: an opti
 Blob get_element(Blob s, bool of_tensor, DType elem, int rank, const std::string& name = "");
 }  // namespace seq
 
+// ---- Text features (ops/text.cpp) ----
+namespace text {
+enum class NgramMode { TF, IDF, TFIDF };
+// ONNX TfIdfVectorizer over token ids: the pool holds the n-grams to count,
+// 1-grams first (ngram_counts[n - 1] is where the n-grams start), and
+// ngram_indexes[j] the output coordinate of the j-th of them.
+struct NgramOptions {
+  int64_t min_gram_length = 1, max_gram_length = 1;
+  int64_t max_skip_count = 0;  // n-grams of items up to max_skip_count + 1 apart
+  NgramMode mode = NgramMode::TF;
+  std::vector<int64_t> ngram_counts, ngram_indexes, pool;
+  std::vector<double> weights;  // per pooled n-gram (IDF, TFIDF); empty: ones
+};
+// x (C,) or (N, C) int32/int64 token ids -> float32 (max(ngram_indexes) + 1,)
+// or (N, max + 1): per row, each pooled n-gram's count (TF), weight if found
+// (IDF) or count x weight (TFIDF). No gradient.
+Blob tfidf_vectorizer(Blob x, const NgramOptions& options, const std::string& name = "");
+}  // namespace text
+
 }  // namespace jobflow

@@ -83,6 +83,8 @@ enum class OpKind : uint16_t {
   // packed uint8 tensor (jobflow/sequence.h)
   SequenceConstruct, SequenceInsert, SequenceAt, SequenceErase, SequenceLength, ConcatFromSequence, SplitToSequence,
   OptionalHasElement, OptionalGetElement,
+  // ops/text.cpp: n-gram counts of token ids
+  TfIdfVectorizer,
   // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)
   If, Loop, Scan,
   // onnx/deferred.cpp: an ONNX node whose shape-giving inputs (Slice's
