@@ -174,6 +174,7 @@ constexpr OpRow kOps[] = {
     {OpKind::Gelu, "gelu"},
     {OpKind::Mod, "mod"},
     {OpKind::BitShift, "bit_shift"},
+    {OpKind::MelWeightMatrix, "mel_weight_matrix"},
     {OpKind::Resize, "resize"},
     {OpKind::ResizeGrad, "resize_grad"},
     {OpKind::GridSample, "grid_sample"},
@@ -209,7 +210,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 177, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 178, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

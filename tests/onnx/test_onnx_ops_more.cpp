@@ -654,3 +654,61 @@ TEST_F(OnnxOps, TfIdfVectorizerWeightsAndRoundTrip) {
   set_string(strings.node("TfIdfVectorizer", {"x"}, {"y"}), "pool_strings", "a");
   EXPECT_CONTAINS(strings.load_error(), "unsupported op: TfIdfVectorizer(pool_strings)");
 }
+
+// MelWeightMatrix (issue 9): with its arguments as initializers the matrix
+// is an ordinary node of the shape they give; each band is a triangle that
+// peaks at 1, bands follow one another up the bins, nothing lies above the
+// upper edge; edges beyond the DFT's bins are named; saved and loaded back.
+TEST_F(OnnxOps, MelWeightMatrixFiltersAndErrors) {
+  auto model = [](float upper) {
+    Model md(17);
+    md.input("x", Tensor::scalar<float>(0.f));
+    md.init("bins", Tensor::scalar<int32_t>(8));
+    md.init("dft", Tensor::scalar<int32_t>(64));
+    md.init("rate", Tensor::scalar<int32_t>(8000));
+    md.init("lo", Tensor::scalar<float>(0.f));
+    md.init("hi", Tensor::scalar<float>(upper));
+    md.node("MelWeightMatrix", {"bins", "dft", "rate", "lo", "hi"}, {"w"});
+    return md;
+  };
+  Model md = model(3000.f);
+  const Tensor w = md.run(Tensor::scalar<float>(0.f))[0];
+  ASSERT_EQ(w.shape(), (Shape{33, 8}));
+  ASSERT_EQ(w.dtype(), flow::DType::Float32);
+  int64_t last_peak = -1;
+  for (int64_t i = 0; i < 8; ++i) {
+    float peak = 0.f;
+    int64_t at = -1;
+    for (int64_t j = 0; j < 33; ++j) {
+      const float v = w.data<float>()[j * 8 + i];
+      EXPECT_GE(v, 0.f);
+      EXPECT_LE(v, 1.f);
+      if (v > peak) peak = v, at = j;
+    }
+    EXPECT_EQ(peak, 1.f) << "band " << i;
+    EXPECT_GT(at, last_peak) << "band " << i;
+    last_peak = at;
+  }
+  // The upper edge, 3000 Hz at 65/8000 bins per Hz, is bin 24: nothing above.
+  for (int64_t j = 25; j < 33; ++j)
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(w.data<float>()[j * 8 + i], 0.f) << j << " " << i;
+  std::string e = "(no error)";
+  try {
+    model(8000.f).run(Tensor::scalar<float>(0.f));
+  } catch (const std::exception& ex) {
+    e = ex.what();
+  }
+  // (The points span (bins + 1) / (bins + 2) of the mel range, as ONNX's
+  // reference: the 8th of 10 is the first past bin 32.)
+  EXPECT_CONTAINS(e, "[mel_weight_matrix] band edge 8 (4555.75");
+  EXPECT_CONTAINS(e, " Hz) falls outside the 33 bins of a 64-point DFT at 8000 Hz");
+  auto job = define("mel", {Tensor::scalar<float>(0.f)}, [](const Blobs&) -> Blobs {
+    return {flow::math::mel_weight_matrix(flow::constant(Tensor::scalar<int64_t>(4)),
+                                          flow::constant(Tensor::scalar<int64_t>(32)),
+                                          flow::constant(Tensor::scalar<int64_t>(16000)),
+                                          flow::constant(Tensor::scalar<float>(100.f)),
+                                          flow::constant(Tensor::scalar<float>(4000.f)), flow::DType::Float64)};
+  });
+  const auto m = round_trip(*job, {Tensor::scalar<float>(0.f)});
+  EXPECT_EQ(onnx_ops(m).count("MelWeightMatrix"), 1u);
+}

@@ -475,6 +475,12 @@ Blob mod(Blob a, Blob b, bool fmod = false, const std::string& name = "");
 // a << b (left) or a >> b of integers (logical shift of the bits; shifts by
 // the width or more give 0); broadcasting; no gradient.
 Blob bit_shift(Blob a, Blob b, bool left, const std::string& name = "");
+// ONNX MelWeightMatrix: a (dft_length / 2 + 1, num_mel_bins) matrix of
+// triangular mel filters (peak 1) between the two edges, for a one-sided
+// spectrogram's bins; the first three are integer scalars, the edges float
+// scalars. The values of num_mel_bins and dft_length size the output.
+Blob mel_weight_matrix(Blob num_mel_bins, Blob dft_length, Blob sample_rate, Blob lower_edge_hertz,
+                       Blob upper_edge_hertz, DType dtype = DType::Float32, const std::string& name = "");
 }  // namespace math
 
 namespace nn {

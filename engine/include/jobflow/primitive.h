@@ -74,7 +74,7 @@ enum class OpKind : uint16_t {
   Equal, Less, Greater, LessEqual, GreaterEqual, LogicalNot, LogicalAnd, LogicalOr, LogicalXor, Where, IsNaN, IsInf,
   // ops/math.cpp: elementwise math of imported models
   Erf, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Floor, Ceil, Round, Sign, Abs, Gelu, Mod,
-  BitShift,
+  BitShift, MelWeightMatrix,
   // ops/resize.cpp
   Resize, ResizeGrad, GridSample,
   // ops/detection.cpp: top-k, non-maximum suppression, RoI align

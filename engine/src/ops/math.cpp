@@ -5,6 +5,8 @@
 // Gradients are built from other ops (the derivative of each is a line of
 // math); floor, ceil, round and sign are piecewise constant (no gradient).
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -232,6 +234,92 @@ class Mod final : public Primitive {
   bool fmod_;
 };
 
+// mel_weight_matrix (ONNX MelWeightMatrix): triangular filters, peak 1, on
+// the mel scale mel(f) = 2595 log10(1 + f / 700) between two edges, as a
+// (dft_length / 2 + 1, num_mel_bins) matrix that maps a one-sided
+// spectrogram's bins to mel bands. num_mel_bins + 2 points equally spaced
+// in mel from the lower edge (the step is the range over num_mel_bins + 2),
+// each turned into a bin floor((dft_length + 1) f / sample_rate); band i
+// rises from point i to point i + 1 and falls to point i + 2. Its inputs
+// are scalars whose values size the output: known at load (the usual
+// model), it is an ordinary node; computed in the graph, the call is cut.
+std::string hz_str(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+class MelWeightMatrix final : public Primitive {
+ public:
+  explicit MelWeightMatrix(DType out) : out_(out) {}
+  OpKind kind() const override { return OpKind::MelWeightMatrix; }
+  Attrs attributes() const override { return {{"dtype", std::string(dtype_name(out_))}}; }
+  bool differentiable_input(int) const override { return false; }
+  bool output_shape_from_data() const override { return true; }
+  bool shape_reads_value(int i) const override { return i < 2; }  // num_mel_bins, dft_length
+  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
+    expect_inputs("mel_weight_matrix", in, 5);
+    const char* names[] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"};
+    for (int i = 0; i < 5; ++i) {
+      const bool integer = in[i].dtype == DType::Int32 || in[i].dtype == DType::Int64;
+      if ((i < 3 && !integer) || (i >= 3 && !is_floating(in[i].dtype)))
+        op_error("mel_weight_matrix", std::string(names[i]) + " must be " + (i < 3 ? "an integer" : "a float") +
+                                          ", got " + spec_str(in[i]));
+      if (is_static(in[i].shape) && numel(in[i].shape) != 1)
+        op_error("mel_weight_matrix", std::string(names[i]) + " must hold one value, got " + spec_str(in[i]));
+    }
+    return {{{kDynamic, kDynamic}, out_}};
+  }
+  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
+    infer(in);
+    const int64_t bins = static_cast<int64_t>(v[0].at(0)), dft = static_cast<int64_t>(v[1].at(0));
+    if (bins < 1 || bins > (int64_t{1} << 20))
+      op_error("mel_weight_matrix", "num_mel_bins " + std::to_string(bins) + " is out of range 1 .. 2^20");
+    if (dft < 1 || dft > (int64_t{1} << 24))
+      op_error("mel_weight_matrix", "dft_length " + std::to_string(dft) + " is out of range 1 .. 2^24");
+    return {{{dft / 2 + 1, bins}, out_}};
+  }
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+    const int64_t bins = out[0].dim(1), spectrum = out[0].dim(0), dft = static_cast<int64_t>(in[1].at(0));
+    const double rate = in[2].at(0), lo = in[3].at(0), hi = in[4].at(0);
+    if (rate <= 0) op_error("mel_weight_matrix", "sample_rate must be positive, got " + hz_str(rate));
+    if (!(lo >= 0 && lo <= hi))
+      op_error("mel_weight_matrix", "the edges must satisfy 0 <= lower (" + hz_str(lo) + ") <= upper (" +
+                                        hz_str(hi) + ")");
+    const double mlo = 2595 * std::log10(1 + lo / 700), mhi = 2595 * std::log10(1 + hi / 700);
+    const double step = (mhi - mlo) / static_cast<double>(bins + 2);
+    std::vector<int64_t> point(static_cast<size_t>(bins + 2));
+    for (int64_t k = 0; k < bins + 2; ++k) {
+      const double hz = 700 * (std::pow(10.0, (static_cast<double>(k) * step + mlo) / 2595) - 1);
+      const double b = std::floor(static_cast<double>(dft + 1) * hz / rate);
+      if (!(b >= 0 && b < static_cast<double>(spectrum)))
+        op_error("mel_weight_matrix", "band edge " + std::to_string(k) + " (" + hz_str(hz) + " Hz) falls outside the " +
+                                          std::to_string(spectrum) + " bins of a " + std::to_string(dft) +
+                                          "-point DFT at " + hz_str(rate) + " Hz");
+      point[static_cast<size_t>(k)] = static_cast<int64_t>(b);
+    }
+    Tensor w({spectrum, bins}, DType::Float64);
+    double* p = w.data<double>();
+    std::fill(p, p + w.numel(), 0.0);
+    for (int64_t i = 0; i < bins; ++i) {
+      const int64_t left = point[i], center = point[i + 1], right = point[i + 2];
+      if (center == left) {
+        p[center * bins + i] = 1;
+      } else {
+        for (int64_t j = left; j <= center; ++j)
+          p[j * bins + i] = static_cast<double>(j - left) / static_cast<double>(center - left);
+      }
+      for (int64_t j = center; j < right; ++j)
+        p[j * bins + i] = static_cast<double>(right - j) / static_cast<double>(right - center);
+    }
+    const Tensor c = w.astype(out_);
+    std::memcpy(out[0].raw(), c.raw(), c.nbytes());
+  }
+
+ private:
+  DType out_;
+};
+
 // bit_shift(a, b): a << b or a >> b of integers (a shift by the width or
 // more gives 0, as for unsigned values in ONNX).
 class BitShift final : public Primitive {
@@ -274,6 +362,11 @@ Blob fn(Fn f, Blob x, const std::string& name) { return internal::add_node(std::
 }  // namespace
 
 namespace math {
+Blob mel_weight_matrix(Blob num_mel_bins, Blob dft_length, Blob sample_rate, Blob lower_edge_hertz,
+                       Blob upper_edge_hertz, DType dtype, const std::string& name) {
+  return internal::add_node(std::make_shared<MelWeightMatrix>(dtype),
+                            {num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz}, name)[0];
+}
 Blob erf(Blob x, const std::string& name) { return fn(Fn::Erf, x, name); }
 Blob sin(Blob x, const std::string& name) { return fn(Fn::Sin, x, name); }
 Blob cos(Blob x, const std::string& name) { return fn(Fn::Cos, x, name); }

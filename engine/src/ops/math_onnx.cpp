@@ -81,6 +81,22 @@ void op_shrink(Importer& I) {
 // 0..size-1 (N = size, or size - 1 when not periodic), computed in float64
 // and given in output_datatype (float32 by default). A size computed at run
 // time makes a range whose length is known per call.
+void op_mel_weight_matrix(Importer& I) {
+  DType out = DType::Float32;
+  if (I.has_attr("output_datatype")) {
+    try {
+      out = onnx_util::from_onnx_dtype(static_cast<int32_t>(I.attr_i("output_datatype", 1)), "output_datatype");
+    } catch (const Error&) {
+      I.unsupported("MelWeightMatrix(output_datatype " + std::to_string(I.attr_i("output_datatype", 1)) + ")");
+    }
+  }
+  try {
+    I.out(0, math::mel_weight_matrix(I.in(0), I.in(1), I.in(2), I.in(3), I.in(4), out));
+  } catch (const Error& e) {
+    I.err(e.what());
+  }
+}
+
 void op_window(Importer& I, std::initializer_list<double> a) {
   DType out = DType::Float32;
   if (I.has_attr("output_datatype")) {
@@ -295,6 +311,7 @@ void math_onnx_rows(OpRows& r) {
   r.import_op("HannWindow", [](Importer& I) { op_window(I, {0.5, -0.5}); });
   r.import_op("HammingWindow", [](Importer& I) { op_window(I, {25.0 / 46.0, -21.0 / 46.0}); });
   r.import_op("BlackmanWindow", [](Importer& I) { op_window(I, {0.42, -0.5, 0.08}); });
+  r.import_op("MelWeightMatrix", op_mel_weight_matrix);
 
   r.export_op(OpKind::Erf, [](Exporter& E) { E.add_as("Erf"); });
   r.export_op(OpKind::Sin, [](Exporter& E) { E.add_as("Sin"); });
@@ -314,6 +331,10 @@ void math_onnx_rows(OpRows& r) {
   r.export_op(OpKind::Sign, [](Exporter& E) { E.add_as("Sign"); });
   r.export_op(OpKind::Abs, [](Exporter& E) { E.add_as("Abs"); });
   r.export_op(OpKind::Mod, [](Exporter& E) { Exporter::set_int(E.add_as("Mod"), "fmod", E.op().attr_int("fmod")); });
+  r.export_op(OpKind::MelWeightMatrix, [](Exporter& E) {
+    const DType dt = dtype_from_name(E.op().attr_string("dtype"));
+    Exporter::set_int(E.add_as("MelWeightMatrix"), "output_datatype", onnx_util::to_onnx_dtype(dt));
+  });
   r.export_op(OpKind::BitShift,
               [](Exporter& E) { Exporter::set_string(E.add_as("BitShift"), "direction", E.op().attr_string("direction")); });
   // Gelu is an opset-20 op: earlier files get its formula in opset-17 ops.
