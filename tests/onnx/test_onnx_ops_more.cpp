@@ -712,3 +712,20 @@ TEST_F(OnnxOps, MelWeightMatrixFiltersAndErrors) {
   const auto m = round_trip(*job, {Tensor::scalar<float>(0.f)});
   EXPECT_EQ(onnx_ops(m).count("MelWeightMatrix"), 1u);
 }
+
+// MaxPool of negative small integers with padding: the padding is each
+// dtype's lowest value, never 0 (which would beat an all-negative window).
+TEST_F(OnnxOps, IntegerMaxPoolPadsWithTheLowestValue) {
+  for (flow::DType dt : {flow::DType::Int8, flow::DType::Int16, flow::DType::Int32, flow::DType::Int64}) {
+    const Tensor x = Tensor::from<float>({1, 1, 1, 3}, {-5, -7, -9}).astype(dt);
+    Model md(13);
+    md.input("x", x);
+    auto* node = md.node("MaxPool", {"x"}, {"y"});
+    set_ints(node, "kernel_shape", {1, 2});
+    set_ints(node, "pads", {0, 1, 0, 1});
+    const Tensor y = md.run(x)[0].astype(flow::DType::Float64);
+    ASSERT_EQ(y.shape(), (Shape{1, 1, 1, 4})) << flow::dtype_name(dt);
+    const double want[] = {-5, -5, -7, -9};
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<double>()[i], want[i]) << flow::dtype_name(dt) << " " << i;
+  }
+}

@@ -404,9 +404,10 @@ Blob pool_by_slices(Importer& I, Blob x, bool max, SpatialArgs a, bool ceil_mode
     switch (x.dtype()) {
       case DType::Float32: case DType::Float64: fill = -INFINITY; break;
       case DType::Int8: fill = -128; break;
+      case DType::Int16: fill = -32768; break;
       case DType::Int32: fill = static_cast<double>(std::numeric_limits<int32_t>::min()); break;
       case DType::Int64: fill = static_cast<double>(std::numeric_limits<int64_t>::min()); break;
-      default: fill = 0; break;  // uint8
+      default: fill = 0; break;  // the unsigned types: 0 is their lowest
     }
   }
   std::vector<int64_t> pads(2 * static_cast<size_t>(r), 0);
