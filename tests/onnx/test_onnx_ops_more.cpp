@@ -729,3 +729,18 @@ TEST_F(OnnxOps, IntegerMaxPoolPadsWithTheLowestValue) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<double>()[i], want[i]) << flow::dtype_name(dt) << " " << i;
   }
 }
+
+// clip on the integer types added with issue 9's dtypes saves and loads
+// back (bounds written as typed Constants of the operand's dtype).
+TEST_F(OnnxOps, IntegerClipRoundTrips) {
+  for (flow::DType dt : {flow::DType::Int16, flow::DType::UInt16, flow::DType::UInt32, flow::DType::UInt64,
+                         flow::DType::Int8, flow::DType::UInt8}) {
+    const Tensor x = Tensor::from<float>({4}, {0, 3, 7, 100}).astype(dt);
+    auto job = define(std::string("clip_") + flow::dtype_name(dt), {x},
+                      [](const Blobs& in) -> Blobs { return {flow::clip(in[0], 2, 50)}; });
+    const Tensor y = job->run({x})[0].astype(flow::DType::Float64);
+    const double want[] = {2, 3, 7, 50};
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<double>()[i], want[i]) << flow::dtype_name(dt);
+    round_trip(*job, {x});
+  }
+}

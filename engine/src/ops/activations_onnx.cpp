@@ -202,6 +202,10 @@ void export_clip(Exporter& E) {
       case DType::Int64: return E.constant(name, int_bound<int64_t>(v, upper));
       case DType::Int8: return E.constant(name, int_bound<int8_t>(v, upper));
       case DType::UInt8: return E.constant(name, int_bound<uint8_t>(v, upper));
+      case DType::Int16: return E.constant(name, int_bound<int16_t>(v, upper));
+      case DType::UInt16: return E.constant(name, int_bound<uint16_t>(v, upper));
+      case DType::UInt32: return E.constant(name, int_bound<uint32_t>(v, upper));
+      case DType::UInt64: return E.constant(name, int_bound<uint64_t>(v, upper));
       default: E.no_form(std::string("dtype ") + dtype_name(dt));
     }
   };
