@@ -65,7 +65,11 @@ const char* kUsage =
     "                             smaller, passed whole when it is dynamic); prints the accuracy\n"
     "                             when the job returns (labels, logits) or logits of the test set.\n"
     "                             --out DIR: writes every output as DIR/<output name>.npy, the\n"
-    "                             calls' results concatenated along dim 0. --precision bf16:\n"
+    "                             calls' results concatenated along dim 0. A sequence input (an\n"
+    "                             ONNX seq or optional) is a folder of 0.npy, 1.npy, ... (its items;\n"
+    "                             \"none\" for an optional without a value); a sequence output is\n"
+    "                             written as DIR/<name>/<item>.npy (per call: <call>/<item>.npy).\n"
+    "                             --precision bf16:\n"
     "                             convolutions in bfloat16 (AMX or AVX512_BF16; float32 with a\n"
     "                             notice elsewhere); default: the file's jobflow.precision, else fp32\n"
     "  onnx-test DIR... [-v] [--min-pass N]\n"
@@ -267,6 +271,42 @@ bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }
 
+// The items' dtype in a packed value's type as inspect() words it
+// ("sequence(float32, rank 1)", "optional(tensor(int64))").
+flow::DType items_dtype(const std::string& type) {
+  const size_t open = type.rfind('(');
+  const size_t end = type.find_first_of(",)", open);
+  return flow::dtype_from_name(type.substr(open + 1, end - open - 1));
+}
+
+// A sequence or optional input from `arg`: a folder of 0.npy, 1.npy, ...
+// (the items), one .npy (an optional tensor's value) or "none".
+flow::Tensor packed_input(const std::string& arg, const std::string& name, const std::string& type) {
+  const flow::DType elem = items_dtype(type);
+  const bool optional = type.rfind("optional(", 0) == 0;
+  if (arg == "none") {
+    if (!optional) throw flow::Error("run: input '" + name + "' is a " + type + ", which always has a value");
+    return flow::pack_none(elem);
+  }
+  std::vector<flow::Tensor> items;
+  if (fs::is_directory(arg)) {
+    for (int k = 0;; ++k) {
+      const fs::path p = fs::path(arg) / (std::to_string(k) + ".npy");
+      if (!fs::exists(p)) break;
+      flow::Tensor t = flow::data::read_npy(p.string());
+      if (t.dtype() != elem) t = t.astype(elem);
+      items.push_back(std::move(t));
+    }
+  } else if (optional && type.rfind("optional(tensor(", 0) == 0 && ends_with(arg, ".npy")) {
+    flow::Tensor t = flow::data::read_npy(arg);
+    items.push_back(t.dtype() == elem ? t : t.astype(elem));
+  } else {
+    throw flow::Error("run: input '" + name + "' is a " + type + ": give a folder of its items as 0.npy, 1.npy, ..." +
+                      (optional ? std::string(", one .npy for an optional tensor, or \"none\"") : std::string()));
+  }
+  return flow::pack_sequence(items, elem);
+}
+
 int cmd_run(const std::vector<std::string>& args) {
   std::string file, data, checkpoint, out_dir, precision;
   std::vector<std::string> inputs;
@@ -302,6 +342,14 @@ int cmd_run(const std::vector<std::string>& args) {
   lo.precision = precision;
   auto job = flow::onnx::load(file, lo);
   const flow::Signature& sig = job->signature();
+  // Sequences and optionals (packed uint8 tensors): which, when the job
+  // has a uint8 rank-1 value at all.
+  std::map<std::string, std::string> packed;
+  bool maybe_packed = false;
+  for (const auto* specs : {&sig.inputs, &sig.outputs})
+    for (const auto& t : *specs) maybe_packed = maybe_packed || (t.dtype == flow::DType::UInt8 && t.shape.size() == 1);
+  if (maybe_packed)
+    for (auto& [n, t] : flow::onnx::inspect(file).packed) packed[n] = t;
   if (sig.type != flow::JobType::Predict)
     throw flow::Error("run: " + file + " is a train job; jobflow run runs predict jobs");
   if (sig.inputs.empty() && inputs.empty() && use_data) throw flow::Error("run: " + file + " takes no inputs");
@@ -316,6 +364,11 @@ int cmd_run(const std::vector<std::string>& args) {
       throw flow::Error("run: " + file + " takes " + std::to_string(sig.inputs.size()) + " inputs (" +
                         sig.str() + "), " + std::to_string(inputs.size()) + " --input files given");
     for (size_t k = 0; k < inputs.size(); ++k) {
+      auto seq = packed.find(sig.input_names[k]);
+      if (seq != packed.end()) {
+        feeds[k] = {packed_input(inputs[k], sig.input_names[k], seq->second)};
+        continue;
+      }
       const bool npy = ends_with(inputs[k], ".npy");
       feeds[k] = calls_of(npy ? flow::data::read_npy(inputs[k]) : flow::data::read_idx(inputs[k]), sig.inputs[k],
                           inputs[k], !npy, npy || !out_dir.empty());
@@ -395,6 +448,20 @@ int cmd_run(const std::vector<std::string>& args) {
           file_name_of(k < sig.output_names.size() ? sig.output_names[k] : "output" + std::to_string(k));
       std::string name = base;
       for (int dup = 1; !used.insert(name).second; ++dup) name = base + "_" + std::to_string(dup);
+      if (k < sig.output_names.size() && packed.count(sig.output_names[k])) {
+        // A sequence: its items, per call when there were several.
+        for (size_t c = 0; c < results[k].size(); ++c) {
+          fs::path dir = fs::path(out_dir) / name;
+          if (results[k].size() > 1) dir /= std::to_string(c);
+          fs::create_directories(dir);
+          const flow::UnpackedSequence u = flow::unpack_sequence(results[k][c], "output '" + sig.output_names[k] + "'");
+          for (size_t j = 0; j < u.items.size(); ++j)
+            flow::data::write_npy((dir / (std::to_string(j) + ".npy")).string(), u.items[j]);
+          std::printf("%s: %s, %s\n", dir.string().c_str(), packed[sig.output_names[k]].c_str(),
+                      u.none ? "no value" : (std::to_string(u.items.size()) + " items").c_str());
+        }
+        continue;
+      }
       const flow::Tensor t = concat_dim0(results[k]);
       const std::string path = (fs::path(out_dir) / (name + ".npy")).string();
       flow::data::write_npy(path, t);
@@ -404,8 +471,17 @@ int cmd_run(const std::vector<std::string>& args) {
     std::printf("accuracy: %.2f%% (%lld/%lld)\n", correct * 100.0 / total, static_cast<long long>(correct),
                 static_cast<long long>(total));
   } else if (!last.empty()) {
-    for (size_t k = 0; k < last.size(); ++k)
-      std::printf("output %zu (last batch): %s\n", k, last[k].str().c_str());
+    for (size_t k = 0; k < last.size(); ++k) {
+      auto seq = k < sig.output_names.size() ? packed.find(sig.output_names[k]) : packed.end();
+      if (seq == packed.end()) {
+        std::printf("output %zu (last batch): %s\n", k, last[k].str().c_str());
+        continue;
+      }
+      const flow::UnpackedSequence u = flow::unpack_sequence(last[k], "output " + std::to_string(k));
+      std::printf("output %zu (last batch): %s, %s\n", k, seq->second.c_str(),
+                  u.none ? "no value" : (std::to_string(u.items.size()) + " items").c_str());
+      for (size_t j = 0; j < u.items.size(); ++j) std::printf("  item %zu: %s\n", j, u.items[j].str().c_str());
+    }
   }
   return 0;
 }

@@ -147,3 +147,49 @@ TEST(ToolRun, FixedBatchSplitsIntoCallsAndConcatenates) {
   EXPECT_NE(out.find("takes 1 inputs"), std::string::npos) << out;
   fs::remove_all(d);
 }
+
+// A model taking and returning sequences: the input a folder of its items,
+// the output written item by item; an optional given as "none"; a plain
+// file where a sequence is expected named as the mistake.
+TEST(ToolRun, SequencesAreFoldersOfItems) {
+  const fs::path d = tmp_dir("sequences");
+  ::onnx::ModelProto m;
+  auto* g = m.mutable_graph();
+  g->set_name("append");
+  auto* s = g->add_input();
+  s->set_name("s");
+  s->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      ::onnx::TensorProto::FLOAT);
+  add_input(g, "x", ::onnx::TensorProto::FLOAT, {"n"});
+  add_node(g, "SequenceInsert", {"s", "x"}, "t");
+  g->mutable_output(0)->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      ::onnx::TensorProto::FLOAT);
+  add_node(g, "SequenceLength", {"t"}, "count");
+  const std::string model = save(m, d);
+  fs::create_directories(d / "s");
+  flow::data::write_npy((d / "s" / "0.npy").string(), iota({2}, 1));
+  flow::data::write_npy((d / "s" / "1.npy").string(), iota({4}, 2).astype(flow::Float64));  // converted
+  flow::data::write_npy((d / "x.npy").string(), iota({3}, 3));
+  std::string out;
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "s").string() + " --input " + (d / "x.npy").string() + " --out " +
+                     (d / "out").string(),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("/t: sequence(float32), 3 items"), std::string::npos) << out;
+  EXPECT_TRUE(flow::data::read_npy((d / "out" / "t" / "0.npy").string()).equal(iota({2}, 1)));
+  EXPECT_TRUE(flow::data::read_npy((d / "out" / "t" / "1.npy").string()).equal(iota({4}, 2)));
+  EXPECT_TRUE(flow::data::read_npy((d / "out" / "t" / "2.npy").string()).equal(iota({3}, 3)));
+  EXPECT_EQ(flow::data::read_npy((d / "out" / "count.npy").string()).data<int64_t>()[0], 3);
+  // Without --out: printed item by item.
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "s").string() + " --input " + (d / "x.npy").string(), &out), 0)
+      << out;
+  EXPECT_NE(out.find("output 0 (last batch): sequence(float32), 3 items\n  item 0: "), std::string::npos) << out;
+  EXPECT_NE(tool("run " + model + " --input " + (d / "x.npy").string() + " --input " + (d / "x.npy").string(), &out), 0);
+  EXPECT_NE(out.find("input 's' is a sequence(float32): give a folder of its items as 0.npy, 1.npy, ..."),
+            std::string::npos)
+      << out;
+  EXPECT_NE(tool("run " + model + " --input none --input " + (d / "x.npy").string(), &out), 0);
+  EXPECT_NE(out.find("input 's' is a sequence(float32), which always has a value"), std::string::npos) << out;
+  fs::remove_all(d);
+}
