@@ -37,3 +37,18 @@ def load(path, type=None, loss="", loss_output="", optimizer="", checkpoint="", 
 def inspect(path):
     """What `jobflow inspect` prints: signature, ops, parameters, FLOPs."""
     return _C.onnx_inspect(str(path))
+
+
+def pack_sequence(items, dtype=None, none=False):
+    """An ONNX sequence (a list of arrays of one dtype, shapes free) or
+    optional value as the one packed uint8 array a model's sequence input
+    takes (docs/job-files.md, "Sequences and optional values"). dtype: the
+    items' (default: the first item's; required for an empty list);
+    none=True: an optional without a value."""
+    return _C.pack_sequence(list(items), dtype, bool(none))
+
+
+def unpack_sequence(packed):
+    """A packed sequence output as a list of arrays (None for an optional
+    without a value)."""
+    return _C.unpack_sequence(packed)

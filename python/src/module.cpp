@@ -198,6 +198,46 @@ PYBIND11_MODULE(_jobflow, m) {
     return py::cast(t);
   });
   m.def("numpy_dtype", &numpy_dtype);
+  // Sequences and optionals (jobflow/sequence.h): one packed uint8 array.
+  m.def("pack_sequence", [](py::iterable items, py::object dtype, bool none) {
+    std::vector<Tensor> ts;
+    std::vector<py::array> keep;
+    for (py::handle h : items) keep.push_back(py::array::ensure(h, py::array::c_style));
+    DType elem = DType::Float32;
+    if (!dtype.is_none()) {
+      if (!engine_dtype(py::dtype::from_args(dtype), elem))
+        throw Error("[pack_sequence] dtype " + std::string(py::str(dtype)) + " is not one the engine has");
+    } else if (!keep.empty()) {
+      if (!keep[0] || !engine_dtype(keep[0].dtype(), elem))
+        throw Error("[pack_sequence] item 0 is not an array of a dtype the engine has");
+    } else {
+      throw Error("[pack_sequence] an empty sequence needs its dtype");
+    }
+    for (size_t k = 0; k < keep.size(); ++k) {
+      if (!keep[k]) throw py::error_already_set();
+      py::array a = keep[k];
+      DType dt;
+      if (!engine_dtype(a.dtype(), dt) || dt != elem)
+        a = py::array::ensure(a.attr("astype")(numpy_dtype(elem)), py::array::c_style);
+      ts.push_back(to_tensor(a, {Shape(a.shape(), a.shape() + a.ndim()), elem}, "pack_sequence",
+                             "item " + std::to_string(k)));
+    }
+    if (none) {
+      if (!ts.empty()) throw Error("[pack_sequence] an optional without a value has no items");
+      return to_numpy(pack_none(elem));
+    }
+    return to_numpy(pack_sequence(ts, elem));
+  }, py::arg("items"), py::arg("dtype") = py::none(), py::arg("none") = false);
+  m.def("unpack_sequence", [](py::handle packed) -> py::object {
+    py::array a = py::array::ensure(packed, py::array::c_style);
+    if (!a) throw py::error_already_set();
+    Tensor t = to_tensor(a, {Shape(a.shape(), a.shape() + a.ndim()), DType::UInt8}, "unpack_sequence", "packed");
+    UnpackedSequence u = unpack_sequence(t, "[unpack_sequence] packed");
+    if (u.none) return py::none();
+    py::list r;
+    for (Tensor& item : u.items) r.append(to_numpy(std::move(item)));
+    return r;
+  });
 
   bind_ops(m);
   bind_jobs(m);

@@ -462,3 +462,28 @@ def test_sixteen_bit_floats_and_wide_unsigned_integers_cross_the_boundary():
         @flow.global_function(function_config=flow.function_config().name("half_add_job"))
         def bad(x: tp.Numpy.Placeholder((3,), dtype=flow.float16)) -> tp.Numpy:
             return x + x
+
+
+def test_onnx_sequences_pack_and_unpack():
+    # An ONNX model with a sequence input and output (ONNX's own test
+    # model, from Debian's libonnx-testdata): fed and read through
+    # flow.onnx.pack_sequence / unpack_sequence.
+    items = [np.arange(3, dtype=np.int64), np.arange(5, dtype=np.int64).reshape(1, 5)]
+    packed = flow.onnx.pack_sequence(items)
+    assert packed.dtype == np.uint8 and packed.ndim == 1
+    back = flow.onnx.unpack_sequence(packed)
+    assert len(back) == 2 and back[1].shape == (1, 5) and back[1].dtype == np.int64
+    np.testing.assert_array_equal(back[0], items[0])
+    assert flow.onnx.unpack_sequence(flow.onnx.pack_sequence([], dtype=np.float32, none=True)) is None
+    assert flow.onnx.unpack_sequence(flow.onnx.pack_sequence([], dtype=np.float32)) == []
+    with pytest.raises(flow.Error, match=r"an empty sequence needs its dtype"):
+        flow.onnx.pack_sequence([])
+    with pytest.raises(flow.Error, match=r"\[unpack_sequence\] packed: not a packed sequence"):
+        flow.onnx.unpack_sequence(np.zeros(30, np.uint8))
+    model = "/usr/share/libonnx-testdata/data/node/test_sequence_insert_at_back/model.onnx"
+    if not _jobflow.has_onnx or not os.path.exists(model):
+        pytest.skip("needs ONNX support and libonnx-testdata")
+    job = flow.onnx.load(model)
+    seq = [np.array([1, 2, 3], np.int64), np.array([4, 5, 6], np.int64)]
+    out = flow.onnx.unpack_sequence(job(flow.onnx.pack_sequence(seq), np.array([7, 8, 9], np.int64)))
+    assert [a.tolist() for a in out] == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
