@@ -462,7 +462,9 @@ bool run_in_float32(Importer& I, const ImportRow& row) {
     if (std::any_of(stashed.begin(), stashed.end(), [&](const auto& s) { return s.first == name; })) continue;
     Value& v = I.value(name);
     Value f;
-    if (v.pure_const()) f.konst = v.konst.astype(DType::Float32);
+    auto cached = I.as_float32.find(name);
+    if (cached != I.as_float32.end()) f = cached->second;  // one cast per value, whatever its consumers
+    else if (v.pure_const()) f.konst = v.konst.astype(DType::Float32);
     else f.blob = cast(I.blob_of(name), DType::Float32);
     stashed.emplace_back(name, v);
     v = std::move(f);
@@ -477,6 +479,7 @@ bool run_in_float32(Importer& I, const ImportRow& row) {
     restore();
     throw;
   }
+  for (auto& [name, v] : stashed) I.as_float32[name] = I.values[name];
   restore();
   for (int i = 0; back && i < I.node->output_size(); ++i) {
     auto it = I.values.find(I.node->output(i));

@@ -105,6 +105,9 @@ class Importer {
   std::map<std::string, Value> values;
   std::set<std::string> trainable;
   std::map<std::string, std::string> bad_outputs;  // output name -> why it cannot be used
+  // float16/bfloat16 values as the float32 their readers compute on (one
+  // cast per value: run_in_float32, importer.cpp).
+  std::map<std::string, Value> as_float32;
 
   const ::onnx::NodeProto* node = nullptr;
   int node_index = 0;
