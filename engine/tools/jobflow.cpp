@@ -297,6 +297,15 @@ flow::Tensor packed_input(const std::string& arg, const std::string& name, const
       if (t.dtype() != elem) t = t.astype(elem);
       items.push_back(std::move(t));
     }
+    // Files that are not 0.npy, 1.npy, ... in a row would be left out unseen.
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(arg)) files += e.is_regular_file() ? 1 : 0;
+    if (files != items.size())
+      throw flow::Error("run: input '" + name + "': " + arg + " holds " + std::to_string(files) + " files; a " + type +
+                        " is read from 0.npy, 1.npy, ... only (found " + std::to_string(items.size()) + " of them)");
+    if (type.rfind("optional(tensor(", 0) == 0 && items.size() != 1)
+      throw flow::Error("run: input '" + name + "' is a " + type + ": one item (0.npy) or \"none\", " + arg + " holds " +
+                        std::to_string(items.size()));
   } else if (optional && type.rfind("optional(tensor(", 0) == 0 && ends_with(arg, ".npy")) {
     flow::Tensor t = flow::data::read_npy(arg);
     items.push_back(t.dtype() == elem ? t : t.astype(elem));
@@ -453,8 +462,11 @@ int cmd_run(const std::vector<std::string>& args) {
         for (size_t c = 0; c < results[k].size(); ++c) {
           fs::path dir = fs::path(out_dir) / name;
           if (results[k].size() > 1) dir /= std::to_string(c);
-          fs::create_directories(dir);
           const flow::UnpackedSequence u = flow::unpack_sequence(results[k][c], "output '" + sig.output_names[k] + "'");
+          // The folder holds this run's items only (an optional without a
+          // value: no folder, as `none` is given).
+          fs::remove_all(dir);
+          if (!u.none) fs::create_directories(dir);
           for (size_t j = 0; j < u.items.size(); ++j)
             flow::data::write_npy((dir / (std::to_string(j) + ".npy")).string(), u.items[j]);
           std::printf("%s: %s, %s\n", dir.string().c_str(), packed[sig.output_names[k]].c_str(),

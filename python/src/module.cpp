@@ -202,19 +202,23 @@ PYBIND11_MODULE(_jobflow, m) {
   m.def("pack_sequence", [](py::iterable items, py::object dtype, bool none) {
     std::vector<Tensor> ts;
     std::vector<py::array> keep;
-    for (py::handle h : items) keep.push_back(py::array::ensure(h, py::array::c_style));
+    for (py::handle h : items) {
+      keep.push_back(py::array::ensure(h, py::array::c_style));
+      if (!keep.back())
+        throw Error("[pack_sequence] item " + std::to_string(keep.size() - 1) + " (" +
+                    std::string(py::str(py::type::of(h))) + ") is not convertible to an array");
+    }
     DType elem = DType::Float32;
     if (!dtype.is_none()) {
       if (!engine_dtype(py::dtype::from_args(dtype), elem))
         throw Error("[pack_sequence] dtype " + std::string(py::str(dtype)) + " is not one the engine has");
     } else if (!keep.empty()) {
-      if (!keep[0] || !engine_dtype(keep[0].dtype(), elem))
+      if (!engine_dtype(keep[0].dtype(), elem))
         throw Error("[pack_sequence] item 0 is not an array of a dtype the engine has");
     } else {
       throw Error("[pack_sequence] an empty sequence needs its dtype");
     }
     for (size_t k = 0; k < keep.size(); ++k) {
-      if (!keep[k]) throw py::error_already_set();
       py::array a = keep[k];
       DType dt;
       if (!engine_dtype(a.dtype(), dt) || dt != elem)
@@ -230,7 +234,7 @@ PYBIND11_MODULE(_jobflow, m) {
   }, py::arg("items"), py::arg("dtype") = py::none(), py::arg("none") = false);
   m.def("unpack_sequence", [](py::handle packed) -> py::object {
     py::array a = py::array::ensure(packed, py::array::c_style);
-    if (!a) throw py::error_already_set();
+    if (!a) throw Error("[unpack_sequence] packed: not an array (a packed sequence is a uint8 array of rank 1)");
     Tensor t = to_tensor(a, {Shape(a.shape(), a.shape() + a.ndim()), DType::UInt8}, "unpack_sequence", "packed");
     UnpackedSequence u = unpack_sequence(t, "[unpack_sequence] packed");
     if (u.none) return py::none();

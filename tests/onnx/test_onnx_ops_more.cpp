@@ -649,6 +649,24 @@ TEST_F(OnnxOps, TfIdfVectorizerWeightsAndRoundTrip) {
   set_ints(n, "ngram_indexes", {0, 1, 2});
   set_ints(n, "pool_int64s", {1, 2, 3, 4, 5, 6});
   EXPECT_CONTAINS(bad.load_error(), "ngram_counts 1 .. 2 (3 .. 6) is not a whole number of 2-grams of the pool of 6 ids");
+  // Attributes far beyond what the pool or the row can match cost nothing:
+  // only the pool's lengths and the skips that fit the row are tried.
+  o.mode = flow::text::NgramMode::TF;
+  o.max_gram_length = int64_t{1} << 62;
+  o.max_skip_count = int64_t{1} << 62;
+  auto wide = define("tfidf_wide", {x}, [&](const Blobs& in) -> Blobs { return {flow::text::tfidf_vectorizer(in[0], o)}; });
+  const Tensor yw = wide->run({x})[0];
+  const std::vector<float> tf_all_skips = {1, 3, 1, 3, 4, 0, 0, 0};  // (4, 4) also at (0, 3), two skipped
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(yw.data<float>()[i], tf_all_skips[i]) << i;
+  o.pool = {4, 4, 4, 4, 9, 4};
+  EXPECT_CONTAINS([&] {
+    try {
+      define("tfidf_dup", {x}, [&](const Blobs& in) -> Blobs { return {flow::text::tfidf_vectorizer(in[0], o)}; });
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  }(), "[tfidf_vectorizer] the pool holds the 1-gram (4) twice");
   Model strings(13);
   strings.input("x", x);
   set_string(strings.node("TfIdfVectorizer", {"x"}, {"y"}), "pool_strings", "a");
@@ -702,6 +720,13 @@ TEST_F(OnnxOps, MelWeightMatrixFiltersAndErrors) {
   // reference: the 8th of 10 is the first past bin 32.)
   EXPECT_CONTAINS(e, "[mel_weight_matrix] band edge 8 (4555.75");
   EXPECT_CONTAINS(e, " Hz) falls outside the 33 bins of a 64-point DFT at 8000 Hz");
+  e = "(no error)";
+  try {
+    model(kInf).run(Tensor::scalar<float>(0.f));
+  } catch (const std::exception& ex) {
+    e = ex.what();
+  }
+  EXPECT_CONTAINS(e, "[mel_weight_matrix] the edges must satisfy 0 <= lower (0) <= upper (inf)");
   auto job = define("mel", {Tensor::scalar<float>(0.f)}, [](const Blobs&) -> Blobs {
     return {flow::math::mel_weight_matrix(flow::constant(Tensor::scalar<int64_t>(4)),
                                           flow::constant(Tensor::scalar<int64_t>(32)),
@@ -742,5 +767,32 @@ TEST_F(OnnxOps, IntegerClipRoundTrips) {
     const double want[] = {2, 3, 7, 50};
     for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<double>()[i], want[i]) << flow::dtype_name(dt);
     round_trip(*job, {x});
+  }
+}
+
+// A float16 value read by several nodes is cast to float32 once, not once
+// per reader (the job computes the same, with fewer casts per call).
+TEST_F(OnnxOps, SixteenBitValueIsCastOncePerValue) {
+  Model md(17);
+  const Tensor x = halves({3}, {0.5f, -1.5f, 2.0f});
+  md.input("x", x);
+  md.node("Mul", {"x", "x"}, {"a"});
+  md.node("Add", {"x", "a"}, {"b"});
+  md.node("Neg", {"x"}, {"c"});
+  std::string bytes;
+  ASSERT_TRUE(md.m.SerializeToString(&bytes));
+  auto job = flow::onnx::load_bytes(bytes, {}, "model");
+  int casts_of_x = 0;
+  const flow::Graph& g = *job->definition().graph;
+  for (const flow::Node& n : g.nodes)
+    if (std::string(n.op->name()) == "cast" &&
+        g.nodes[g.blobs[n.inputs[0]].producer].op->kind() == flow::OpKind::Placeholder)
+      ++casts_of_x;
+  EXPECT_EQ(casts_of_x, 1);
+  const auto y = job->run({x});
+  const float want_b[] = {0.75f, 0.75f, 6.0f}, want_c[] = {-0.5f, 1.5f, -2.0f};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(static_cast<float>(y[1].data<flow::float16>()[i]), want_b[i]) << i;
+    EXPECT_EQ(static_cast<float>(y[2].data<flow::float16>()[i]), want_c[i]) << i;
   }
 }

@@ -189,6 +189,21 @@ TEST(ToolRun, SequencesAreFoldersOfItems) {
   EXPECT_NE(out.find("input 's' is a sequence(float32): give a folder of its items as 0.npy, 1.npy, ..."),
             std::string::npos)
       << out;
+  // A rerun into the same folder leaves only its own items; a stray file
+  // in an input folder is named rather than ignored.
+  fs::remove(d / "s" / "1.npy");
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "s").string() + " --input " + (d / "x.npy").string() + " --out " +
+                     (d / "out").string(),
+                 &out),
+            0)
+      << out;
+  EXPECT_TRUE(fs::exists(d / "out" / "t" / "1.npy"));
+  EXPECT_FALSE(fs::exists(d / "out" / "t" / "2.npy"));
+  flow::data::write_npy((d / "s" / "item2.npy").string(), iota({2}, 1));
+  EXPECT_NE(tool("run " + model + " --input " + (d / "s").string() + " --input " + (d / "x.npy").string(), &out), 0);
+  EXPECT_NE(out.find("holds 2 files; a sequence(float32) is read from 0.npy, 1.npy, ... only (found 1 of them)"),
+            std::string::npos)
+      << out;
   EXPECT_NE(tool("run " + model + " --input none --input " + (d / "x.npy").string(), &out), 0);
   EXPECT_NE(out.find("input 's' is a sequence(float32), which always has a value"), std::string::npos) << out;
   fs::remove_all(d);

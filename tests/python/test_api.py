@@ -478,6 +478,8 @@ def test_onnx_sequences_pack_and_unpack():
     assert flow.onnx.unpack_sequence(flow.onnx.pack_sequence([], dtype=np.float32)) == []
     with pytest.raises(flow.Error, match=r"an empty sequence needs its dtype"):
         flow.onnx.pack_sequence([])
+    with pytest.raises(flow.Error, match=r"\[pack_sequence\] item 1 \(<class 'list'>\) is not convertible"):
+        flow.onnx.pack_sequence([np.zeros(2, np.float32), [[1], [1, 2]]])
     with pytest.raises(flow.Error, match=r"\[unpack_sequence\] packed: not a packed sequence"):
         flow.onnx.unpack_sequence(np.zeros(30, np.uint8))
     model = "/usr/share/libonnx-testdata/data/node/test_sequence_insert_at_back/model.onnx"

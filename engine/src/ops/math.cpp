@@ -272,18 +272,19 @@ class MelWeightMatrix final : public Primitive {
   }
   std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
     infer(in);
-    const int64_t bins = static_cast<int64_t>(v[0].at(0)), dft = static_cast<int64_t>(v[1].at(0));
-    if (bins < 1 || bins > (int64_t{1} << 20))
-      op_error("mel_weight_matrix", "num_mel_bins " + std::to_string(bins) + " is out of range 1 .. 2^20");
-    if (dft < 1 || dft > (int64_t{1} << 24))
-      op_error("mel_weight_matrix", "dft_length " + std::to_string(dft) + " is out of range 1 .. 2^24");
+    const double b = v[0].at(0), d = v[1].at(0);  // (integers: exact in range, anything else refused)
+    if (!(b >= 1 && b <= double(int64_t{1} << 20)))
+      op_error("mel_weight_matrix", "num_mel_bins " + hz_str(b) + " is out of range 1 .. 2^20");
+    if (!(d >= 1 && d <= double(int64_t{1} << 24)))
+      op_error("mel_weight_matrix", "dft_length " + hz_str(d) + " is out of range 1 .. 2^24");
+    const int64_t bins = static_cast<int64_t>(b), dft = static_cast<int64_t>(d);
     return {{{dft / 2 + 1, bins}, out_}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     const int64_t bins = out[0].dim(1), spectrum = out[0].dim(0), dft = static_cast<int64_t>(in[1].at(0));
     const double rate = in[2].at(0), lo = in[3].at(0), hi = in[4].at(0);
     if (rate <= 0) op_error("mel_weight_matrix", "sample_rate must be positive, got " + hz_str(rate));
-    if (!(lo >= 0 && lo <= hi))
+    if (!(lo >= 0 && lo <= hi && std::isfinite(hi)))
       op_error("mel_weight_matrix", "the edges must satisfy 0 <= lower (" + hz_str(lo) + ") <= upper (" +
                                         hz_str(hi) + ")");
     const double mlo = 2595 * std::log10(1 + lo / 700), mhi = 2595 * std::log10(1 + hi / 700);

@@ -90,11 +90,14 @@ void op_mel_weight_matrix(Importer& I) {
       I.unsupported("MelWeightMatrix(output_datatype " + std::to_string(I.attr_i("output_datatype", 1)) + ")");
     }
   }
+  Blob in[5], y;
+  for (int i = 0; i < 5; ++i) in[i] = I.in(i);
   try {
-    I.out(0, math::mel_weight_matrix(I.in(0), I.in(1), I.in(2), I.in(3), I.in(4), out));
+    y = math::mel_weight_matrix(in[0], in[1], in[2], in[3], in[4], out);
   } catch (const Error& e) {
     I.err(e.what());
   }
+  I.out(0, y);
 }
 
 void op_window(Importer& I, std::initializer_list<double> a) {

@@ -36,7 +36,12 @@ class TfIdfVectorizer final : public Primitive {
       auto& m = pool_[n];
       for (int64_t at = from; at + n <= to; at += n) {
         std::vector<int64_t> key(o_.pool.begin() + at, o_.pool.begin() + at + n);
-        m.emplace(std::move(key), static_cast<int64_t>(next_++));
+        if (!m.emplace(key, static_cast<int64_t>(next_++)).second) {
+          std::string g;
+          for (int64_t v : key) g += (g.empty() ? "" : ", ") + std::to_string(v);
+          op_error("tfidf_vectorizer", "the pool holds the " + std::to_string(n) + "-gram (" + g +
+                                           ") twice: its count would go to one coordinate only");
+        }
       }
     }
     for (int64_t k : o_.ngram_indexes) out_size_ = std::max(out_size_, k + 1);
@@ -70,10 +75,12 @@ class TfIdfVectorizer final : public Primitive {
         tokens[i] = x.dtype() == DType::Int64 ? x.data<int64_t>()[r * len + i] : x.data<int32_t>()[r * len + i];
       std::fill(counts.begin(), counts.end(), 0);
       std::vector<int64_t> key;
-      for (int64_t n = o_.min_gram_length; n <= o_.max_gram_length; ++n) {
+      // Only lengths the pool holds, and skips that fit the row, can match.
+      const int64_t top = std::min<int64_t>(o_.max_gram_length, static_cast<int64_t>(o_.ngram_counts.size()));
+      for (int64_t n = o_.min_gram_length; n <= top; ++n) {
         auto p = pool_.find(n);
-        if (p == pool_.end() || p->second.empty()) continue;
-        const int64_t skips = n == 1 ? 0 : o_.max_skip_count;
+        if (p == pool_.end() || p->second.empty() || n > len) continue;
+        const int64_t skips = n == 1 ? 0 : std::min(o_.max_skip_count, (len - 1) / (n - 1) - 1);
         for (int64_t s = 0; s <= skips; ++s)
           for (int64_t i = 0; i + (n - 1) * (s + 1) < len; ++i) {
             key.clear();

@@ -23,11 +23,13 @@ void op_tfidf_vectorizer(Importer& I) {
   o.ngram_indexes = I.attr_ints("ngram_indexes", {});
   o.pool = I.attr_ints("pool_int64s", {});
   if (const auto* w = I.attr("weights", AttributeProto::FLOATS)) o.weights.assign(w->floats().begin(), w->floats().end());
+  Blob x = I.in(0), y;
   try {
-    I.out(0, text::tfidf_vectorizer(I.in(0), o));
+    y = text::tfidf_vectorizer(x, o);
   } catch (const Error& e) {
     I.err(e.what());
   }
+  I.out(0, y);
 }
 
 void export_tfidf_vectorizer(Exporter& E) {
