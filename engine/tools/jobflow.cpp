@@ -76,7 +76,8 @@ const char* kUsage =
     "                             runs ONNX backend test cases (folders with model.onnx and\n"
     "                             test_data_set_*); fails when a case fails, when fewer than N\n"
     "                             pass, or when a case is skipped for a reason that is not an\n"
-    "                             unsupported op, attribute, input form or dtype\n"
+    "                             unsupported op, attribute, input form or dtype (or values of\n"
+    "                             random draws, which no runtime reproduces)\n"
     "  --help, --version\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {

@@ -796,3 +796,69 @@ TEST_F(OnnxOps, SixteenBitValueIsCastOncePerValue) {
     EXPECT_EQ(static_cast<float>(y[2].data<flow::float16>()[i]), want_c[i]) << i;
   }
 }
+
+// Random draws (issue 9): uniform and normal draws with the moments they
+// should have (a fixed job seed: the same numbers every run), a new draw
+// each call, nodes drawing apart unless given one seed, a save/load round
+// trip drawing the same numbers; Bernoulli and a Dropout whose
+// training_mode is given per call, built from them.
+TEST_F(OnnxOps, RandomDrawsAndTheOpsBuiltOnThem) {
+  const Tensor like({100000}, flow::DType::Float32);
+  auto job = define("draws", {like}, [](const Blobs& in) -> Blobs {
+    return {flow::random::uniform_like(in[0], -1.0, 3.0), flow::random::normal_like(in[0], 2.0, 0.5, flow::DType::Float64),
+            flow::random::uniform({4}), flow::random::uniform({4}), flow::random::uniform({4}, 0, 1, flow::Float, 7.0),
+            flow::random::uniform({4}, 0, 1, flow::Float, 7.0)};
+  });
+  auto moments = [](const Tensor& t) {
+    double s = 0, s2 = 0, lo = 1e300, hi = -1e300;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = t.at(i);
+      s += v, s2 += v * v, lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    const double m = s / t.numel();
+    return std::array<double, 4>{m, std::sqrt(s2 / t.numel() - m * m), lo, hi};
+  };
+  const auto r1 = job->run({like});
+  const auto u = moments(r1[0]), n = moments(r1[1]);
+  EXPECT_NEAR(u[0], 1.0, 0.02);                  // mean of U(-1, 3)
+  EXPECT_NEAR(u[1], 4.0 / std::sqrt(12.0), 0.02);  // its standard deviation
+  EXPECT_GE(u[2], -1.0);
+  EXPECT_LT(u[3], 3.0);
+  EXPECT_EQ(r1[1].dtype(), flow::DType::Float64);
+  EXPECT_NEAR(n[0], 2.0, 0.01);
+  EXPECT_NEAR(n[1], 0.5, 0.01);
+  EXPECT_FALSE(r1[2].equal(r1[3]));  // two nodes, two streams
+  EXPECT_TRUE(r1[4].equal(r1[5]));   // one seed, one stream
+  const auto r2 = job->run({like});
+  EXPECT_FALSE(r2[2].equal(r1[2]));  // a new draw each call
+  // Saved and loaded: the same job seed and node names draw the same numbers.
+  round_trip(*job, {like});
+
+  Model md(15);
+  const Tensor p = Tensor::from<float>({6}, {0, 1, 0, 1, 1, 0});
+  md.input("p", p);
+  md.node("Bernoulli", {"p"}, {"y"});
+  EXPECT_TRUE(md.run(p)[0].equal(p));  // p of 0 or 1: no chance involved
+
+  Model dm(13);
+  const Tensor x = Tensor::from<float>({1000}, std::vector<float>(1000, 2.0f));
+  dm.input("x", x);
+  dm.input("t", Tensor::scalar(true));
+  dm.init("ratio", Tensor::scalar<float>(0.25f));
+  dm.node("Dropout", {"x", "ratio", "t"}, {"y", "mask"});
+  std::string bytes;
+  ASSERT_TRUE(dm.m.SerializeToString(&bytes));
+  auto drop = flow::onnx::load_bytes(bytes, {}, "model");
+  auto d = drop->run({x, Tensor::scalar(false)});
+  EXPECT_TRUE(d[0].equal(x));  // not training: the input, every element kept
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_TRUE(d[1].data<bool>()[i]);
+  d = drop->run({x, Tensor::scalar(true)});
+  int kept = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    const float v = d[0].data<float>()[i];
+    const bool k = d[1].data<bool>()[i];
+    kept += k;
+    EXPECT_EQ(v, k ? 2.0f / 0.75f : 0.0f) << i;
+  }
+  EXPECT_NEAR(kept, 750, 60);
+}

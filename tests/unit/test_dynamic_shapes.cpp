@@ -567,7 +567,8 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                             flow::OpKind::HardSigmoidGrad2, flow::OpKind::ClipGrad2,
                                             flow::OpKind::Reorder,        flow::OpKind::OnnxNode,
                                             // tests/onnx/test_onnx_ops_more.cpp
-                                            flow::OpKind::MelWeightMatrix,
+                                            flow::OpKind::MelWeightMatrix, flow::OpKind::RandomUniform,
+                                            flow::OpKind::RandomNormal,
                                             // tests/unit/test_sequences.cpp
                                             flow::OpKind::SequenceConstruct, flow::OpKind::SequenceInsert,
                                             flow::OpKind::SequenceAt,     flow::OpKind::SequenceErase,

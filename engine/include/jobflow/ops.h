@@ -634,4 +634,21 @@ struct NgramOptions {
 Blob tfidf_vectorizer(Blob x, const NgramOptions& options, const std::string& name = "");
 }  // namespace text
 
+// ---- Random draws (ops/random.cpp) ----
+// Float tensors of `shape` (or of like's shape, known per call) drawn
+// uniformly from [low, high) or normally; each call draws anew, reproducibly
+// for the job's seed (FunctionConfig::seed). A nonzero `seed` (ONNX's float
+// attribute) fixes the node's stream: nodes given the same seed draw alike;
+// without one each node draws its own. No gradient.
+namespace random {
+Blob uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = DType::Float32, double seed = 0,
+             const std::string& name = "");
+Blob uniform_like(Blob like, double low = 0.0, double high = 1.0, DType dtype = DType::Float32, double seed = 0,
+                  const std::string& name = "");
+Blob normal(const Shape& shape, double mean = 0.0, double scale = 1.0, DType dtype = DType::Float32, double seed = 0,
+            const std::string& name = "");
+Blob normal_like(Blob like, double mean = 0.0, double scale = 1.0, DType dtype = DType::Float32, double seed = 0,
+                 const std::string& name = "");
+}  // namespace random
+
 }  // namespace jobflow

@@ -85,6 +85,8 @@ enum class OpKind : uint16_t {
   OptionalHasElement, OptionalGetElement,
   // ops/text.cpp: n-gram counts of token ids
   TfIdfVectorizer,
+  // ops/random.cpp: random draws
+  RandomUniform, RandomNormal,
   // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)
   If, Loop, Scan,
   // onnx/deferred.cpp: an ONNX node whose shape-giving inputs (Slice's
@@ -149,6 +151,9 @@ class Primitive {
   // ops): it may read the 16-bit float storage types, which other ops
   // refuse (Graph::add).
   virtual bool stores_only() const { return false; }
+  // The op draws random numbers (dropout, random_uniform): never folded
+  // into a constant, even when every input is known.
+  virtual bool draws_random() const { return false; }
   // Inputs that are not differentiable (labels, indices, masks).
   virtual bool differentiable_input(int /*i*/) const { return true; }
   // Fusion hooks for the compiler: a new primitive computing this op plus a

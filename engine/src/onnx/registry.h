@@ -116,6 +116,7 @@ void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
 void sequence_onnx_rows(OpRows& r);  // import only: sequences have no export
 void text_onnx_rows(OpRows& r);
+void random_onnx_rows(OpRows& r);
 void deferred_onnx_rows(OpRows& r);  // onnx/deferred.cpp: the export of onnx_node
 void quant_onnx_rows(OpRows& r);     // import only: built from other ops
 void training_onnx_rows(OpRows& r);  // import only: built from other ops

@@ -301,6 +301,7 @@ class Dropout final : public Primitive {
  public:
   Dropout(double rate, uint64_t salt) : rate_(rate), salt_(salt) {}
   OpKind kind() const override { return OpKind::Dropout; }
+  bool draws_random() const override { return true; }
   Attrs attributes() const override { return {{"rate", rate_}}; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("dropout", in, 1);

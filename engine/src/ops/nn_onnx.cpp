@@ -124,18 +124,43 @@ void op_dropout(Importer& I) {
   Blob x = I.in(0);
   double ratio = I.attr_f("ratio", 0.5);
   bool training = I.train;
+  bool mode_per_call = false;  // training_mode a graph value: decided per call
+  Blob ratio_blob;             // a ratio computed in the graph
   if (I.opset >= 12) {
-    if (I.has(2)) training = I.cin(2).at(0) != 0;
+    if (I.has(2) && !I.is_const(2)) mode_per_call = true;
+    else if (I.has(2)) training = I.cin(2).at(0) != 0;
+    ratio = 0.5;
+    if (I.has(1) && I.is_const(1)) ratio = I.cin(1).at(0);
+    else if (I.has(1)) ratio_blob = I.in(1);
     // Without training the ratio does not matter: it may be computed at run time.
-    ratio = !training ? 0.0 : I.has(1) ? I.cin(1).at(0) : 0.5;
+    if (!training && !mode_per_call) ratio = 0.0, ratio_blob = Blob();
   }
-  // The node name keys the mask stream (as in the job that was saved).
-  if (training && I.train && ratio > 0) {
+  // A train job's dropout: the node name keys the mask stream (as in the
+  // job that was saved).
+  if (training && I.train && ratio > 0 && !ratio_blob.defined() && !mode_per_call) {
     if (I.wants(1)) I.unsupported("Dropout(mask output)");
     I.out(0, nn::dropout(x, ratio, I.node->name()));
     return;
   }
-  if (training && !I.train && ratio > 0 && !I.job_file) I.unsupported("Dropout(training_mode in a predict job)");
+  if ((training || mode_per_call) && (ratio > 0 || ratio_blob.defined())) {
+    // Dropout asked for by the model itself (training_mode true, or given
+    // per call): kept where a uniform draw is at least the ratio, scaled by
+    // 1 / (1 - ratio); with the mode per call, the input itself otherwise.
+    if (!is_floating(x.dtype())) I.err("data must be a float tensor, got " + spec_str(x.spec()));
+    Blob r = ratio_blob.defined() ? cast(reshape(ratio_blob, {}), x.dtype()) : scalar_blob(ratio, x.dtype());
+    const double seed = static_cast<double>(I.attr_i("seed", 0));  // (an int for Dropout)
+    Blob keep = greater_equal(random::uniform_like(x, 0.0, 1.0, x.dtype(), seed), r);
+    Blob dropped = div(mul(x, cast(keep, x.dtype())), sub(scalar_blob(1.0, x.dtype()), r));
+    if (mode_per_call) {
+      Blob t = cast(reshape(I.in(2), {}), DType::Bool);
+      I.out(0, where(t, dropped, x));
+      if (I.wants(1)) I.out(1, logical_or(keep, logical_not(t)));
+    } else {
+      I.out(0, dropped);
+      if (I.wants(1)) I.out(1, keep);
+    }
+    return;
+  }
   I.out(0, identity(x));
   // Nothing dropped: the mask keeps every element.
   if (I.wants(1)) I.out(1, cast(ones_like(x), DType::Bool));
