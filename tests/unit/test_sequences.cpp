@@ -6,6 +6,8 @@
 
 #include <jobflow/jobflow.h>
 
+#include "errors.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,15 +27,7 @@ Tensor f32(const Shape& s, float start = 0.f) {
 }
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using jobflow::testing::error_of;
 
 class Sequences : public ::testing::Test {
  protected:

@@ -88,9 +88,7 @@ Specialized specialize(const Graph& from, const std::map<int, Tensor>& known, in
     }
     // Fold: every value this node reads is known, it changes nothing else
     // and draws no random numbers, and its results are small.
-    if (k == OpKind::Variable || k == OpKind::Dropout || op.draws_random() || op.has_side_effects() ||
-        elements > kFoldElements)
-      continue;
+    if (k == OpKind::Variable || op.draws_random() || op.has_side_effects() || elements > kFoldElements) continue;
     bool all_known = true;
     if (!reads_only_shapes(op))
       for (int b : n.inputs) all_known = all_known && r.known.count(b) > 0;

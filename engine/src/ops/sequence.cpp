@@ -498,43 +498,33 @@ class OptionalGetElement final : public Sized {
 };
 
 // SequenceLength (int64 scalar) and OptionalHasElement (bool scalar): fixed
-// output shapes, computed from the header.
-class SequenceLength final : public Primitive {
+// output shapes, computed from the header alone.
+class HeaderOp : public Primitive {
  public:
-  OpKind kind() const override { return OpKind::SequenceLength; }
   bool differentiable_input(int) const override { return false; }
   bool stores_only() const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
-    expect_inputs("sequence_length", in, 1);
-    expect_packed("sequence_length", in[0], "input 0");
-    return {{{}, DType::Int64}};
+    expect_inputs(name(), in, 1);
+    expect_packed(name(), in[0], "input 0");
+    return {{{}, kind() == OpKind::SequenceLength ? DType::Int64 : DType::Bool}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    out[0].data<int64_t>()[0] = count("sequence_length", read_seq("sequence_length", in[0], true));
+    const UnpackedSequence s = read_seq(name(), in[0], true);
+    if (kind() == OpKind::SequenceLength) out[0].data<int64_t>()[0] = count(name(), s);
+    else out[0].data<bool>()[0] = !s.none;
   }
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
                         const std::vector<int>& argnums) const override {
     return std::vector<Blob>(argnums.size());
   }
 };
-
-class OptionalHasElement final : public Primitive {
+class SequenceLength final : public HeaderOp {
+ public:
+  OpKind kind() const override { return OpKind::SequenceLength; }
+};
+class OptionalHasElement final : public HeaderOp {
  public:
   OpKind kind() const override { return OpKind::OptionalHasElement; }
-  bool differentiable_input(int) const override { return false; }
-  bool stores_only() const override { return true; }
-  std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
-    expect_inputs("optional_has_element", in, 1);
-    expect_packed("optional_has_element", in[0], "input 0");
-    return {{{}, DType::Bool}};
-  }
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    out[0].data<bool>()[0] = !read_seq("optional_has_element", in[0], true).none;
-  }
-  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
-                        const std::vector<int>& argnums) const override {
-    return std::vector<Blob>(argnums.size());
-  }
 };
 
 Blob one(std::shared_ptr<Primitive> op, const std::vector<Blob>& in, const std::string& name) {
