@@ -426,36 +426,84 @@ std::string header_value(const std::string& h, const std::string& key, const std
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) npy_fail("read_npy", path, "cannot open: " + errno_text(errno));
+namespace {
+
+// A .npy file's header, read and checked (`who`: read_npy or
+// read_npy_strings); the file is left at the start of the data.
+struct NpyHead {
+  std::string descr, shape_text;
+  Shape shape;
+  uint64_t size = 0, pos = 0, hlen = 0;  // file size, header start and length
+};
+NpyHead npy_head(int fd, const std::string& path, const char* who) {
+  NpyHead r;
   struct stat st;
-  if (::fstat(f.fd, &st) != 0) npy_fail("read_npy", path, "cannot stat: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) npy_fail("read_npy", path, "not a regular file");
+  if (::fstat(fd, &st) != 0) npy_fail(who, path, "cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) npy_fail(who, path, "not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   unsigned char pre[12] = {};
-  if (size < 10 || read_full(f.fd, pre, 10, path) != 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
-    npy_fail("read_npy", path, "not a .npy file (no \\x93NUMPY magic)");
+  if (size < 10 || read_full(fd, pre, 10, path) != 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    npy_fail(who, path, "not a .npy file (no \\x93NUMPY magic)");
   const int major = pre[6];
   uint64_t hlen = 0, pos = 10;
   if (major == 1) {
     hlen = pre[8] | (pre[9] << 8);
   } else if (major == 2 || major == 3) {
-    if (size < 12 || read_full(f.fd, pre + 10, 2, path) != 2) npy_fail("read_npy", path, "truncated header");
+    if (size < 12 || read_full(fd, pre + 10, 2, path) != 2) npy_fail(who, path, "truncated header");
     hlen = static_cast<uint64_t>(pre[8]) | (static_cast<uint64_t>(pre[9]) << 8) | (static_cast<uint64_t>(pre[10]) << 16) |
            (static_cast<uint64_t>(pre[11]) << 24);
     pos = 12;
   } else {
-    npy_fail("read_npy", path, "format version " + std::to_string(major) + " is not 1, 2 or 3");
+    npy_fail(who, path, "format version " + std::to_string(major) + " is not 1, 2 or 3");
   }
-  if (hlen > 1 << 20 || pos + hlen > size) npy_fail("read_npy", path, "truncated or oversized header");
+  if (hlen > 1 << 20 || pos + hlen > size) npy_fail(who, path, "truncated or oversized header");
   std::string h(static_cast<size_t>(hlen), '\0');
-  if (read_full(f.fd, h.data(), h.size(), path) != h.size()) npy_fail("read_npy", path, "truncated header");
-  const std::string descr = header_value(h, "descr", path);
+  if (read_full(fd, h.data(), h.size(), path) != h.size()) npy_fail(who, path, "truncated header");
+  r.descr = header_value(h, "descr", path);
   const std::string fortran = header_value(h, "fortran_order", path);
-  const std::string shape_text = header_value(h, "shape", path);
+  r.shape_text = header_value(h, "shape", path);
+  const std::string& shape_text = r.shape_text;
   if (fortran.find("True") != std::string::npos)
-    npy_fail("read_npy", path, "the array is in Fortran order; save it with numpy.ascontiguousarray");
+    npy_fail(who, path, "the array is in Fortran order; save it with numpy.ascontiguousarray");
+  Shape& shape = r.shape;
+  {
+    std::string t = shape_text.substr(1, shape_text.size() - 2);  // without the parentheses
+    size_t i = 0;
+    while (i < t.size()) {
+      while (i < t.size() && (t[i] == ' ' || t[i] == ',')) ++i;
+      if (i >= t.size()) break;
+      size_t used = 0;
+      long long d = 0;
+      try {
+        d = std::stoll(t.substr(i), &used);
+      } catch (...) {
+        npy_fail(who, path, "bad shape " + shape_text);
+      }
+      if (d < 0 || used == 0) npy_fail(who, path, "bad shape " + shape_text);
+      shape.push_back(d);
+      i += used;
+    }
+  }
+  if (shape.size() > 8) npy_fail(who, path, "rank " + std::to_string(shape.size()) + " is over 8");
+  r.size = size;
+  r.pos = pos;
+  r.hlen = hlen;
+  return r;
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) npy_fail("read_npy", path, "cannot open: " + errno_text(errno));
+  const NpyHead hd = npy_head(f.fd, path, "read_npy");
+  const std::string& descr = hd.descr;
+  const std::string& shape_text = hd.shape_text;
+  const Shape& shape = hd.shape;
+  const uint64_t size = hd.size, pos = hd.pos, hlen = hd.hlen;
+  if (descr.size() >= 3 && (descr[1] == 'U' || descr[1] == 'S'))
+    npy_fail("read_npy", path, "element type '" + descr + "' holds strings; a job takes them as a string tensor " +
+                                   "(jobflow run does, data::read_npy_strings reads them)");
   struct Kind {
     const char* code;
     DType dtype;
@@ -472,26 +520,6 @@ Tensor read_npy(const std::string& path) {
     if (descr.substr(1) == k.code) kind = &k;
   if (!kind)
     npy_fail("read_npy", path, "element type '" + descr + "' is not float16/32/64, int8/16/32/64, uint8/16/32/64 or bool");
-  Shape shape;
-  {
-    std::string t = shape_text.substr(1, shape_text.size() - 2);  // without the parentheses
-    size_t i = 0;
-    while (i < t.size()) {
-      while (i < t.size() && (t[i] == ' ' || t[i] == ',')) ++i;
-      if (i >= t.size()) break;
-      size_t used = 0;
-      long long d = 0;
-      try {
-        d = std::stoll(t.substr(i), &used);
-      } catch (...) {
-        npy_fail("read_npy", path, "bad shape " + shape_text);
-      }
-      if (d < 0 || used == 0) npy_fail("read_npy", path, "bad shape " + shape_text);
-      shape.push_back(d);
-      i += used;
-    }
-  }
-  if (shape.size() > 8) npy_fail("read_npy", path, "rank " + std::to_string(shape.size()) + " is over 8");
   uint64_t n = 1;
   for (int64_t d : shape)
     if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 16 / static_cast<uint64_t>(d))
@@ -512,6 +540,38 @@ Tensor read_npy(const std::string& path) {
   return t;
 }
 
+namespace {
+
+// Writes a .npy file of `shape` with element type `code` and `data`
+// (row-major), atomically.
+void write_npy_file(const char* who, const std::string& path, const std::string& code, const Shape& dims,
+                    const void* data, size_t nbytes) {
+  std::string shape = "(";  // Python's tuple: (), (3,), (2, 3)
+  for (size_t i = 0; i < dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
+  shape += dims.size() == 1 ? ",)" : ")";
+  std::string h = "{'descr': '" + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Header padded with spaces so the data starts at a multiple of 64, then '\n'.
+  const size_t total = (10 + h.size() + 1 + 63) / 64 * 64;
+  h.append(total - 10 - h.size() - 1, ' ');
+  h += '\n';
+  std::string pre("\x93NUMPY\x01\x00", 8);
+  pre += static_cast<char>(h.size() & 0xff);
+  pre += static_cast<char>((h.size() >> 8) & 0xff);
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) npy_fail(who, path, "cannot create " + tmp + ": " + errno_text(errno));
+  bool ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
+            (nbytes == 0 || std::fwrite(data, 1, nbytes, f) == nbytes);
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    npy_fail(who, path, "cannot write: " + errno_text(e));
+  }
+}
+
+}  // namespace
+
 void write_npy(const std::string& path, const Tensor& t) {
   const char* code = nullptr;
   switch (t.dtype()) {
@@ -530,28 +590,90 @@ void write_npy(const std::string& path, const Tensor& t) {
     case DType::BFloat16:  // NumPy has no bfloat16 (ml_dtypes' is a void type to NumPy's files)
       npy_fail("write_npy", path, "bfloat16 has no .npy element type; cast to float32 first");
   }
-  std::string shape = "(";  // Python's tuple: (), (3,), (2, 3)
-  for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape()[i]);
-  shape += t.shape().size() == 1 ? ",)" : ")";
-  std::string h = std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  // Header padded with spaces so the data starts at a multiple of 64, then '\n'.
-  const size_t total = (10 + h.size() + 1 + 63) / 64 * 64;
-  h.append(total - 10 - h.size() - 1, ' ');
-  h += '\n';
-  std::string pre("\x93NUMPY\x01\x00", 8);
-  pre += static_cast<char>(h.size() & 0xff);
-  pre += static_cast<char>((h.size() >> 8) & 0xff);
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) npy_fail("write_npy", path, "cannot create " + tmp + ": " + errno_text(errno));
-  bool ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
-            (t.nbytes() == 0 || std::fwrite(t.raw(), 1, t.nbytes(), f) == t.nbytes());
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    npy_fail("write_npy", path, "cannot write: " + errno_text(e));
+  write_npy_file("write_npy", path, code, t.shape(), t.raw(), t.nbytes());
+}
+
+UnpackedStrings read_npy_strings(const std::string& path) {
+  const char* who = "read_npy_strings";
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) npy_fail(who, path, "cannot open: " + errno_text(errno));
+  const NpyHead hd = npy_head(f.fd, path, who);
+  const std::string& d = hd.descr;
+  // <Un: n UTF-32 code units per element; |Sn: n bytes; NULs at the end are
+  // padding (NumPy's own reading).
+  const bool wide = d.size() >= 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=') && d[1] == 'U';
+  const bool bytes = d.size() >= 3 && (d[0] == '|' || d[0] == '<' || d[0] == '=') && d[1] == 'S';
+  if ((!wide && !bytes) || d.find_first_not_of("0123456789", 2) != std::string::npos || d.size() > 12)
+    npy_fail(who, path, "element type '" + d + "' is not strings (<U or |S)");
+  const uint64_t width = std::stoull(d.substr(2)), unit = wide ? 4 : 1;
+  uint64_t n = 1;
+  for (int64_t k : hd.shape)
+    if (k != 0 && n > std::numeric_limits<uint64_t>::max() / 4 / (width + 1) / static_cast<uint64_t>(k))
+      npy_fail(who, path, "shape " + hd.shape_text + " is too large");
+    else
+      n *= static_cast<uint64_t>(k);
+  const uint64_t total = n * width * unit;
+  if (hd.size - hd.pos - hd.hlen < total)
+    npy_fail(who, path, "truncated file: " + hd.shape_text + " " + d + " needs " + std::to_string(total) + " bytes");
+  std::string raw(static_cast<size_t>(total), '\0');
+  if (total && read_full(f.fd, raw.data(), raw.size(), path) != total) npy_fail(who, path, "truncated file");
+  UnpackedStrings u;
+  u.shape = hd.shape;
+  u.items.reserve(static_cast<size_t>(n));
+  for (uint64_t i = 0; i < n; ++i) {
+    const char* e = raw.data() + i * width * unit;
+    if (bytes) {
+      size_t len = static_cast<size_t>(width);
+      while (len > 0 && e[len - 1] == '\0') --len;
+      u.items.emplace_back(e, len);
+      continue;
+    }
+    std::u32string cps;
+    for (uint64_t k = 0; k < width; ++k) {
+      uint32_t c;
+      std::memcpy(&c, e + k * 4, 4);
+      cps.push_back(static_cast<char32_t>(c));
+    }
+    while (!cps.empty() && cps.back() == 0) cps.pop_back();
+    for (char32_t c : cps)
+      if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        npy_fail(who, path, "element " + std::to_string(i) + " holds U+" + std::to_string(static_cast<uint32_t>(c)) +
+                                ", not a Unicode character");
+    u.items.push_back(utf8_encode(cps));
   }
+  return u;
+}
+
+void write_npy_strings(const std::string& path, const UnpackedStrings& s) {
+  int64_t n = 0;
+  if (!checked_numel(s.shape, &n) || n != static_cast<int64_t>(s.items.size()))
+    npy_fail("write_npy_strings", path, std::to_string(s.items.size()) + " strings for shape " + shape_str(s.shape));
+  // <Un when every string is UTF-8 (NumPy's str), else |Sn (bytes).
+  std::vector<std::u32string> wide(s.items.size());
+  bool utf8 = true;
+  size_t width = 1;
+  for (size_t i = 0; i < s.items.size() && utf8; ++i) {
+    size_t bad = 0;
+    utf8 = utf8_decode(s.items[i], &wide[i], &bad);
+    width = std::max(width, wide[i].size());
+  }
+  std::string data;
+  if (utf8) {
+    data.assign(s.items.size() * width * 4, '\0');
+    for (size_t i = 0; i < wide.size(); ++i)
+      for (size_t k = 0; k < wide[i].size(); ++k) {
+        const uint32_t c = wide[i][k];
+        std::memcpy(data.data() + (i * width + k) * 4, &c, 4);
+      }
+  } else {
+    width = 1;
+    for (const std::string& t : s.items) width = std::max(width, t.size());
+    data.assign(s.items.size() * width, '\0');
+    for (size_t i = 0; i < s.items.size(); ++i)
+      if (!s.items[i].empty()) std::memcpy(data.data() + i * width, s.items[i].data(), s.items[i].size());
+  }
+  write_npy_file("write_npy_strings", path, (utf8 ? "<U" : "|S") + std::to_string(width), s.shape, data.data(),
+                 data.size());
 }
 
 std::string default_mnist_dir() {

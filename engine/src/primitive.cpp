@@ -191,6 +191,10 @@ constexpr OpRow kOps[] = {
     {OpKind::OptionalHasElement, "optional_has_element"},
     {OpKind::OptionalGetElement, "optional_get_element"},
     {OpKind::TfIdfVectorizer, "tfidf_vectorizer"},
+    {OpKind::StringNormalizer, "string_normalizer"},
+    {OpKind::StringFormat, "string_format"},
+    {OpKind::StringParse, "string_parse"},
+    {OpKind::StringLookup, "string_lookup"},
     {OpKind::RandomUniform, "random_uniform"},
     {OpKind::RandomNormal, "random_normal"},
     {OpKind::If, "if"},
@@ -212,7 +216,7 @@ static_assert(rows_in_enum_order(), "kOps rows must be in OpKind order");
 // The count itself, so that adding a kind is a deliberate edit of this line
 // too: check the CUDA table (cuda/ops*.cpp) and the ONNX rows
 // (src/ops/*_onnx.cpp) for the new op.
-static_assert(kOpKindCount == 180, "a new OpKind: see the comment above");
+static_assert(kOpKindCount == 184, "a new OpKind: see the comment above");
 
 std::string number_str(double v) {
   char buf[32];

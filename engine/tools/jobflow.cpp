@@ -69,6 +69,8 @@ const char* kUsage =
     "                             ONNX seq or optional) is a folder of 0.npy, 1.npy, ... (its items;\n"
     "                             \"none\" for an optional without a value); a sequence output is\n"
     "                             written as DIR/<name>/<item>.npy (per call: <call>/<item>.npy).\n"
+    "                             A string input is a .npy of str or bytes (passed whole); a string\n"
+    "                             output is written as a .npy of str.\n"
     "                             --precision bf16:\n"
     "                             convolutions in bfloat16 (AMX or AVX512_BF16; float32 with a\n"
     "                             notice elsewhere); default: the file's jobflow.precision, else fp32\n"
@@ -280,6 +282,9 @@ flow::DType items_dtype(const std::string& type) {
   return flow::dtype_from_name(type.substr(open + 1, end - open - 1));
 }
 
+// Whether a packed value's type (as inspect() words it) is a string tensor.
+bool is_string_type(const std::string& type) { return type.rfind("tensor(string", 0) == 0; }
+
 // A sequence or optional input from `arg`: a folder of 0.npy, 1.npy, ...
 // (the items), one .npy (an optional tensor's value) or "none".
 flow::Tensor packed_input(const std::string& arg, const std::string& name, const std::string& type) {
@@ -375,6 +380,11 @@ int cmd_run(const std::vector<std::string>& args) {
                         sig.str() + "), " + std::to_string(inputs.size()) + " --input files given");
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto seq = packed.find(sig.input_names[k]);
+      if (seq != packed.end() && is_string_type(seq->second)) {  // a string tensor: a .npy of str or bytes, whole
+        const flow::UnpackedStrings s = flow::data::read_npy_strings(inputs[k]);
+        feeds[k] = {flow::pack_strings(s.items, s.shape)};
+        continue;
+      }
       if (seq != packed.end()) {
         feeds[k] = {packed_input(inputs[k], sig.input_names[k], seq->second)};
         continue;
@@ -458,6 +468,29 @@ int cmd_run(const std::vector<std::string>& args) {
           file_name_of(k < sig.output_names.size() ? sig.output_names[k] : "output" + std::to_string(k));
       std::string name = base;
       for (int dup = 1; !used.insert(name).second; ++dup) name = base + "_" + std::to_string(dup);
+      if (k < sig.output_names.size() && packed.count(sig.output_names[k]) &&
+          is_string_type(packed[sig.output_names[k]])) {
+        // Strings: one .npy, the calls' results concatenated along dim 0.
+        flow::UnpackedStrings all;
+        for (size_t c = 0; c < results[k].size(); ++c) {
+          flow::UnpackedStrings u = flow::unpack_strings(results[k][c], "output '" + sig.output_names[k] + "'");
+          if (c == 0) {
+            all = std::move(u);
+            continue;
+          }
+          if (u.shape.empty() || u.shape.size() != all.shape.size() ||
+              !std::equal(u.shape.begin() + 1, u.shape.end(), all.shape.begin() + 1))
+            throw flow::Error("run: output '" + sig.output_names[k] + "' is " + flow::shape_str(u.shape) + " in call " +
+                              std::to_string(c) + " and " + flow::shape_str(all.shape) +
+                              " before: cannot join them along dim 0");
+          all.shape[0] += u.shape[0];
+          all.items.insert(all.items.end(), u.items.begin(), u.items.end());
+        }
+        const std::string path = (fs::path(out_dir) / (name + ".npy")).string();
+        flow::data::write_npy_strings(path, all);
+        std::printf("%s: %s strings\n", path.c_str(), flow::shape_str(all.shape).c_str());
+        continue;
+      }
       if (k < sig.output_names.size() && packed.count(sig.output_names[k])) {
         // A sequence: its items, per call when there were several.
         for (size_t c = 0; c < results[k].size(); ++c) {
@@ -488,6 +521,13 @@ int cmd_run(const std::vector<std::string>& args) {
       auto seq = k < sig.output_names.size() ? packed.find(sig.output_names[k]) : packed.end();
       if (seq == packed.end()) {
         std::printf("output %zu (last batch): %s\n", k, last[k].str().c_str());
+        continue;
+      }
+      if (is_string_type(seq->second)) {
+        const flow::UnpackedStrings u = flow::unpack_strings(last[k], "output " + std::to_string(k));
+        std::printf("output %zu (last batch): %s strings", k, flow::shape_str(u.shape).c_str());
+        for (size_t j = 0; j < u.items.size() && j < 8; ++j) std::printf("%s\"%s\"", j ? ", " : " ", u.items[j].c_str());
+        std::printf("%s\n", u.items.size() > 8 ? ", ..." : "");
         continue;
       }
       const flow::UnpackedSequence u = flow::unpack_sequence(last[k], "output " + std::to_string(k));

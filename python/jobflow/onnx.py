@@ -52,3 +52,36 @@ def unpack_sequence(packed):
     """A packed sequence output as a list of arrays (None for an optional
     without a value)."""
     return _C.unpack_sequence(packed)
+
+
+def pack_strings(strings):
+    """A string tensor (an array of str or bytes, any shape) as the one packed
+    uint8 array a model's string input takes (docs/job-files.md, "String
+    tensors"); str is written as UTF-8."""
+    import numpy as np
+    a = np.asarray(strings)
+    if a.dtype.kind not in "USO":
+        raise _C.Error("[pack_strings] strings: an array of str or bytes, got dtype %s" % a.dtype)
+    items = []
+    for i, s in enumerate(a.reshape(-1).tolist()):
+        if isinstance(s, str):
+            items.append(s.encode("utf-8"))
+        elif isinstance(s, bytes):
+            items.append(s)
+        else:
+            raise _C.Error("[pack_strings] element %d is %s, not str or bytes" % (i, type(s).__name__))
+    return _C.pack_strings(items, list(a.shape))
+
+
+def unpack_strings(packed):
+    """A packed string output as a NumPy array of str (of bytes when some
+    element is not UTF-8), with the tensor's shape."""
+    import numpy as np
+    items, shape = _C.unpack_strings(packed)
+    try:
+        values = [b.decode("utf-8") for b in items]
+    except UnicodeDecodeError:
+        values = items
+    if not values:
+        return np.zeros(shape, dtype="<U1")
+    return np.array(values).reshape(shape)

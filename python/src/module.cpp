@@ -243,6 +243,22 @@ PYBIND11_MODULE(_jobflow, m) {
     return r;
   });
 
+  // String tensors (jobflow/strings.h): the Python side turns str/bytes
+  // arrays into UTF-8 bytes and back (jobflow/onnx.py).
+  m.def("pack_strings", [](const std::vector<py::bytes>& items, const std::vector<int64_t>& shape) {
+    std::vector<std::string> s(items.begin(), items.end());
+    return to_numpy(pack_strings(s, Shape(shape.begin(), shape.end())));
+  });
+  m.def("unpack_strings", [](py::handle packed) -> py::tuple {
+    py::array a = py::array::ensure(packed, py::array::c_style);
+    if (!a) throw Error("[unpack_strings] packed: not an array (a packed string tensor is a uint8 array of rank 1)");
+    Tensor t = to_tensor(a, {Shape(a.shape(), a.shape() + a.ndim()), DType::UInt8}, "unpack_strings", "packed");
+    UnpackedStrings u = unpack_strings(t, "[unpack_strings] packed");
+    py::list items;
+    for (const std::string& s : u.items) items.append(py::bytes(s));
+    return py::make_tuple(items, py::tuple(py::cast(u.shape)));
+  });
+
   bind_ops(m);
   bind_jobs(m);
 

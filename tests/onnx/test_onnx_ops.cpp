@@ -774,7 +774,9 @@ TEST(OnnxRegistry, EveryForwardOpHasAnExportRow) {
       K::Reorder,  // plans only
       // sequences: the exporter writes tensors only
       K::SequenceConstruct, K::SequenceInsert, K::SequenceAt, K::SequenceErase, K::SequenceLength,
-      K::ConcatFromSequence, K::SplitToSequence, K::OptionalHasElement, K::OptionalGetElement};
+      K::ConcatFromSequence, K::SplitToSequence, K::OptionalHasElement, K::OptionalGetElement,
+      // strings likewise (tests/onnx/test_onnx_strings.cpp)
+      K::StringNormalizer, K::StringFormat, K::StringParse, K::StringLookup};
   for (size_t i = 0; i < flow::kOpKindCount; ++i) {
     const auto k = static_cast<K>(i);
     EXPECT_EQ(flow::onnx::find_export(k) != nullptr, !no_form.count(k)) << flow::op_name(k);

@@ -663,10 +663,14 @@ TEST_F(OnnxOps, TfIdfVectorizerWeightsAndRoundTrip) {
                     define("tfidf_dup", {x}, [&](const Blobs& in) -> Blobs { return {flow::text::tfidf_vectorizer(in[0], o)}; });
                   }),
                   "[tfidf_vectorizer] the pool holds the 1-gram (4) twice");
+  // pool_strings with integer tokens (string tokens: test_onnx_strings.cpp).
   Model strings(13);
   strings.input("x", x);
-  set_string(strings.node("TfIdfVectorizer", {"x"}, {"y"}), "pool_strings", "a");
-  EXPECT_CONTAINS(strings.load_error(), "unsupported op: TfIdfVectorizer(pool_strings)");
+  auto* ps = strings.node("TfIdfVectorizer", {"x"}, {"y"})->add_attribute();
+  ps->set_name("pool_strings");
+  ps->set_type(::onnx::AttributeProto::STRINGS);
+  ps->add_strings("a");
+  EXPECT_CONTAINS(strings.load_error(), "pool_strings needs string tokens, got (2, 4) int64");
 }
 
 // MelWeightMatrix (issue 9): with its arguments as initializers the matrix
@@ -847,4 +851,41 @@ TEST_F(OnnxOps, RandomDrawsAndTheOpsBuiltOnThem) {
     EXPECT_EQ(v, k ? 2.0f / 0.75f : 0.0f) << i;
   }
   EXPECT_NEAR(kept, 750, 60);
+}
+
+// ai.onnx.preview.training.Gradient through the engine's autodiff: the
+// gradients of y's sum by xs, zs held constant, an x y does not reach gives
+// zeros; a node whose inputs do not follow xs is named.
+TEST_F(OnnxOps, GradientNodeDifferentiatesByXs) {
+  Model md(17);
+  auto* t = md.m.add_opset_import();
+  t->set_domain("ai.onnx.preview.training");
+  t->set_version(1);
+  const Tensor a = Tensor::from<float>({3}, {1, 2, 3}), b = Tensor::from<float>({3}, {4, 5, 6});
+  const Tensor c = Tensor::from<float>({3}, {0, 0, 0});
+  md.input("a", a);
+  md.input("b", b);
+  md.input("c", c);
+  md.node("Mul", {"a", "b"}, {"ab"});
+  md.node("Mul", {"ab", "a"}, {"y"});  // y = a^2 b
+  auto* g = md.node("Gradient", {"a", "c", "b"}, {"dy_da", "dy_dc"});
+  g->set_domain("ai.onnx.preview.training");
+  auto strings = [](::onnx::NodeProto* n, const char* k, std::vector<std::string> v) {
+    auto* at = n->add_attribute();
+    at->set_name(k);
+    at->set_type(::onnx::AttributeProto::STRINGS);
+    for (auto& s : v) at->add_strings(s);
+  };
+  strings(g, "xs", {"a", "c"});
+  strings(g, "zs", {"b"});
+  auto* y = g->add_attribute();
+  y->set_name("y");
+  y->set_type(::onnx::AttributeProto::STRING);
+  y->set_s("y");
+  const auto r = md.run({a, b, c});
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[2].to_vector<float>(), (std::vector<float>{8, 20, 36}));  // 2ab
+  EXPECT_EQ(r[3].to_vector<float>(), (std::vector<float>{0, 0, 0}));    // y does not depend on c
+  g->set_input(1, "b");
+  EXPECT_CONTAINS(md.load_error(), "input 1 is 'b', xs names 'c' there");
 }

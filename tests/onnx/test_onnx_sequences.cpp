@@ -69,7 +69,8 @@ TEST_F(OnnxOps, SequenceInputAndOutputArePacked) {
     const fs::path d = tmp_dir("sequence_inspect");
     std::ofstream(d / "m.onnx", std::ios::binary) << bytes;
     const std::string text = fl::onnx::inspect((d / "m.onnx").string()).str();
-    EXPECT_NE(text.find("sequences and optionals (packed, jobflow/sequence.h): s = sequence(float32, rank 1); "
+    EXPECT_NE(text.find("packed values (sequences and optionals: jobflow/sequence.h; strings: jobflow/strings.h): "
+                        "s = sequence(float32, rank 1); "
                         "more = sequence(float32, rank 1);"),
               std::string::npos)
         << text;

@@ -9,6 +9,7 @@
 
 #include <jobflow/jobflow.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -206,5 +207,52 @@ TEST(ToolRun, SequencesAreFoldersOfItems) {
       << out;
   EXPECT_NE(tool("run " + model + " --input none --input " + (d / "x.npy").string(), &out), 0);
   EXPECT_NE(out.find("input 's' is a sequence(float32), which always has a value"), std::string::npos) << out;
+  fs::remove_all(d);
+}
+
+// A model taking and returning strings: a .npy of str in, a .npy of str out
+// (and parsed numbers); printed without --out.
+TEST(ToolRun, StringsAreNpyFilesOfStr) {
+  const fs::path d = tmp_dir("strings");
+  ::onnx::ModelProto m;
+  auto* g = m.mutable_graph();
+  g->set_name("upper");
+  add_input(g, "words", ::onnx::TensorProto::STRING, {"n"});
+  add_node(g, "StringNormalizer", {"words"}, "upper");
+  auto* a = g->mutable_node(0)->add_attribute();
+  a->set_name("case_change_action");
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s("UPPER");
+  add_input(g, "numbers", ::onnx::TensorProto::STRING, {"2", "k"});
+  add_node(g, "Cast", {"numbers"}, "parsed");
+  auto* to = g->mutable_node(1)->add_attribute();
+  to->set_name("to");
+  to->set_type(::onnx::AttributeProto::INT);
+  to->set_i(::onnx::TensorProto::DOUBLE);
+  const std::string model = save(m, d);
+  flow::data::write_npy_strings((d / "w.npy").string(), {{3}, {"straße", "éclair", "Monday"}});
+  flow::data::write_npy_strings((d / "n.npy").string(), {{2, 2}, {"1.5", "-2", "1e3", "NaN"}});
+  std::string out;
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "w.npy").string() + " --input " + (d / "n.npy").string() +
+                     " --out " + (d / "out").string(),
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("/upper.npy: (3,) strings"), std::string::npos) << out;
+  const flow::UnpackedStrings up = flow::data::read_npy_strings((d / "out" / "upper.npy").string());
+  EXPECT_EQ(up.shape, (flow::Shape{3}));
+  EXPECT_EQ(up.items, (std::vector<std::string>{"STRAßE", "ÉCLAIR", "MONDAY"}));
+  const Tensor parsed = flow::data::read_npy((d / "out" / "parsed.npy").string());
+  ASSERT_EQ(parsed.shape(), (flow::Shape{2, 2}));
+  EXPECT_EQ(parsed.at(0), 1.5);
+  EXPECT_EQ(parsed.at(2), 1000);
+  EXPECT_TRUE(std::isnan(parsed.at(3)));
+  ASSERT_EQ(tool("run " + model + " --input " + (d / "w.npy").string() + " --input " + (d / "n.npy").string(), &out), 0)
+      << out;
+  EXPECT_NE(out.find("output 0 (last batch): (3,) strings \"STRAßE\", \"ÉCLAIR\", \"MONDAY\""), std::string::npos) << out;
+  // A numeric .npy where strings are expected: named.
+  flow::data::write_npy((d / "f.npy").string(), iota({3}, 1));
+  EXPECT_NE(tool("run " + model + " --input " + (d / "f.npy").string() + " --input " + (d / "n.npy").string(), &out), 0);
+  EXPECT_NE(out.find("element type '<f4' is not strings (<U or |S)"), std::string::npos) << out;
   fs::remove_all(d);
 }

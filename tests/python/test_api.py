@@ -464,6 +464,31 @@ def test_sixteen_bit_floats_and_wide_unsigned_integers_cross_the_boundary():
             return x + x
 
 
+def test_onnx_strings_pack_and_unpack():
+    # String tensors: str (UTF-8) or bytes in, str out, any shape; ONNX's
+    # own StringNormalizer model (Debian's libonnx-testdata) run on them.
+    words = np.array([["Monday", "éclair"], ["", "x"]])
+    packed = flow.onnx.pack_strings(words)
+    assert packed.dtype == np.uint8 and packed.ndim == 1
+    back = flow.onnx.unpack_strings(packed)
+    assert back.shape == (2, 2) and back.dtype.kind == "U"
+    np.testing.assert_array_equal(back, words)
+    assert flow.onnx.unpack_strings(flow.onnx.pack_strings([b"ab", b"\xff"])).tolist() == [b"ab", b"\xff"]
+    assert flow.onnx.unpack_strings(flow.onnx.pack_strings(np.zeros((0, 2), dtype="<U1"))).shape == (0, 2)
+    with pytest.raises(flow.Error, match=r"\[pack_strings\] strings: an array of str or bytes, got dtype float32"):
+        flow.onnx.pack_strings(np.zeros(2, np.float32))
+    with pytest.raises(flow.Error, match=r"\[pack_strings\] element 1 is int, not str or bytes"):
+        flow.onnx.pack_strings(np.array(["a", 3], dtype=object))
+    with pytest.raises(flow.Error, match=r"\[unpack_strings\] packed: not a packed string tensor"):
+        flow.onnx.unpack_strings(np.zeros(30, np.uint8))
+    model = "/usr/share/libonnx-testdata/data/node/test_strnormalizer_export_monday_insensintive_upper_twodim/model.onnx"
+    if not _jobflow.has_onnx or not os.path.exists(model):
+        pytest.skip("needs ONNX support and libonnx-testdata")
+    job = flow.onnx.load(model)
+    out = flow.onnx.unpack_strings(job(flow.onnx.pack_strings([["Monday", "straße", "MONDAY", "éclair"]])))
+    assert out.tolist() == [["STRAßE", "ÉCLAIR"]]
+
+
 def test_onnx_sequences_pack_and_unpack():
     # An ONNX model with a sequence input and output (ONNX's own test
     # model, from Debian's libonnx-testdata): fed and read through

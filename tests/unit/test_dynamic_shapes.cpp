@@ -559,7 +559,8 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
   // activations are 0 and never made; reorder exists only in plans (the
   // layout pass makes it); onnx_node only the ONNX importer makes
   // (tests/onnx/test_onnx_control.cpp); the sequence ops have their own
-  // tests (tests/unit/test_sequences.cpp); every other kind is here.
+  // tests (tests/unit/test_sequences.cpp), the string ops theirs
+  // (tests/onnx/test_onnx_strings.cpp); every other kind is here.
   const std::set<flow::OpKind> elsewhere = {flow::OpKind::ShapeOf,        flow::OpKind::SizeOf,
                                             flow::OpKind::ReshapeTo,      flow::OpKind::ConstantOfShape,
                                             flow::OpKind::Range,          flow::OpKind::Expand,
@@ -574,7 +575,10 @@ TEST_F(DynamicShapes, EveryOpKindInfersWithADynamicBatch) {
                                             flow::OpKind::SequenceAt,     flow::OpKind::SequenceErase,
                                             flow::OpKind::SequenceLength, flow::OpKind::ConcatFromSequence,
                                             flow::OpKind::SplitToSequence, flow::OpKind::OptionalHasElement,
-                                            flow::OpKind::OptionalGetElement};
+                                            flow::OpKind::OptionalGetElement,
+                                            // tests/onnx/test_onnx_strings.cpp
+                                            flow::OpKind::StringNormalizer, flow::OpKind::StringFormat,
+                                            flow::OpKind::StringParse,    flow::OpKind::StringLookup};
   for (size_t k = 0; k < flow::kOpKindCount; ++k) {
     const auto kind = static_cast<flow::OpKind>(k);
     if (!elsewhere.count(kind)) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobflow/strings.h"
 #include "jobflow/tensor.h"
 
 namespace jobflow::data {
@@ -45,6 +46,12 @@ Tensor read_npy(const std::string& path);
 // Writes `t` as a version 1.0 .npy file (C order, little-endian), atomically
 // (a temporary file renamed into place). "[write_npy] <path>: ..." on errors.
 void write_npy(const std::string& path, const Tensor& t);
+// String arrays in .npy files (NumPy's <Un, UTF-32, and |Sn, bytes; NULs at
+// the end of an element are padding, as NumPy reads them): the strings as
+// UTF-8 and their shape. write_npy_strings writes <Un when every string is
+// UTF-8, else |Sn.
+UnpackedStrings read_npy_strings(const std::string& path);
+void write_npy_strings(const std::string& path, const UnpackedStrings& strings);
 
 // A split of a dataset into batches, in file order.
 struct Dataset {

@@ -17,4 +17,5 @@
 #include "jobflow/runtime.h"
 #include "jobflow/sequence.h"
 #include "jobflow/session.h"
+#include "jobflow/strings.h"
 #include "jobflow/tensor.h"

@@ -615,6 +615,41 @@ Blob has_element(Blob s, const std::string& name = "");  // bool scalar: an opti
 Blob get_element(Blob s, bool of_tensor, DType elem, int rank, const std::string& name = "");
 }  // namespace seq
 
+// ---- String tensors (ops/strings.cpp) ----
+// A string tensor is one packed uint8 tensor of rank 1 (jobflow/strings.h:
+// pack_strings / unpack_strings); these ops read and make it on the host,
+// and are sized when the job runs. No gradients.
+namespace str {
+enum class CaseChange { None, Lower, Upper };
+struct NormalizeOptions {
+  CaseChange case_change = CaseChange::None;
+  bool case_sensitive = false;  // how stopwords match
+  std::vector<std::string> stopwords;
+  // ONNX's locale attribute. Case mapping is Unicode's default one, the
+  // same for every locale; languages with their own rules (tr, az, lt) are
+  // refused rather than mapped the default way.
+  std::string locale = "en_US";
+};
+// ONNX StringNormalizer: x (C,) or (1, C) strings without the stopwords,
+// then case-changed; (1,) or (1, 1) holding "" when nothing is left.
+Blob normalize(Blob x, const NormalizeOptions& options, const std::string& name = "");
+// Numbers (any dtype but float16/bfloat16, which are cast to float32 first
+// by the importer) as strings, as NumPy's str() writes them: shortest
+// round-trip digits, positional for 1e-4 <= |v| < 1e16, else scientific
+// ("1e-05", "1.5e+16"); "nan", "inf", "-inf"; bools "True"/"False". The
+// result has x's shape; `rank` is x's.
+Blob format(Blob x, const std::string& name = "");
+// Strings parsed as `dtype` (a `rank`-dim tensor of x's shape): decimal or
+// scientific numbers, "INF"/"+INF"/"-INF"/"NaN" in any case (floats);
+// integers take a fractional number truncated toward zero and refuse one
+// out of range; bools: "true"/"false" in any case or a number (nonzero is
+// true). A string that is none of these is an error naming its element.
+Blob parse(Blob x, DType dtype, int rank, const std::string& name = "");
+// Each string's position in `vocabulary` (int64, x's shape), -1 when absent
+// (TfIdfVectorizer's pool_strings).
+Blob lookup(Blob x, const std::vector<std::string>& vocabulary, int rank, const std::string& name = "");
+}  // namespace str
+
 // ---- Text features (ops/text.cpp) ----
 namespace text {
 enum class NgramMode { TF, IDF, TFIDF };

@@ -85,6 +85,9 @@ enum class OpKind : uint16_t {
   OptionalHasElement, OptionalGetElement,
   // ops/text.cpp: n-gram counts of token ids
   TfIdfVectorizer,
+  // ops/strings.cpp: string tensors, each one packed uint8 tensor
+  // (jobflow/strings.h)
+  StringNormalizer, StringFormat, StringParse, StringLookup,
   // ops/random.cpp: random draws
   RandomUniform, RandomNormal,
   // ops/control.cpp: control flow run at call time (ONNX If, Loop, Scan)

@@ -405,6 +405,7 @@ class Build {
       Value v;
       v.konst = t;
       v.variable = is_floating(t.dtype());
+      v.type = const_type(t);  // a string tensor is packed
       I.values[n] = v;
     }
     auto spec_of = [&](const std::string& name) {

@@ -43,6 +43,7 @@
 #include "jobflow/onnx.h"
 #include "jobflow/primitive.h"
 #include "jobflow/session.h"
+#include "jobflow/strings.h"
 #include "onnx_util.h"
 
 namespace jobflow::onnx {
@@ -302,7 +303,8 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
       size_t next = pos;
       while (next < given.size() && given[next]) ++next;
       auto st = next < given.size() ? info.types.find(sig.input_names[next]) : info.types.end();
-      if (st != info.types.end()) {
+      // (A string tensor is a TensorProto, read packed below.)
+      if (st != info.types.end() && !st->second.is_strings()) {
         SeqData d;
         if (!read_proto_seq(p, st->second, &d, &err)) {
           *why = set.filename().string() + ": " + err;
@@ -375,6 +377,28 @@ Outcome run_case(const fs::path& dir, std::string* why, std::vector<std::string>
       Tensor want;
       std::string name, err;
       auto st = i < info.outputs.size() ? info.types.find(info.outputs[i]) : info.types.end();
+      if (st != info.types.end() && st->second.is_strings()) {  // strings: shape and every string exactly
+        std::string what;
+        if (!read_proto_tensor(outs[i], &want, &name, &err)) {
+          *why = set.filename().string() + ": " + err;
+          return Outcome::Fail;
+        }
+        try {
+          const UnpackedStrings g = unpack_strings(got[i], "output " + std::to_string(i));
+          const UnpackedStrings w = unpack_strings(want, outs[i].string());
+          if (g.shape != w.shape) what = "shape " + shape_str(g.shape) + ", expected " + shape_str(w.shape);
+          for (size_t k = 0; what.empty() && k < w.items.size(); ++k)
+            if (g.items[k] != w.items[k])
+              what = "string " + std::to_string(k) + " is \"" + g.items[k] + "\", expected \"" + w.items[k] + "\"";
+        } catch (const std::exception& e) {
+          what = e.what();
+        }
+        if (!what.empty()) {
+          *why = set.filename().string() + " output " + std::to_string(i) + " '" + info.outputs[i] + "': " + what;
+          return Outcome::Fail;
+        }
+        continue;
+      }
       if (st != info.types.end()) {  // a sequence or optional: item by item
         SeqData d;
         if (!read_proto_seq(outs[i], st->second, &d, &err)) {

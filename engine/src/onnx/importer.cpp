@@ -9,6 +9,7 @@
 
 #include "jobflow/job.h"
 #include "jobflow/session.h"
+#include "jobflow/strings.h"
 #include "onnx_util.h"
 
 namespace jobflow::onnx {
@@ -105,6 +106,7 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
     case TensorProto::FLOAT: case TensorProto::DOUBLE: case TensorProto::INT32: case TensorProto::INT64:
     case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::INT16: case TensorProto::UINT16:
     case TensorProto::UINT32: case TensorProto::UINT64: case TensorProto::FLOAT16: case TensorProto::BFLOAT16:
+    case TensorProto::STRING:  // packed (jobflow/strings.h): const_type() tells it apart
       break;
     default: {
       std::string dt = TensorProto::DataType_IsValid(p.data_type())
@@ -129,6 +131,7 @@ std::string SeqType::str() const {
     case Kind::Sequence: return "sequence(" + items + ")";
     case Kind::OptionalTensor: return "optional(tensor(" + items + "))";
     case Kind::OptionalSequence: return "optional(sequence(" + items + "))";
+    case Kind::Strings: return "tensor(string" + (rank >= 0 ? ", rank " + std::to_string(rank) : std::string()) + ")";
   }
   return "?";
 }
@@ -151,6 +154,12 @@ void tensor_items(const ::onnx::TypeProto& t, SeqType& r, const std::string& wha
 
 SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const std::string& form) {
   SeqType r;
+  if (t.has_tensor_type() && t.tensor_type().elem_type() == TensorProto::STRING) {
+    r.kind = SeqType::Kind::Strings;
+    r.elem = DType::UInt8;
+    r.rank = t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
+    return r;
+  }
   if (t.has_tensor_type() || t.value_case() == ::onnx::TypeProto::VALUE_NOT_SET) return r;
   if (t.has_sequence_type()) {
     r.kind = SeqType::Kind::Sequence;
@@ -169,6 +178,15 @@ SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const s
     return r;
   }
   throw Unsupported("[onnx.load] " + what + ": a map or sparse tensor is not supported", {{form, {what}}});
+}
+
+SeqType const_type(const Tensor& t) {
+  SeqType r;
+  if (!is_packed_strings(t)) return r;
+  r.kind = SeqType::Kind::Strings;
+  r.elem = DType::UInt8;
+  r.rank = static_cast<int>(unpack_strings(t, "constant").shape.size());
+  return r;
 }
 
 int Importer::declared_rank(const std::string& name) const {
@@ -357,6 +375,7 @@ void Importer::out_const(int i, Tensor t) {
   if (i >= node->output_size() || node->output(i).empty()) return;
   Value v;
   v.konst = std::move(t);
+  v.type = const_type(v.konst);
   values[node->output(i)] = v;
 }
 
@@ -408,8 +427,12 @@ bool try_fold(Importer& I, const ImportRow& e) {
     for (const Node& n : scratch.nodes) {
       std::vector<Tensor> ins, outs;
       for (int b : n.inputs) ins.push_back(vals[b]);
-      for (int b : n.outputs) outs.emplace_back(scratch.blobs[b].spec.shape, scratch.blobs[b].spec.dtype);
-      n.op->eval_cpu(ins, outs, ctx);
+      if (n.op->sizes_outputs()) {  // its data gives its outputs' sizes
+        outs = n.op->eval_sized(ins, ctx);
+      } else {
+        for (int b : n.outputs) outs.emplace_back(scratch.blobs[b].spec.shape, scratch.blobs[b].spec.dtype);
+        n.op->eval_cpu(ins, outs, ctx);
+      }
       for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = outs[k];
     }
     for (int i = 0; i < I.node->output_size(); ++i) {
@@ -417,6 +440,7 @@ bool try_fold(Importer& I, const ImportRow& e) {
       if (it == I.values.end() || !it->second.blob.defined() || it->second.blob.graph() != &scratch) continue;
       Value v;
       v.konst = vals[it->second.blob.id()];
+      v.type = it->second.type;  // a packed value stays one
       it->second = v;
     }
   } catch (...) {
@@ -504,7 +528,10 @@ void Importer::run_node(const NodeProto& n, int index) {
     if (!has(i)) continue;
     const SeqType& t = type_of(i);
     if (t.is_tensor()) continue;
-    if (!row->sequences)
+    if (t.is_strings() && !row->strings)
+      err("input '" + iname(i) + "' is a " + t.str() + "; Jobflow's " + n.op_type() +
+          " does not take strings (those that do: StringNormalizer, Cast, CastLike, TfIdfVectorizer, Identity)");
+    if (!t.is_strings() && !row->sequences)
       err("input '" + iname(i) + "' is a " + t.str() + "; " + n.op_type() + " takes tensors");
     if (!passed) passed = t;
   }

@@ -57,24 +57,32 @@ Tensor scalar_like(double v, DType dt);
 Tensor read_tensor(const ::onnx::TensorProto& p, const std::string& base_dir, uint64_t max_bytes,
                    const std::string& what, const std::string& node_for_unsupported);
 
-// ONNX's non-tensor types as the importer tracks them: a sequence of
-// tensors or an optional value, each carried as one packed uint8 blob
-// (jobflow/sequence.h); the items' dtype and rank (-1: not known at load).
+// ONNX's types the engine carries packed, as the importer tracks them: a
+// sequence of tensors or an optional value (jobflow/sequence.h), each one
+// packed uint8 blob with the items' dtype and rank (-1: not known at load);
+// a string tensor (jobflow/strings.h), packed too, with its rank.
 struct SeqType {
-  enum class Kind : uint8_t { Tensor, Sequence, OptionalTensor, OptionalSequence };
+  enum class Kind : uint8_t { Tensor, Sequence, OptionalTensor, OptionalSequence, Strings };
   Kind kind = Kind::Tensor;
   DType elem = DType::Float32;
   int rank = -1;       // -1: not known, or items of several ranks
   bool fresh = false;  // known to hold no items yet (SequenceEmpty): the first insert sets the rank
   bool is_tensor() const { return kind == Kind::Tensor; }
+  bool is_strings() const { return kind == Kind::Strings; }
   bool optional() const { return kind == Kind::OptionalTensor || kind == Kind::OptionalSequence; }
-  std::string str() const;  // "sequence(float32, rank 1)", "optional(sequence(int64))", "tensor"
+  // "sequence(float32, rank 1)", "optional(sequence(int64))", "tensor",
+  // "tensor(string, rank 2)"
+  std::string str() const;
 };
-// The SeqType of a declared type: tensors, sequences of tensors, optional
-// tensors and optional sequences of tensors; other types (maps, sequences
+// The SeqType of a declared type: tensors, string tensors, sequences of
+// tensors, optional tensors and optional sequences of tensors; other types (maps, sequences
 // of sequences, sparse tensors) throw onnx_import::Unsupported naming `what`
 // ("non-tensor input" for a graph input).
 SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const std::string& form);
+
+// The type of a constant: Strings for a packed string tensor (what
+// read_tensor makes of a TensorProto of strings), else Tensor.
+SeqType const_type(const Tensor& t);
 
 // A named value of the model.
 struct Value {
@@ -190,6 +198,10 @@ std::vector<TensorSpec> input_spec(Importer& I);
 std::vector<TensorSpec> input_rank(Importer& I);
 
 // ---- shared by the rows ----
+// Cast and CastLike where strings are involved (ops/strings_onnx.cpp): input
+// 0 a string tensor (parsed as `to`), or `to` empty (input 0 formatted as
+// strings). Its output 0 is set.
+void import_string_cast(Importer& I, std::optional<DType> to);
 Blob scalar_blob(double v, DType dt);  // a constant scalar of `dt`
 Blob abs_of(Blob x);                   // |x| from engine ops (relu(x) + relu(-x))
 // The two operands of a broadcasting binary op, checked to broadcast and to

@@ -84,7 +84,7 @@ std::string Inspection::str() const {
   std::ostringstream o;
   o << signature.str() << "\n";
   if (!packed.empty()) {
-    o << "sequences and optionals (packed, jobflow/sequence.h):";
+    o << "packed values (sequences and optionals: jobflow/sequence.h; strings: jobflow/strings.h):";
     for (auto& [n, t] : packed) o << " " << n << " = " << t << ";";
     o << "\n";
   }

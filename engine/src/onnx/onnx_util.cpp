@@ -12,6 +12,8 @@
 #include <map>
 #include <sstream>
 
+#include "jobflow/strings.h"
+
 namespace jobflow::onnx_util {
 
 namespace fs = std::filesystem;
@@ -111,6 +113,22 @@ uint64_t parse_u64(const std::string& s, const std::string& what, const char* ke
 
 Tensor tensor_from_proto(const TensorProto& p, const std::string& base_dir, uint64_t max_bytes,
                          const std::string& what) {
+  if (p.data_type() == TensorProto::STRING) {  // packed (jobflow/strings.h)
+    if (p.data_location() == TensorProto::EXTERNAL || p.has_raw_data())
+      throw Error("[onnx] " + what + ": strings must be in string_data");
+    if (p.has_segment()) throw Error("[onnx] " + what + ": segmented tensors are not supported");
+    const int64_t n = checked_numel(p.dims(), 8, max_bytes, what);
+    if (n != p.string_data_size())
+      throw Error("[onnx] " + what + ": " + std::to_string(p.string_data_size()) + " strings for dims of " +
+                  std::to_string(n) + " elements");
+    uint64_t bytes = static_cast<uint64_t>(n) * 8;
+    for (const std::string& s : p.string_data()) bytes += s.size();
+    if (bytes > max_bytes)
+      throw Error("[onnx] " + what + ": " + std::to_string(bytes) + " bytes of strings exceed the limit of " +
+                  std::to_string(max_bytes) + " bytes");
+    return pack_strings(std::vector<std::string>(p.string_data().begin(), p.string_data().end()),
+                        Shape(p.dims().begin(), p.dims().end()));
+  }
   const DType dt = from_onnx_dtype(p.data_type(), what);
   const size_t es = dtype_size(dt);
   const int64_t n = checked_numel(p.dims(), es, max_bytes, what);

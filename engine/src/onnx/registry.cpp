@@ -18,8 +18,8 @@ struct Registry {
     for (auto family : {elementwise_onnx_rows, activation_onnx_rows, linalg_onnx_rows, reduce_onnx_rows,
                         shape_onnx_rows, indexing_onnx_rows, nn_onnx_rows, conv_onnx_rows,
                         logic_onnx_rows, math_onnx_rows, resize_onnx_rows, rnn_onnx_rows,
-                        detection_onnx_rows, control_onnx_rows, sequence_onnx_rows, text_onnx_rows, random_onnx_rows, deferred_onnx_rows, quant_onnx_rows,
-                        training_onnx_rows})
+                        detection_onnx_rows, control_onnx_rows, sequence_onnx_rows, text_onnx_rows,
+                        strings_onnx_rows, random_onnx_rows, deferred_onnx_rows, quant_onnx_rows, training_onnx_rows})
       family(rows);
     // Two rows for one key would make one of them dead: refused at the
     // first use (every ONNX test loads the registry).

@@ -65,6 +65,13 @@ struct ImportRow {
     sequences = true;
     return *this;
   }
+  // The row takes string tensors (SeqType::Kind::Strings); any other row
+  // given one fails at load naming the input.
+  bool strings = false;
+  ImportRow& takes_strings() {
+    strings = true;
+    return *this;
+  }
   ImportRow& values_per_call(std::vector<int> inputs, DeferredSpecsFn specs) {
     value_inputs = std::move(inputs);
     deferred_specs = specs;
@@ -116,6 +123,7 @@ void detection_onnx_rows(OpRows& r);
 void control_onnx_rows(OpRows& r);
 void sequence_onnx_rows(OpRows& r);  // import only: sequences have no export
 void text_onnx_rows(OpRows& r);
+void strings_onnx_rows(OpRows& r);  // import only: string ops have no export
 void random_onnx_rows(OpRows& r);
 void deferred_onnx_rows(OpRows& r);  // onnx/deferred.cpp: the export of onnx_node
 void quant_onnx_rows(OpRows& r);     // import only: built from other ops

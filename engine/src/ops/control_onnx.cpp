@@ -65,6 +65,7 @@ std::vector<Value> run_branch(Importer& S, const GraphProto& g) {
   for (const auto& t : g.initializer()) {
     Value v;
     v.konst = read_tensor(t, S.base_dir_, S.opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
+    v.type = const_type(v.konst);
     S.values[t.name()] = v;
   }
   try {

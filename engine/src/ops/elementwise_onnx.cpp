@@ -53,6 +53,18 @@ void op_reciprocal(Importer& I) {
 
 void op_cast(Importer& I) {
   const int64_t to = I.attr_i("to", 0);
+  if (to == TensorProto::STRING || I.type_of(0).is_strings()) {  // ops/strings_onnx.cpp
+    std::optional<DType> dt;
+    if (to != TensorProto::STRING) {
+      try {
+        dt = ou::from_onnx_dtype(static_cast<int32_t>(to), "Cast 'to'");
+      } catch (const Error& e) {
+        I.err(e.what());
+      }
+    }
+    import_string_cast(I, dt);
+    return;
+  }
   DType dt;
   try {
     dt = ou::from_onnx_dtype(static_cast<int32_t>(to), "Cast 'to'");
@@ -70,6 +82,10 @@ void op_cast(Importer& I) {
 }
 
 void op_castlike(Importer& I) {
+  if (I.type_of(0).is_strings() || I.type_of(1).is_strings()) {  // ops/strings_onnx.cpp
+    import_string_cast(I, I.type_of(1).is_strings() ? std::nullopt : std::optional<DType>(I.spec(1).dtype));
+    return;
+  }
   const DType dt = I.spec(1).dtype;
   if (I.is_const(0) && I.value(I.iname(0)).pure_const()) {
     I.out_const(0, I.cin(0).astype(dt));
@@ -137,8 +153,8 @@ void elementwise_onnx_rows(OpRows& r) {
   r.import_op("Relu", [](Importer& I) { I.out(0, nn::relu(I.in(0))); });
   r.import_op("Sigmoid", [](Importer& I) { I.out(0, nn::sigmoid(I.in(0))); });
   r.import_op("Tanh", [](Importer& I) { I.out(0, nn::tanh(I.in(0))); });
-  r.import_op("Cast", op_cast);
-  r.import_op("CastLike", op_castlike);
+  r.import_op("Cast", op_cast).takes_strings();
+  r.import_op("CastLike", op_castlike).takes_strings();
   r.import_jobflow_op("Rsqrt", [](Importer& I) { unary(I, rsqrt); });
   r.import_jobflow_op("Square", [](Importer& I) { unary(I, square); });
   r.import_jobflow_op("EqualMask", [](Importer& I) { I.out(0, internal::equal_mask(I.in(0), I.in(1))); });

@@ -16,6 +16,7 @@
 
 #include "jobflow/ops.h"
 #include "ops_internal.h"
+#include "ops/packed.h"
 
 namespace jobflow {
 
@@ -83,21 +84,11 @@ namespace {
 // The packed form read back; `header_only`: the items' count and dtype,
 // no items copied (their shapes and sizes still checked).
 UnpackedSequence unpack(const Tensor& p, const std::string& what, bool header_only) {
-  auto bad = [&](const std::string& why) -> Error {
-    return Error(what + ": not a packed sequence (" + why + ")");
-  };
-  if (!p.defined()) throw bad("an undefined tensor");
-  if (p.dtype() != DType::UInt8 || p.ndim() != 1)
-    throw bad("a sequence is a uint8 tensor of rank 1, got " + spec_str({p.shape(), p.dtype()}));
-  const int64_t size = p.numel();
-  const auto* base = static_cast<const char*>(p.raw());
-  auto word = [&](int64_t i) {
-    if ((i + 1) * 8 > size) throw bad("it ends inside its header");
-    int64_t v;
-    std::memcpy(&v, base + i * 8, 8);
-    return v;
-  };
-  if (word(0) != kSequenceMagic) throw bad("no magic word");
+  const PackedWords w(p, what, "sequence", kSequenceMagic);
+  auto bad = [&](const std::string& why) { return w.bad(why); };
+  auto word = [&](int64_t i) { return w.word(i); };
+  const int64_t size = w.size();
+  const char* base = w.bytes();
   UnpackedSequence u;
   const int64_t e = word(1);
   if (e < 0 || e >= kDTypeCount) throw bad("dtype " + std::to_string(e));
@@ -188,39 +179,7 @@ void expect_position(const char* op, const TensorSpec& s) {
 TensorSpec packed_spec() { return {{kDynamic}, DType::UInt8}; }
 TensorSpec item_spec(DType elem, int rank) { return {Shape(static_cast<size_t>(rank), kDynamic), elem}; }
 
-// The base of the ops whose outputs their data sizes: eval_sized() makes
-// them; eval_cpu() (outputs already sized, e.g. when the compiler folds the
-// op) copies them in; infer_data() reports their specs.
-class Sized : public Primitive {
- public:
-  bool differentiable_input(int) const override { return false; }
-  bool output_shape_from_data() const override { return true; }
-  bool sizes_outputs() const override { return true; }
-  bool stores_only() const override { return true; }
-  virtual std::vector<Tensor> make(const std::vector<Tensor>& in) const = 0;
-  std::vector<Tensor> eval_sized(const std::vector<Tensor>& in, ExecContext&) const override { return make(in); }
-  std::vector<TensorSpec> infer_data(const std::vector<TensorSpec>& in, const std::vector<Tensor>& v) const override {
-    infer(in);
-    std::vector<TensorSpec> r;
-    for (const Tensor& t : make(v)) r.push_back({t.shape(), t.dtype()});
-    return r;
-  }
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
-    const std::vector<Tensor> r = make(in);
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (r[k].shape() != out[k].shape())
-        op_error(name(), "output " + std::to_string(k) + " is " + shape_str(r[k].shape()) + ", " +
-                             shape_str(out[k].shape()) + " was expected");
-      if (r[k].nbytes() > 0) std::memcpy(out[k].raw(), r[k].raw(), r[k].nbytes());
-    }
-  }
-  std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>&,
-                        const std::vector<int>& argnums) const override {
-    return std::vector<Blob>(argnums.size());
-  }
-};
-
-class SequenceConstruct final : public Sized {
+class SequenceConstruct final : public SizedByData {
  public:
   explicit SequenceConstruct(DType elem) : elem_(elem) {}
   OpKind kind() const override { return OpKind::SequenceConstruct; }
@@ -238,7 +197,7 @@ class SequenceConstruct final : public Sized {
   DType elem_;
 };
 
-class SequenceInsert final : public Sized {
+class SequenceInsert final : public SizedByData {
  public:
   OpKind kind() const override { return OpKind::SequenceInsert; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -261,7 +220,7 @@ class SequenceInsert final : public Sized {
   }
 };
 
-class SequenceAt final : public Sized {
+class SequenceAt final : public SizedByData {
  public:
   SequenceAt(DType elem, int rank) : elem_(elem), rank_(rank) {}
   OpKind kind() const override { return OpKind::SequenceAt; }
@@ -292,7 +251,7 @@ class SequenceAt final : public Sized {
   int rank_;
 };
 
-class SequenceErase final : public Sized {
+class SequenceErase final : public SizedByData {
  public:
   OpKind kind() const override { return OpKind::SequenceErase; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -315,7 +274,7 @@ class SequenceErase final : public Sized {
 
 // ConcatFromSequence: the items joined along `axis` (new_axis: stacked along
 // a new one); the items must agree on every other dim.
-class ConcatFromSequence final : public Sized {
+class ConcatFromSequence final : public SizedByData {
  public:
   ConcatFromSequence(int64_t axis, bool new_axis, DType elem, int rank)
       : axis_(axis), new_axis_(new_axis), elem_(elem), rank_(rank) {}
@@ -392,7 +351,7 @@ class ConcatFromSequence final : public Sized {
 // gives (a scalar: pieces of that size, the last one shorter; a 1-D
 // tensor: each piece's size), or without `split` into pieces of size 1,
 // which keepdims=0 squeezes.
-class SplitToSequence final : public Sized {
+class SplitToSequence final : public SizedByData {
  public:
   SplitToSequence(int64_t axis, bool keepdims) : axis_(axis), keepdims_(keepdims) {}
   OpKind kind() const override { return OpKind::SplitToSequence; }
@@ -470,7 +429,7 @@ class SplitToSequence final : public Sized {
 
 // OptionalGetElement: an optional's value, which it must have: its item
 // (an optional tensor) or the sequence (an optional sequence).
-class OptionalGetElement final : public Sized {
+class OptionalGetElement final : public SizedByData {
  public:
   OptionalGetElement(bool of_tensor, DType elem, int rank) : of_tensor_(of_tensor), elem_(elem), rank_(rank) {}
   OpKind kind() const override { return OpKind::OptionalGetElement; }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "jobflow/strings.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_util.h"
@@ -185,7 +186,11 @@ void op_constant(Importer& I) {
       t = Tensor::scalar<int64_t>(a.i());
     } else if (k == "value_ints") {
       t = Tensor::from<int64_t>({a.ints_size()}, std::vector<int64_t>(a.ints().begin(), a.ints().end()));
-    } else if (k == "sparse_value" || k == "value_string" || k == "value_strings") {
+    } else if (k == "value_string") {  // packed (jobflow/strings.h)
+      t = pack_strings({a.s()}, {});
+    } else if (k == "value_strings") {
+      t = pack_strings(std::vector<std::string>(a.strings().begin(), a.strings().end()), {a.strings_size()});
+    } else if (k == "sparse_value") {
       I.unsupported("Constant(" + k + ")");
     } else {
       continue;
@@ -331,7 +336,7 @@ void shape_onnx_rows(OpRows& r) {
   r.import_op("Unsqueeze", op_unsqueeze, true).values_per_call({1}, unsqueeze_specs);
   r.import_op("Transpose", op_transpose, true);
   r.import_op("Concat", op_concat, true);
-  r.import_op("Identity", op_identity, true).takes_sequences();
+  r.import_op("Identity", op_identity, true).takes_sequences().takes_strings();
   r.import_op("Constant", op_constant);
   r.import_op("ConstantOfShape", op_constant_of_shape);
   r.import_op("Shape", op_shape);

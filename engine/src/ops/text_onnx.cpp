@@ -1,7 +1,12 @@
 // ONNX rows of tfidf_vectorizer (ops/text.cpp) (registry.h): TfIdfVectorizer
-// over int32/int64 token ids (pool_int64s). The string form (pool_strings)
-// needs string tensors, which the engine does not have: refused at load as
-// "TfIdfVectorizer(pool_strings)".
+// over int32/int64 token ids (pool_int64s), or over string tokens
+// (pool_strings): each token is looked up (str::lookup, ops/strings.cpp) in
+// the pool's distinct strings, the pool written as those positions, and the
+// ids counted the same way (a token outside the pool gets -1, which no pooled
+// n-gram holds). Export writes the id form only: a job made from the string
+// form holds string_lookup, which has no export.
+#include <map>
+
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
 
@@ -9,8 +14,22 @@ namespace jobflow::onnx {
 namespace {
 
 void op_tfidf_vectorizer(Importer& I) {
-  if (I.has_attr("pool_strings")) I.unsupported("TfIdfVectorizer(pool_strings)");
   text::NgramOptions o;
+  std::vector<std::string> vocabulary;  // pool_strings' distinct strings, in order
+  if (const auto* ps = I.attr("pool_strings", AttributeProto::STRINGS)) {
+    if (I.has_attr("pool_int64s")) I.err("has both pool_strings and pool_int64s");
+    if (!I.type_of(0).is_strings()) I.err("pool_strings needs string tokens, got " + spec_str(I.spec(0)));
+    std::map<std::string, int64_t> at;
+    for (const std::string& s : ps->strings()) {
+      auto it = at.emplace(s, static_cast<int64_t>(vocabulary.size())).first;
+      if (it->second == static_cast<int64_t>(vocabulary.size())) vocabulary.push_back(s);
+      o.pool.push_back(it->second);
+    }
+  } else if (I.type_of(0).is_strings()) {
+    I.err("string tokens need pool_strings, the model gives pool_int64s");
+  } else {
+    o.pool = I.attr_ints("pool_int64s", {});
+  }
   o.min_gram_length = I.attr_i("min_gram_length", 1);
   o.max_gram_length = I.attr_i("max_gram_length", 1);
   o.max_skip_count = I.attr_i("max_skip_count", 0);
@@ -21,10 +40,13 @@ void op_tfidf_vectorizer(Importer& I) {
   else I.err("mode is \"" + mode + "\" (TF, IDF or TFIDF)");
   o.ngram_counts = I.attr_ints("ngram_counts", {});
   o.ngram_indexes = I.attr_ints("ngram_indexes", {});
-  o.pool = I.attr_ints("pool_int64s", {});
   if (const auto* w = I.attr("weights", AttributeProto::FLOATS)) o.weights.assign(w->floats().begin(), w->floats().end());
+  const int rank = I.type_of(0).rank;
+  if (I.type_of(0).is_strings() && rank != 1 && rank != 2)
+    I.err("string tokens must be (C,) or (N, C), got rank " + std::to_string(rank));
   Blob x = I.in(0), y;
   try {
+    if (I.type_of(0).is_strings()) x = str::lookup(x, vocabulary, rank);
     y = text::tfidf_vectorizer(x, o);
   } catch (const Error& e) {
     I.err(e.what());
@@ -50,7 +72,7 @@ void export_tfidf_vectorizer(Exporter& E) {
 }  // namespace
 
 void text_onnx_rows(OpRows& r) {
-  r.import_op("TfIdfVectorizer", op_tfidf_vectorizer);
+  r.import_op("TfIdfVectorizer", op_tfidf_vectorizer).takes_strings();
   r.export_op(OpKind::TfIdfVectorizer, export_tfidf_vectorizer);
 }
 

@@ -1,6 +1,6 @@
-// ONNX rows of the optimizer updates of the ai.onnx.preview.training
-// domain (Adagrad, Momentum, Adam), built from elementwise ops
-// (registry.h). Each node updates one or more tensors X with their gradients
+// ONNX rows of the ai.onnx.preview.training domain (registry.h): Gradient,
+// built by the engine's autodiff (gradients(), ops.h), and the optimizer
+// updates (Adagrad, Momentum, Adam), built from elementwise ops. Each node updates one or more tensors X with their gradients
 // G and state, given the learning rate R and the step T (scalars computed in
 // the graph): inputs R, T, X1..Xn, G1..Gn, state1..staten (, state2 ...);
 // outputs the new X1..Xn, then the new states, as ONNX defines them.
@@ -104,9 +104,46 @@ void op_adam(Importer& I) {
   }
 }
 
+// Gradient (xs, y, zs): the gradients of the value named y with respect to
+// the values named in xs (the node's inputs are xs then zs), with y's
+// cotangent ones (the gradient of y's sum, as ONNX's reference computes
+// it); zs are inputs y depends on that are held constant. A gradient that
+// does not reach y is zeros.
+void op_gradient(Importer& I) {
+  const auto* xs = I.attr("xs", AttributeProto::STRINGS);
+  if (!xs || xs->strings_size() == 0) I.err("needs the attribute xs (the values to differentiate by)");
+  const std::string y_name = I.attr_s("y", "");
+  if (y_name.empty()) I.err("needs the attribute y (the value to differentiate)");
+  const auto* zs = I.attr("zs", AttributeProto::STRINGS);
+  const int nz = zs ? zs->strings_size() : 0;
+  if (I.nin() != xs->strings_size() + nz)
+    I.err("has " + std::to_string(I.nin()) + " inputs; xs and zs name " + std::to_string(xs->strings_size() + nz));
+  for (int i = 0; i < xs->strings_size(); ++i)
+    if (I.iname(i) != xs->strings(i))
+      I.err("input " + std::to_string(i) + " is '" + I.iname(i) + "', xs names '" + xs->strings(i) + "' there");
+  if (I.node->output_size() != xs->strings_size())
+    I.err("has " + std::to_string(I.node->output_size()) + " outputs for " + std::to_string(xs->strings_size()) +
+          " values in xs");
+  std::vector<Blob> x;
+  for (int i = 0; i < xs->strings_size(); ++i) {
+    x.push_back(I.in(i));
+    if (!is_floating(x.back().dtype())) I.err("xs value '" + I.iname(i) + "' is " + spec_str(x.back().spec()) + ", not a float");
+  }
+  const Blob y = I.blob_of(y_name);
+  if (!is_floating(y.dtype())) I.err("y value '" + y_name + "' is " + spec_str(y.spec()) + ", not a float");
+  std::vector<Blob> g;
+  try {
+    g = gradients(y, x);
+  } catch (const Error& e) {
+    I.err(e.what());
+  }
+  for (size_t i = 0; i < g.size(); ++i) I.out(static_cast<int>(i), g[i]);
+}
+
 }  // namespace
 
 void training_onnx_rows(OpRows& r) {
+  r.import_domain_op(kTrainingDomain, "Gradient", op_gradient);
   r.import_domain_op(kTrainingDomain, "Adagrad", op_adagrad);
   r.import_domain_op(kTrainingDomain, "Momentum", op_momentum);
   r.import_domain_op(kTrainingDomain, "Adam", op_adam);
