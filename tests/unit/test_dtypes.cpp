@@ -154,6 +154,26 @@ TEST_F(Dtypes, WideUnsignedValuesStayExact) {
                 {65535, 3}, 0);
 }
 
+// add_scalar / mul_scalar on integers (what imported Gemm alpha, Mean and
+// C++ callers make): a whole-number scalar adds and multiplies in integers,
+// exact above 2^53 and wrapping like integer arithmetic; a fraction still
+// goes through double and truncates.
+TEST_F(Dtypes, IntegerScalarArithmeticIsExact) {
+  const int64_t big = (int64_t{1} << 60) + 1;
+  const Tensor a = of<int64_t>({3}, {big, -big, 5});
+  const Tensor p = run1(a, [](Blob v) { return flow::add_scalar(v, 2); });
+  ASSERT_EQ(p.dtype(), DType::Int64);
+  EXPECT_EQ(p.to_vector<int64_t>(), (std::vector<int64_t>{big + 2, -big + 2, 7}));
+  const Tensor m = run1(a, [](Blob v) { return flow::mul_scalar(v, -3); });
+  EXPECT_EQ(m.to_vector<int64_t>(), (std::vector<int64_t>{-3 * big, 3 * big, -15}));
+  const Tensor u = run1(of<uint64_t>({1}, {~uint64_t{0} - 1}), [](Blob v) { return flow::add_scalar(v, 1); });
+  EXPECT_EQ(u.data<uint64_t>()[0], ~uint64_t{0});
+  const Tensor w = run1(of<uint8_t>({2}, {250, 3}), [](Blob v) { return flow::add_scalar(v, 10); });
+  EXPECT_EQ(w.to_vector<uint8_t>(), (std::vector<uint8_t>{4, 13}));  // 260 wraps to 4
+  const Tensor h = run1(of<int32_t>({2}, {7, -7}), [](Blob v) { return flow::mul_scalar(v, 0.5); });
+  EXPECT_EQ(h.to_vector<int32_t>(), (std::vector<int32_t>{3, -3}));
+}
+
 TEST_F(Dtypes, TwoByteDataMovementProductsSumsAndUnsignedCasts) {
   // Data movement moves 2-byte elements as 2 bytes (a transpose of int16
   // once copied 8-byte elements over 2-byte buffers).

@@ -224,6 +224,9 @@ class Unary final : public Primitive {
           if constexpr (std::is_floating_point_v<T>) {
             const T s = static_cast<T>(s_);
             unary_kernel<T>(x, y, [s](T v) { return v + s; });
+          } else if (integral_scalar()) {  // exact, wrapping as integer arithmetic does
+            const auto s = static_cast<uint64_t>(static_cast<int64_t>(s_));
+            unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<uint64_t>(v) + s); });
           } else {
             const double s = s_;
             unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<double>(v) + s); });
@@ -233,6 +236,9 @@ class Unary final : public Primitive {
           if constexpr (std::is_floating_point_v<T>) {
             const T s = static_cast<T>(s_);
             unary_kernel<T>(x, y, [s](T v) { return v * s; });
+          } else if (integral_scalar()) {
+            const auto s = static_cast<uint64_t>(static_cast<int64_t>(s_));
+            unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<uint64_t>(v) * s); });
           } else {
             const double s = s_;
             unary_kernel<T>(x, y, [s](T v) { return static_cast<T>(static_cast<double>(v) * s); });
@@ -278,6 +284,10 @@ class Unary final : public Primitive {
  private:
   UnOp op_;
   double s_;
+  // The scalar is a whole number an int64 holds: integer tensors then add
+  // or multiply in integers (exact above 2^53, where a double would round
+  // the tensor's values), wrapping as integer arithmetic does.
+  bool integral_scalar() const { return std::trunc(s_) == s_ && s_ >= -0x1p63 && s_ < 0x1p63; }
 };
 
 // ---------------------------------------------------------------------------
