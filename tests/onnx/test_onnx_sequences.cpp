@@ -186,6 +186,48 @@ TEST_F(OnnxOps, SequenceItemRanksComeFromDeclarations) {
   }
 }
 
+// SequenceMap over two sequences adds item by item; sequences of other
+// lengths fail at the call, whichever is the longer (ONNX asks for equal
+// lengths), instead of extra items being dropped.
+TEST_F(OnnxOps, SequenceMapNeedsEqualLengths) {
+  Model md(17);
+  seq_input(md, "s", ::onnx::TensorProto::FLOAT, 1);
+  seq_input(md, "t", ::onnx::TensorProto::FLOAT, 1);
+  auto* n = md.node("SequenceMap", {"s", "t"}, {"sum"});
+  md.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_sequence_type();
+  ::onnx::GraphProto body;
+  body.set_name("add");
+  for (const char* name : {"x", "y"}) {
+    auto* in = body.add_input();
+    in->set_name(name);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("len");
+  }
+  auto* add = body.add_node();
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("y");
+  add->add_output("z");
+  auto* z = body.add_output();
+  z->set_name("z");
+  z->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+  auto* a = n->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+  std::string bytes;
+  ASSERT_TRUE(md.m.SerializeToString(&bytes));
+  auto job = fl::onnx::load_bytes(bytes, {}, "model");
+  const Tensor two = fl::pack_sequence({f32({2}, 1.f), f32({2}, 5.f)}, fl::DType::Float32);
+  const Tensor three = fl::pack_sequence({f32({2}), f32({2}), f32({2})}, fl::DType::Float32);
+  const auto u = fl::unpack_sequence(job->run({two, two})[0], "sum");
+  ASSERT_EQ(u.items.size(), 2u);
+  EXPECT_EQ(values(u.items[1]), (std::vector<float>{10, 12}));
+  for (auto [s, t] : {std::pair{two, three}, std::pair{three, two}})
+    EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({s, t}); }),
+                    "position 2 is out of range [-2, 1] for a sequence of 2 tensors");
+}
+
 // An optional carried through a Loop stays an optional: with no
 // iteration, the none that entered comes out.
 TEST_F(OnnxOps, LoopCarriesAnOptional) {

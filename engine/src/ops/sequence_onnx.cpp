@@ -157,7 +157,17 @@ void op_sequence_map(Importer& I) {
     return n;
   };
   std::vector<NodeProto> nodes;
-  nodes.push_back(make("SequenceLength", {node.input(0)}, {p + "count"}));
+  // The trip count is the longest sequence's length: a shorter one then
+  // fails at its SequenceAt (naming the range and the length) instead of
+  // a longer one's extra items being dropped without a word.
+  std::vector<std::string> lengths;
+  for (int i = 0; i < node.input_size(); ++i)
+    if (I.has(i) && I.type_of(i).kind == Kind::Sequence) {
+      lengths.push_back(p + "count" + std::to_string(i));
+      nodes.push_back(make("SequenceLength", {node.input(i)}, {lengths.back()}));
+    }
+  if (lengths.size() == 1) nodes.push_back(make("Identity", {lengths[0]}, {p + "count"}));
+  else nodes.push_back(make("Max", lengths, {p + "count"}));
   std::vector<std::string> loop_in{p + "count", ""};
   for (int k = 0; k < body->output_size(); ++k) {
     const auto& o = body->output(k);
