@@ -99,4 +99,15 @@ inline void check_rank(const char* op, const Shape& s) {
 // Normalizes a possibly negative axis; throws naming the op (layout.h).
 using layout::norm_axis;
 
+// SplitMix64's output function: a bijective 64-bit mixer. Hashing a counter
+// with it is a counter-based generator, so element i's random bits depend
+// only on (key, i): reproducible and free to compute in parallel (dropout's
+// masks, ops/nn.cpp; the random draws, ops/random.cpp).
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;  // 2^64 / phi: SplitMix64's step
+
 }  // namespace jobflow::kern

@@ -280,15 +280,8 @@ std::vector<Blob> SparseXent::vjp(const std::vector<Blob>& in, const std::vector
 // ---------------------------------------------------------------------------
 // dropout
 
-// SplitMix64's output function: a bijective 64-bit mixer. Hashing a counter
-// with it is a counter-based generator, so element i's random bits depend
-// only on (key, i): reproducible and free to compute in parallel.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+using kern::kGolden;
+using kern::mix64;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xCBF29CE484222325ULL;

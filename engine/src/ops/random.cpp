@@ -18,12 +18,8 @@
 namespace jobflow {
 namespace {
 
-inline uint64_t mix(uint64_t z) {  // SplitMix64's finalizer
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+using kern::kGolden;
+using kern::mix64;
 // A double in [0, 1) from 53 bits of r.
 inline double unit(uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }
 
@@ -50,7 +46,7 @@ class RandomDraw final : public Primitive {
     return {{in.empty() ? shape_ : in[0].shape, dt_}};
   }
   void eval_cpu(const std::vector<Tensor>&, const std::vector<Tensor>& out, ExecContext& ctx) const override {
-    const uint64_t key = mix(mix(mix(ctx.seed + kGolden) ^ salt_) + static_cast<uint64_t>(ctx.step) * kGolden);
+    const uint64_t key = mix64(mix64(mix64(ctx.seed + kGolden) ^ salt_) + static_cast<uint64_t>(ctx.step) * kGolden);
     const int64_t n = out[0].numel();
     const double a = a_, b = b_;
     const bool normal = normal_;
@@ -59,12 +55,12 @@ class RandomDraw final : public Primitive {
       T* y = out[0].data<T>();
 #pragma omp parallel for if (n > kern::kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
-        const uint64_t r = mix(key + static_cast<uint64_t>(2 * i + 1) * kGolden);
+        const uint64_t r = mix64(key + static_cast<uint64_t>(2 * i + 1) * kGolden);
         if (!normal) {
           T v = static_cast<T>(a + (b - a) * unit(r));
           y[i] = v < static_cast<T>(b) || !(b > a) ? v : static_cast<T>(a);  // [low, high) after rounding to T
         } else {
-          const uint64_t r2 = mix(key + static_cast<uint64_t>(2 * i + 2) * kGolden);
+          const uint64_t r2 = mix64(key + static_cast<uint64_t>(2 * i + 2) * kGolden);
           const double u1 = 1.0 - unit(r);  // (0, 1]: the log stays finite
           y[i] = static_cast<T>(a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * unit(r2)));
         }
@@ -91,11 +87,11 @@ uint64_t salt_of(const std::string& name, double seed) {
   if (seed != 0) {
     uint64_t bits;
     std::memcpy(&bits, &seed, sizeof bits);
-    return mix(bits + kGolden);
+    return mix64(bits + kGolden);
   }
   uint64_t h = 0xCBF29CE484222325ULL;
   for (unsigned char c : name) h = (h ^ c) * 0x100000001B3ULL;
-  return mix(h);
+  return mix64(h);
 }
 
 Blob draw(bool normal, Blob like, const Shape& shape, double a, double b, DType dt, double seed,
