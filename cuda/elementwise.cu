@@ -57,11 +57,17 @@ __device__ inline T un_apply(Un op, T v, double s) {
     case Un::Relu:
       if constexpr (std::is_unsigned_v<T>) return v;
       else return v < T(0) ? T(0) : v;  // keeps NaN
+    // Integers with a whole-number scalar: 64-bit unsigned arithmetic, exact
+    // and wrapping, as the CPU kernel (ops/elementwise.cpp) computes them.
     case Un::AddScalar:
       if constexpr (std::is_floating_point_v<T>) return v + static_cast<T>(s);
+      else if (trunc(s) == s && s >= -0x1p63 && s < 0x1p63)
+        return static_cast<T>(static_cast<uint64_t>(v) + static_cast<uint64_t>(static_cast<int64_t>(s)));
       else return static_cast<T>(static_cast<double>(v) + s);
     case Un::MulScalar:
       if constexpr (std::is_floating_point_v<T>) return v * static_cast<T>(s);
+      else if (trunc(s) == s && s >= -0x1p63 && s < 0x1p63)
+        return static_cast<T>(static_cast<uint64_t>(v) * static_cast<uint64_t>(static_cast<int64_t>(s)));
       else return static_cast<T>(static_cast<double>(v) * s);
     default: break;
   }

@@ -400,24 +400,24 @@ namespace {
 
 // The value of `key` in the header's Python dict literal ("{'descr': '<f4',
 // 'fortran_order': False, 'shape': (2, 3), }"), as text.
-std::string header_value(const std::string& h, const std::string& key, const std::string& path) {
+std::string header_value(const std::string& h, const std::string& key, const std::string& path, const char* who) {
   const std::string k = "'" + key + "'";
   size_t p = h.find(k);
-  if (p == std::string::npos) npy_fail("read_npy", path, "the header has no " + k);
+  if (p == std::string::npos) npy_fail(who, path, "the header has no " + k);
   p = h.find(':', p + k.size());
-  if (p == std::string::npos) npy_fail("read_npy", path, "the header's " + k + " has no value");
+  if (p == std::string::npos) npy_fail(who, path, "the header's " + k + " has no value");
   ++p;
   while (p < h.size() && h[p] == ' ') ++p;
-  if (p >= h.size()) npy_fail("read_npy", path, "the header's " + k + " has no value");
+  if (p >= h.size()) npy_fail(who, path, "the header's " + k + " has no value");
   size_t e = p;
   if (h[p] == '\'') {
     e = h.find('\'', p + 1);
-    if (e == std::string::npos) npy_fail("read_npy", path, "unterminated string in the header");
+    if (e == std::string::npos) npy_fail(who, path, "unterminated string in the header");
     return h.substr(p + 1, e - p - 1);
   }
   if (h[p] == '(') {
     e = h.find(')', p);
-    if (e == std::string::npos) npy_fail("read_npy", path, "unterminated shape in the header");
+    if (e == std::string::npos) npy_fail(who, path, "unterminated shape in the header");
     return h.substr(p, e - p + 1);
   }
   while (e < h.size() && h[e] != ',' && h[e] != '}') ++e;
@@ -459,9 +459,9 @@ NpyHead npy_head(int fd, const std::string& path, const char* who) {
   if (hlen > 1 << 20 || pos + hlen > size) npy_fail(who, path, "truncated or oversized header");
   std::string h(static_cast<size_t>(hlen), '\0');
   if (read_full(fd, h.data(), h.size(), path) != h.size()) npy_fail(who, path, "truncated header");
-  r.descr = header_value(h, "descr", path);
-  const std::string fortran = header_value(h, "fortran_order", path);
-  r.shape_text = header_value(h, "shape", path);
+  r.descr = header_value(h, "descr", path, who);
+  const std::string fortran = header_value(h, "fortran_order", path, who);
+  r.shape_text = header_value(h, "shape", path, who);
   const std::string& shape_text = r.shape_text;
   if (fortran.find("True") != std::string::npos)
     npy_fail(who, path, "the array is in Fortran order; save it with numpy.ascontiguousarray");
@@ -534,7 +534,7 @@ Tensor read_npy(const std::string& path) {
   if (bytes && read_full(f.fd, t.raw(), static_cast<size_t>(bytes), path) != bytes)
     npy_fail("read_npy", path, "truncated file");
   if (descr.substr(1) == "b1") {  // bool: any nonzero byte is true
-    uint8_t* p = t.data<uint8_t>();
+    auto* p = static_cast<uint8_t*>(t.raw());
     for (uint64_t i = 0; i < n; ++i) p[i] = p[i] != 0;
   }
   return t;
@@ -612,6 +612,11 @@ UnpackedStrings read_npy_strings(const std::string& path) {
       npy_fail(who, path, "shape " + hd.shape_text + " is too large");
     else
       n *= static_cast<uint64_t>(k);
+  // Empty strings take no bytes in the file but a length each when packed:
+  // a huge count of them is refused rather than allocated.
+  if (width == 0 && n > (uint64_t{1} << 20))
+    npy_fail(who, path, "element type '" + d + "' (empty strings) with " + std::to_string(n) +
+                            " elements: refused (more than 2^20 empty strings)");
   const uint64_t total = n * width * unit;
   if (hd.size - hd.pos - hd.hlen < total)
     npy_fail(who, path, "truncated file: " + hd.shape_text + " " + d + " needs " + std::to_string(total) + " bytes");
@@ -636,9 +641,11 @@ UnpackedStrings read_npy_strings(const std::string& path) {
     }
     while (!cps.empty() && cps.back() == 0) cps.pop_back();
     for (char32_t c : cps)
-      if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-        npy_fail(who, path, "element " + std::to_string(i) + " holds U+" + std::to_string(static_cast<uint32_t>(c)) +
-                                ", not a Unicode character");
+      if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+        char cp[16];
+        std::snprintf(cp, sizeof cp, "U+%04X", static_cast<unsigned>(c));
+        npy_fail(who, path, "element " + std::to_string(i) + " holds " + cp + ", not a Unicode character");
+      }
     u.items.push_back(utf8_encode(cps));
   }
   return u;

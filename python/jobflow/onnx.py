@@ -60,6 +60,8 @@ def pack_strings(strings):
     tensors"); str is written as UTF-8."""
     import numpy as np
     a = np.asarray(strings)
+    if a.size == 0:  # [] reads as float64: no strings either way
+        return _C.pack_strings([], list(a.shape))
     if a.dtype.kind not in "USO":
         raise _C.Error("[pack_strings] strings: an array of str or bytes, got dtype %s" % a.dtype)
     items = []
@@ -75,7 +77,8 @@ def pack_strings(strings):
 
 def unpack_strings(packed):
     """A packed string output as a NumPy array of str (of bytes when some
-    element is not UTF-8), with the tensor's shape."""
+    element is not UTF-8), with the tensor's shape. (NumPy's str and bytes
+    arrays drop NULs at the end of an element.)"""
     import numpy as np
     items, shape = _C.unpack_strings(packed)
     try:

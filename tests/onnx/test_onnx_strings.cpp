@@ -102,6 +102,12 @@ TEST_F(OnnxOps, StringNormalizerStopwordsAndCase) {
   // Case changes decode UTF-8: bad bytes are named.
   EXPECT_CONTAINS(fl::testing::error_of([&] { run({"ok", "bad\xff"}); }),
                   "[string_normalizer] string 1 is not valid UTF-8 (at byte 3)");
+  // So do case-blind stopwords, a bad stopword at load.
+  fl::session::reset();
+  Model bad(10);
+  string_input(bad, "x", 1);
+  set_strings(bad.node("StringNormalizer", {"x"}, {"y"}), "stopwords", {"fine", "\xc3("});
+  EXPECT_CONTAINS(bad.load_error(), "stopword 1 is not valid UTF-8 (at byte 0)");
 }
 
 TEST_F(OnnxOps, StringNormalizerTwoDimsCaseSensitiveLower) {
@@ -148,9 +154,17 @@ TEST_F(OnnxOps, CastStringsToNumbers) {
     EXPECT_EQ(y.at(3), INFINITY);
     EXPECT_EQ(y.at(4), -INFINITY);
     EXPECT_NEAR(y.at(5), 1e-5, 1e-12);
-    // A string that is no number: named with its position and text.
+    // A string that is no number: named with its position and text; past
+    // double's range: inf or 0, but only for the whole string.
     EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({fl::pack_strings({"1", "abc"}, {1, 2})}); }),
                     "[string_parse] string 1 of (1, 2) (\"abc\") is not a number");
+    const auto big = job->run({fl::pack_strings({"1e999", "-1e999", "1e-999"}, {1, 3})})[0];
+    EXPECT_EQ(big.at(0), INFINITY);
+    EXPECT_EQ(big.at(1), -INFINITY);
+    EXPECT_EQ(big.at(2), 0.0);
+    for (const char* bad : {"1e999xyz", "1e-999zz", "--1", "1.5 2"})
+      EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({fl::pack_strings({bad}, {1, 1})}); }), "is not a number")
+          << bad;
     // Another rank than the model declares.
     EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({fl::pack_strings({"1"}, {1})}); }),
                     "the job was defined for rank 2");
@@ -164,6 +178,10 @@ TEST_F(OnnxOps, CastStringsToNumbers) {
   EXPECT_EQ(y.to_vector<int8_t>(), (std::vector<int8_t>{100, -128, 7, 0}));  // truncated toward zero
   EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({fl::pack_strings({"128"}, {1})}); }),
                   "string 0 of (1,) (\"128\") is not a number that int8 holds");
+  for (const char* bad : {"+-5", "++5", "5x"})
+    EXPECT_CONTAINS(fl::testing::error_of([&] { job->run({fl::pack_strings({bad}, {1})}); }),
+                    "is not a number that int8 holds")
+        << bad;
 }
 
 TEST_F(OnnxOps, CastNumbersToStringsAsNumPyWritesThem) {
@@ -175,6 +193,13 @@ TEST_F(OnnxOps, CastNumbersToStringsAsNumPyWritesThem) {
   EXPECT_EQ(y.shape, (Shape{9}));
   // (float32's nearest to 0.0001 is just below 1e-4: NumPy writes it "1e-04" too.)
   EXPECT_EQ(y.items, (Strings{"0.25", "100.0", "1e-05", "1.5e+16", "-0.0", "nan", "-inf", "0.1", "1e-04"}));
+  // float16 with its own shortest digits, as NumPy writes np.float16.
+  fl::session::reset();
+  Model mh(13);
+  const Tensor xh = Tensor::from<fl::float16>({3}, {fl::float16(0.1), fl::float16(1e-5), fl::float16(65504.0)});
+  mh.input("x", xh);
+  set_int(mh.node("Cast", {"x"}, {"y"}), "to", ::onnx::TensorProto::STRING);
+  EXPECT_EQ(strings_of(mh.run(xh)[0]).items, (Strings{"0.1", "1e-05", "65500.0"}));
   fl::session::reset();
   Model mi(13);
   const Tensor xi = Tensor::from<int64_t>({2, 2}, {-9223372036854775807LL - 1, 0, 42, 7});
@@ -263,6 +288,24 @@ TEST_F(OnnxOps, StringJobsAreInspectedAndRefuseToBeSaved) {
   fs::remove_all(d);
 }
 
+// Whether a value is a string tensor comes from the model's types, never
+// from its bytes: a uint8 initializer that begins with the packed form's
+// magic word is bytes.
+TEST_F(OnnxOps, BytesThatLookPackedAreNotStrings) {
+  Model md(13);
+  std::vector<uint8_t> bytes(24, 1);
+  const int64_t magic = fl::kStringsMagic;
+  std::memcpy(bytes.data(), &magic, 8);
+  const Tensor x = Tensor::from<uint8_t>({24}, std::vector<uint8_t>(24, 1));
+  md.input("x", x);
+  md.init("w", Tensor::from<uint8_t>({24}, bytes));
+  md.node("Add", {"x", "w"}, {"y"});
+  const auto y = md.run(x)[0];
+  ASSERT_EQ(y.dtype(), fl::DType::UInt8);
+  EXPECT_EQ(y.data<uint8_t>()[8], 2);
+  EXPECT_EQ(y.data<uint8_t>()[0], static_cast<uint8_t>(bytes[0] + 1));
+}
+
 TEST(Strings, NpyFilesOfStrings) {
   const fs::path d = tmp_dir("npy_strings");
   const fl::UnpackedStrings s{{2, 2}, {"monday", "", "éclair", "x"}};
@@ -278,6 +321,28 @@ TEST(Strings, NpyFilesOfStrings) {
   // read_npy says what to use instead.
   EXPECT_CONTAINS(fl::testing::error_of([&] { fl::data::read_npy((d / "u.npy").string()); }),
                   "element type '<U6' holds strings");
+  // A huge count of empty strings (|S0 takes no bytes in the file) is
+  // refused before anything is allocated; a surrogate is named in hex.
+  auto raw_npy = [&](const std::string& name, const std::string& descr, const std::string& shape,
+                     const std::string& data) {
+    // (No padding to 64 bytes: readers take the header's length as given.)
+    const std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }\n";
+    std::string f("\x93NUMPY\x01\x00", 8);
+    f += static_cast<char>(h.size() & 0xff);
+    f += static_cast<char>(h.size() >> 8);
+    std::ofstream((d / name).string(), std::ios::binary) << f << h << data;
+    return (d / name).string();
+  };
+  EXPECT_CONTAINS(fl::testing::error_of([&] { fl::data::read_npy_strings(raw_npy("z.npy", "|S0", "(100000000,)", "")); }),
+                  "refused (more than 2^20 empty strings)");
+  EXPECT_EQ(fl::data::read_npy_strings(raw_npy("z3.npy", "|S0", "(3,)", "")).items, (Strings{"", "", ""}));
+  EXPECT_CONTAINS(fl::testing::error_of([&] {
+                    fl::data::read_npy_strings(raw_npy("sur.npy", "<U1", "(1,)", std::string("\x00\xd8\x00\x00", 4)));
+                  }),
+                  "element 0 holds U+D800, not a Unicode character");
+  // Bool files read (any nonzero byte is true).
+  EXPECT_EQ(fl::data::read_npy(raw_npy("b.npy", "|b1", "(3,)", std::string("\x01\x00\x02", 3))).to_vector<bool>(),
+            (std::vector<bool>{true, false, true}));
   fl::data::write_npy((d / "f.npy").string(), Tensor::from<float>({1}, {1.f}));
   EXPECT_CONTAINS(fl::testing::error_of([&] { fl::data::read_npy_strings((d / "f.npy").string()); }),
                   "element type '<f4' is not strings (<U or |S)");

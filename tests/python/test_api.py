@@ -475,6 +475,7 @@ def test_onnx_strings_pack_and_unpack():
     np.testing.assert_array_equal(back, words)
     assert flow.onnx.unpack_strings(flow.onnx.pack_strings([b"ab", b"\xff"])).tolist() == [b"ab", b"\xff"]
     assert flow.onnx.unpack_strings(flow.onnx.pack_strings(np.zeros((0, 2), dtype="<U1"))).shape == (0, 2)
+    assert flow.onnx.unpack_strings(flow.onnx.pack_strings([])).shape == (0,)
     with pytest.raises(flow.Error, match=r"\[pack_strings\] strings: an array of str or bytes, got dtype float32"):
         flow.onnx.pack_strings(np.zeros(2, np.float32))
     with pytest.raises(flow.Error, match=r"\[pack_strings\] element 1 is int, not str or bytes"):

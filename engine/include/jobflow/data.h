@@ -48,8 +48,9 @@ Tensor read_npy(const std::string& path);
 void write_npy(const std::string& path, const Tensor& t);
 // String arrays in .npy files (NumPy's <Un, UTF-32, and |Sn, bytes; NULs at
 // the end of an element are padding, as NumPy reads them): the strings as
-// UTF-8 and their shape. write_npy_strings writes <Un when every string is
-// UTF-8, else |Sn.
+// UTF-8 and their shape (more than 2^20 elements of width 0 are refused:
+// they take no bytes in the file but memory when read). write_npy_strings
+// writes <Un when every string is UTF-8, else |Sn.
 UnpackedStrings read_npy_strings(const std::string& path);
 void write_npy_strings(const std::string& path, const UnpackedStrings& strings);
 

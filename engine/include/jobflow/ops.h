@@ -633,11 +633,11 @@ struct NormalizeOptions {
 // ONNX StringNormalizer: x (C,) or (1, C) strings without the stopwords,
 // then case-changed; (1,) or (1, 1) holding "" when nothing is left.
 Blob normalize(Blob x, const NormalizeOptions& options, const std::string& name = "");
-// Numbers (any dtype but float16/bfloat16, which are cast to float32 first
-// by the importer) as strings, as NumPy's str() writes them: shortest
-// round-trip digits, positional for 1e-4 <= |v| < 1e16, else scientific
+// Numbers of any dtype as strings, as NumPy's str() writes them: the
+// shortest digits that read back as the value in its own type (float16's
+// 65504 is "65500.0"), positional for 1e-4 <= |v| < 1e16, else scientific
 // ("1e-05", "1.5e+16"); "nan", "inf", "-inf"; bools "True"/"False". The
-// result has x's shape; `rank` is x's.
+// result has x's shape.
 Blob format(Blob x, const std::string& name = "");
 // Strings parsed as `dtype` (a `rank`-dim tensor of x's shape): decimal or
 // scientific numbers, "INF"/"+INF"/"-INF"/"NaN" in any case (floats);

@@ -146,6 +146,7 @@ class Build {
   const std::string& what_;
   bool job_file_ = false;
   std::map<std::string, Tensor> inits_;  // initializer name -> value (after the checkpoint)
+  std::map<std::string, SeqType> init_types_;  // initializer name -> Strings for a string tensor
   std::vector<std::string> in_names_;    // placeholders
   std::vector<TensorSpec> in_specs_;
   std::vector<SeqType> in_types_;  // sequences and optionals among them
@@ -182,8 +183,11 @@ class Build {
 
   // Initializers (validated and read; a checkpoint may override them).
   void read_initializers() {
-    for (const auto& t : g_.initializer())
-      inits_[t.name()] = read_tensor(t, P_.base_dir, opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
+    for (const auto& t : g_.initializer()) {
+      inits_[t.name()] = read_tensor(t, P_.base_dir, opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name(),
+                                     /*strings=*/true);
+      init_types_[t.name()] = proto_type(t);
+    }
     if (opts_.checkpoint.empty() || inspect_) return;
     // Variables saved without `meta` (OneFlow 0.2/0.3) take the initializer's spec.
     checkpoint_io::Contents c = checkpoint_io::load_any(
@@ -405,7 +409,7 @@ class Build {
       Value v;
       v.konst = t;
       v.variable = is_floating(t.dtype());
-      v.type = const_type(t);  // a string tensor is packed
+      v.type = init_types_[n];  // a string tensor is packed
       I.values[n] = v;
     }
     auto spec_of = [&](const std::string& name) {

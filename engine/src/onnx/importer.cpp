@@ -9,7 +9,6 @@
 
 #include "jobflow/job.h"
 #include "jobflow/session.h"
-#include "jobflow/strings.h"
 #include "onnx_util.h"
 
 namespace jobflow::onnx {
@@ -79,7 +78,7 @@ std::pair<Blob, Blob> binary_operands(Importer& I) {
 // Reading tensors (TensorProto) with the checks of onnx_util plus bool.
 
 Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t max_bytes, const std::string& what,
-                   const std::string& node_for_unsupported) {
+                   const std::string& node_for_unsupported, bool strings) {
   if (p.dims_size() > kMaxImportRank)
     throw Error("[onnx] " + what + ": rank " + std::to_string(p.dims_size()) + " exceeds the limit of " +
                 std::to_string(kMaxImportRank));
@@ -106,8 +105,10 @@ Tensor read_tensor(const TensorProto& p, const std::string& base_dir, uint64_t m
     case TensorProto::FLOAT: case TensorProto::DOUBLE: case TensorProto::INT32: case TensorProto::INT64:
     case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::INT16: case TensorProto::UINT16:
     case TensorProto::UINT32: case TensorProto::UINT64: case TensorProto::FLOAT16: case TensorProto::BFLOAT16:
-    case TensorProto::STRING:  // packed (jobflow/strings.h): const_type() tells it apart
       break;
+    case TensorProto::STRING:  // packed (jobflow/strings.h), where the caller records its type
+      if (strings) break;
+      [[fallthrough]];
     default: {
       std::string dt = TensorProto::DataType_IsValid(p.data_type())
                            ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(p.data_type()))
@@ -180,13 +181,16 @@ SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const s
   throw Unsupported("[onnx.load] " + what + ": a map or sparse tensor is not supported", {{form, {what}}});
 }
 
-SeqType const_type(const Tensor& t) {
+SeqType strings_type(int rank) {
   SeqType r;
-  if (!is_packed_strings(t)) return r;
   r.kind = SeqType::Kind::Strings;
   r.elem = DType::UInt8;
-  r.rank = static_cast<int>(unpack_strings(t, "constant").shape.size());
+  r.rank = rank;
   return r;
+}
+
+SeqType proto_type(const TensorProto& p) {
+  return p.data_type() == TensorProto::STRING ? strings_type(p.dims_size()) : SeqType{};
 }
 
 int Importer::declared_rank(const std::string& name) const {
@@ -371,11 +375,11 @@ void Importer::out(int i, Blob b) {
   values[node->output(i)].blob = b;
 }
 
-void Importer::out_const(int i, Tensor t) {
+void Importer::out_const(int i, Tensor t, const SeqType& type) {
   if (i >= node->output_size() || node->output(i).empty()) return;
   Value v;
   v.konst = std::move(t);
-  v.type = const_type(v.konst);
+  v.type = type;
   values[node->output(i)] = v;
 }
 

@@ -52,10 +52,11 @@ Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar = false);
 Tensor scalar_like(double v, DType dt);
 
 // A TensorProto read with onnx_util's checks, plus bool (as uint8 0/1).
-// Unsupported element types throw onnx_import::Unsupported naming
-// `node_for_unsupported`.
+// Strings (packed, jobflow/strings.h) only where `strings` says the caller
+// tracks their type (initializers, Constant): see proto_type(). Unsupported
+// element types throw onnx_import::Unsupported naming `node_for_unsupported`.
 Tensor read_tensor(const ::onnx::TensorProto& p, const std::string& base_dir, uint64_t max_bytes,
-                   const std::string& what, const std::string& node_for_unsupported);
+                   const std::string& what, const std::string& node_for_unsupported, bool strings = false);
 
 // ONNX's types the engine carries packed, as the importer tracks them: a
 // sequence of tensors or an optional value (jobflow/sequence.h), each one
@@ -80,9 +81,12 @@ struct SeqType {
 // ("non-tensor input" for a graph input).
 SeqType seq_type_of(const ::onnx::TypeProto& t, const std::string& what, const std::string& form);
 
-// The type of a constant: Strings for a packed string tensor (what
-// read_tensor makes of a TensorProto of strings), else Tensor.
-SeqType const_type(const Tensor& t);
+// A string tensor of `rank` dims (-1: not known).
+SeqType strings_type(int rank);
+// The type of what read_tensor made of `p`: Strings for a TensorProto of
+// strings (decided by the proto's element type, never by the bytes), else
+// Tensor.
+SeqType proto_type(const ::onnx::TensorProto& p);
 
 // A named value of the model.
 struct Value {
@@ -168,7 +172,8 @@ class Importer {
   void out(int i, Blob b);
   // A sequence or optional output: its packed blob and type.
   void out_seq(int i, Blob b, const SeqType& t);
-  void out_const(int i, Tensor t);
+  // A value known at load; `type` Strings for a packed string tensor.
+  void out_const(int i, Tensor t, const SeqType& type = {});
   bool wants(int i) const { return i < node->output_size() && !node->output(i).empty(); }
 
   // Rows that size what they build from a shape: a dim known only per call

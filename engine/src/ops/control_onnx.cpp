@@ -64,8 +64,9 @@ std::vector<Value> run_branch(Importer& S, const GraphProto& g) {
   S.graph = &g;  // its own declarations first (Importer::declared_rank)
   for (const auto& t : g.initializer()) {
     Value v;
-    v.konst = read_tensor(t, S.base_dir_, S.opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name());
-    v.type = const_type(v.konst);
+    v.konst = read_tensor(t, S.base_dir_, S.opts_.max_tensor_bytes, "initializer '" + t.name() + "'", t.name(),
+                          /*strings=*/true);
+    v.type = proto_type(t);
     S.values[t.name()] = v;
   }
   try {

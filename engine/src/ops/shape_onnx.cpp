@@ -174,10 +174,13 @@ void op_identity(Importer& I) { I.out(0, identity(I.in(0))); }
 void op_constant(Importer& I) {
   int n = 0;
   Tensor t;
+  SeqType type;
   for (const auto& a : I.node->attribute()) {
     const std::string& k = a.name();
     if (k == "value") {
-      t = read_tensor(a.t(), I.base_dir_, I.opts_.max_tensor_bytes, I.where() + " value", node_label(*I.node, I.node_index));
+      t = read_tensor(a.t(), I.base_dir_, I.opts_.max_tensor_bytes, I.where() + " value", node_label(*I.node, I.node_index),
+                      /*strings=*/true);
+      type = proto_type(a.t());
     } else if (k == "value_float") {
       t = Tensor::scalar<float>(a.f());
     } else if (k == "value_floats") {
@@ -188,8 +191,10 @@ void op_constant(Importer& I) {
       t = Tensor::from<int64_t>({a.ints_size()}, std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     } else if (k == "value_string") {  // packed (jobflow/strings.h)
       t = pack_strings({a.s()}, {});
+      type = strings_type(0);
     } else if (k == "value_strings") {
       t = pack_strings(std::vector<std::string>(a.strings().begin(), a.strings().end()), {a.strings_size()});
+      type = strings_type(1);
     } else if (k == "sparse_value") {
       I.unsupported("Constant(" + k + ")");
     } else {
@@ -198,7 +203,7 @@ void op_constant(Importer& I) {
     ++n;
   }
   if (n != 1) I.err("needs exactly one value attribute");
-  I.out_const(0, t);
+  I.out_const(0, t, type);
 }
 
 void op_constant_of_shape(Importer& I) {

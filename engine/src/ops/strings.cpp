@@ -13,10 +13,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "jobflow/ops.h"
 #include "ops/packed.h"
@@ -196,7 +199,8 @@ char32_t map_case(char32_t cp, str::CaseChange to) {
 }
 
 // `s` case-mapped; errors name the element `k` of op `op`.
-std::string change_case(const char* op, const std::string& s, int64_t k, str::CaseChange to) {
+std::string change_case(const char* op, const std::string& s, int64_t k, str::CaseChange to,
+                        const char* noun = "string") {
   if (to == str::CaseChange::None) return s;
   bool ascii = true;
   for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
@@ -208,7 +212,8 @@ std::string change_case(const char* op, const std::string& s, int64_t k, str::Ca
   std::u32string cps;
   size_t bad_at = 0;
   if (!utf8_decode(s, &cps, &bad_at))
-    op_error(op, "string " + std::to_string(k) + " is not valid UTF-8 (at byte " + std::to_string(bad_at) + ")");
+    op_error(op, std::string(noun) + " " + std::to_string(k) + " is not valid UTF-8 (at byte " +
+                     std::to_string(bad_at) + ")");
   for (char32_t& c : cps) c = map_case(c, to);
   return utf8_encode(cps);
 }
@@ -228,8 +233,12 @@ const char* case_name(str::CaseChange c) {
 class StringNormalizer final : public SizedByData {
  public:
   explicit StringNormalizer(str::NormalizeOptions o) : o_(std::move(o)) {
-    for (const std::string& w : o_.stopwords)
-      stop_.insert(o_.case_sensitive ? w : change_case("string_normalizer", w, -1, str::CaseChange::Lower));
+    for (size_t k = 0; k < o_.stopwords.size(); ++k) {
+      const std::string& w = o_.stopwords[k];
+      stop_.insert(o_.case_sensitive ? w
+                                     : change_case("string_normalizer", w, static_cast<int64_t>(k),
+                                                   str::CaseChange::Lower, "stopword"));
+    }
   }
   OpKind kind() const override { return OpKind::StringNormalizer; }
   Attrs attributes() const override {
@@ -269,15 +278,36 @@ class StringNormalizer final : public SizedByData {
   std::set<std::string> stop_;
 };
 
-// Shortest round-trip digits of v as NumPy's str() writes a float: "0.25",
+// The shortest digits that read back as v in its own type ("-d.ddde+XX"):
+// float and double by to_chars; the 16-bit floats by the fewest printf
+// digits whose value rounds back to the same bits (NumPy's Dragon4 gives
+// the same digits for float16: 65504 is "65500.0").
+template <class F>
+std::string shortest_sci(F v) {
+  char buf[64];
+  if constexpr (std::is_same_v<F, float> || std::is_same_v<F, double>) {
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    return std::string(buf, r.ptr);
+  } else {
+    const float f = static_cast<float>(v);
+    for (int p = 0; p < 9; ++p) {
+      std::snprintf(buf, sizeof buf, "%.*e", p, static_cast<double>(f));
+      if (F(std::strtod(buf, nullptr)).bits == v.bits) break;
+    }
+    return buf;
+  }
+}
+
+// v as NumPy's str() writes a float: shortest round-trip digits, "0.25",
 // "100.0", "1e-05", "1.5e+16", "nan", "inf", "-inf".
 template <class F>
 std::string numpy_str(F v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);  // "-d.ddde+XX"
+  double dv;  // the value, exactly (every float16, bfloat16 and float is a float)
+  if constexpr (std::is_same_v<F, double>) dv = v;
+  else dv = static_cast<double>(static_cast<float>(v));
+  if (std::isnan(dv)) return "nan";
+  if (std::isinf(dv)) return dv < 0 ? "-inf" : "inf";
+  const std::string sci = shortest_sci(v);
   const size_t e = sci.find('e');
   std::string mant = sci.substr(0, e);
   const int exp = std::stoi(sci.substr(e + 1));
@@ -286,7 +316,7 @@ std::string numpy_str(F v) {
   std::string digits;
   for (char c : mant)
     if (c != '.') digits.push_back(c);
-  const double a = std::fabs(static_cast<double>(v));
+  const double a = std::fabs(dv);
   std::string out;
   if (a == 0 || (a >= 1e-4 && a < 1e16)) {
     const int point = exp + 1;  // digits before the point
@@ -311,8 +341,6 @@ class StringFormat final : public SizedByData {
   OpKind kind() const override { return OpKind::StringFormat; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("string_format", in, 1);
-    if (is_half(in[0].dtype))
-      op_error("string_format", "x is " + spec_str(in[0]) + "; cast float16/bfloat16 to float32 first");
     return {packed_spec()};
   }
   std::vector<Tensor> make(const std::vector<Tensor>& in) const override {
@@ -324,6 +352,8 @@ class StringFormat final : public SizedByData {
       switch (x.dtype()) {
         case DType::Float32: o = numpy_str(x.data<float>()[i]); break;
         case DType::Float64: o = numpy_str(x.data<double>()[i]); break;
+        case DType::Float16: o = numpy_str(x.data<float16>()[i]); break;  // shortest digits of the 16-bit value
+        case DType::BFloat16: o = numpy_str(x.data<bfloat16>()[i]); break;
         case DType::Bool: o = x.data<bool>()[i] ? "True" : "False"; break;
         case DType::Int64: o = std::to_string(x.data<int64_t>()[i]); break;
         case DType::UInt64: o = std::to_string(x.data<uint64_t>()[i]); break;
@@ -370,10 +400,13 @@ bool parse_double(const std::string& in, double* v) {
   if (s.empty() || s[0] == '+' || s[0] == '-') return false;
   double d = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), d, std::chars_format::general);
+  if (r.ptr != s.data() + s.size()) return false;  // trailing characters, or none of a number
   if (r.ec == std::errc::result_out_of_range) {
-    // Past double's range: +-inf (overflow) or +-0 (underflow), as strtod.
-    d = std::strtod(s.c_str(), nullptr);
-  } else if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
+    // Past double's range: inf (overflow) or 0 (underflow), as strtod in
+    // the C locale gives them.
+    static const locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", static_cast<locale_t>(0));
+    d = strtod_l(s.c_str(), nullptr, c_locale);
+  } else if (r.ec != std::errc()) {
     return false;
   }
   *v = neg ? -d : d;
@@ -383,6 +416,7 @@ bool parse_double(const std::string& in, double* v) {
 template <class I>
 bool parse_integer(const std::string& in, I* v) {
   const std::string s = trimmed(in);
+  if (s.size() >= 2 && s[0] == '+' && (s[1] == '+' || s[1] == '-')) return false;  // one sign at most
   const char* b = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
   auto r = std::from_chars(b, s.data() + s.size(), *v);
   if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return true;

@@ -11,14 +11,6 @@
 namespace jobflow::onnx {
 namespace {
 
-SeqType strings_of_rank(int rank) {
-  SeqType t;
-  t.kind = SeqType::Kind::Strings;
-  t.elem = DType::UInt8;
-  t.rank = rank;
-  return t;
-}
-
 void op_string_normalizer(Importer& I) {
   const SeqType& t = I.type_of(0);
   if (!t.is_strings()) I.err("input '" + I.iname(0) + "' must be a string tensor, got " + spec_str(I.spec(0)));
@@ -39,7 +31,7 @@ void op_string_normalizer(Importer& I) {
   } catch (const Error& e) {
     I.err(e.what());
   }
-  I.out_seq(0, y, strings_of_rank(t.rank));
+  I.out_seq(0, y, strings_type(t.rank));
 }
 
 }  // namespace
@@ -55,10 +47,8 @@ void import_string_cast(Importer& I, std::optional<DType> to) {
     I.out(0, str::parse(I.in(0), *to, t.rank));
     return;
   }
-  // Numbers to strings; float16/bfloat16 through float32 (exact).
-  Blob x = I.in(0);
-  if (is_half(x.dtype())) x = cast(x, DType::Float32);
-  I.out_seq(0, str::format(x), strings_of_rank(static_cast<int>(I.spec(0).shape.size())));
+  // Numbers to strings (float16/bfloat16 with their own shortest digits).
+  I.out_seq(0, str::format(I.in(0)), strings_type(static_cast<int>(I.spec(0).shape.size())));
 }
 
 void strings_onnx_rows(OpRows& r) { r.import_op("StringNormalizer", op_string_normalizer).takes_strings(); }
