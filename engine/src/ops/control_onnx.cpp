@@ -344,7 +344,8 @@ void op_loop(Importer& I) {
   auto job = loop_body_job(I, body, node_label(*node, node_index) + "/body", formal, 2, 1, carried, names, fed,
                            fed_blobs, formal_types, &out_types);
   for (size_t k = 1 + carried; k < out_types.size(); ++k)
-    if (!out_types[k].is_tensor()) I.unsupported("Loop(scan output of sequences)");
+    if (!out_types[k].is_tensor())
+      I.unsupported(out_types[k].is_strings() ? "Loop(scan output of strings)" : "Loop(scan output of sequences)");
   const TensorSpec& c = job->signature().outputs[0];
   if (c.dtype != DType::Bool || (is_static(c.shape) && numel(c.shape) != 1))
     I.err("the body's condition output must be one bool, got " + spec_str(c));
@@ -440,7 +441,7 @@ void op_scan(Importer& I) {
   auto job = loop_body_job(I, body, node_label(*node, node_index) + "/body", formal, 0, 0, states, names, fed,
                            fed_blobs, {}, &scan_types);
   for (const SeqType& t : scan_types)
-    if (!t.is_tensor()) I.unsupported("Scan(sequences)");
+    if (!t.is_tensor()) I.unsupported(t.is_strings() ? "Scan(strings)" : "Scan(sequences)");
   std::vector<std::vector<Blob>> per_item;
   try {
     for (int64_t k = 0; k < batch; ++k) {
