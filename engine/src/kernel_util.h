@@ -1,6 +1,7 @@
 // Internal helpers for CPU kernels (not installed).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -56,6 +57,23 @@ void dispatch_storage(DType t, F&& f) {
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
+// A 64-bit integer as a double rounded to odd: exact up to 2^53; above, the
+// 53 leading bits with the last one set when any bit below was, so that
+// rounding that double once more to a narrower float (bfloat16, float16)
+// rounds as if from the integer itself (no double rounding at ties).
+template <class I>
+double round_to_odd_double(I x) {
+  const bool neg = std::is_signed_v<I> && x < 0;
+  uint64_t u = neg ? uint64_t{0} - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+  const int bits = 64 - __builtin_clzll(u | 1);
+  if (bits <= 53) return neg ? -static_cast<double>(u) : static_cast<double>(u);
+  const int shift = bits - 53;
+  const bool lost = (u & ((uint64_t{1} << shift) - 1)) != 0;
+  u = (u >> shift) | (lost ? 1 : 0);
+  const double d = std::ldexp(static_cast<double>(u), shift);
+  return neg ? -d : d;
+}
+
 // One element as O, by cast's rules (numpy's astype): nonzero (NaN
 // included) is true; float -> integer rounds toward zero, and narrow or
 // unsigned targets go through int64 so that out-of-range (negative) values
@@ -66,6 +84,7 @@ O convert(I x) {
   if constexpr (is_half_v<I>) {
     return convert<O>(static_cast<float>(x));
   } else if constexpr (is_half_v<O>) {
+    if constexpr (std::is_integral_v<I> && sizeof(I) == 8) return O(round_to_odd_double(x));
     return O(static_cast<double>(x));
   } else if constexpr (std::is_same_v<O, bool>) {
     return x != I(0);

@@ -174,6 +174,24 @@ TEST_F(Dtypes, IntegerScalarArithmeticIsExact) {
   EXPECT_EQ(h.to_vector<int32_t>(), (std::vector<int32_t>{3, -3}));
 }
 
+// int64 -> bfloat16 rounds once, from the integer: 2^62 + 2^54 + 1 is just
+// above the halfway point between two bfloat16 values (2^62 and 2^62 +
+// 2^55) and rounds up; through a double it would first become the exact
+// halfway point and round to even (down).
+TEST_F(Dtypes, WideIntegersRoundOnceToBFloat16) {
+  const int64_t v = (int64_t{1} << 62) + (int64_t{1} << 54) + 1;
+  const Tensor y = run1(of<int64_t>({2}, {v, -v}), [](Blob x) { return flow::cast(x, DType::BFloat16); });
+  ASSERT_EQ(y.dtype(), DType::BFloat16);
+  EXPECT_EQ(static_cast<float>(y.data<flow::bfloat16>()[0]), std::ldexp(1.0f, 62) + std::ldexp(1.0f, 55));
+  EXPECT_EQ(static_cast<float>(y.data<flow::bfloat16>()[1]), -(std::ldexp(1.0f, 62) + std::ldexp(1.0f, 55)));
+  const uint64_t u = (uint64_t{1} << 63) + (uint64_t{1} << 55) + 1;  // likewise for uint64
+  const Tensor z = run1(of<uint64_t>({1}, {u}), [](Blob x) { return flow::cast(x, DType::BFloat16); });
+  EXPECT_EQ(static_cast<float>(z.data<flow::bfloat16>()[0]), std::ldexp(1.0f, 63) + std::ldexp(1.0f, 56));
+  // Exact values stay exact.
+  const Tensor w = run1(of<int64_t>({1}, {-256}), [](Blob x) { return flow::cast(x, DType::BFloat16); });
+  EXPECT_EQ(static_cast<float>(w.data<flow::bfloat16>()[0]), -256.0f);
+}
+
 TEST_F(Dtypes, TwoByteDataMovementProductsSumsAndUnsignedCasts) {
   // Data movement moves 2-byte elements as 2 bytes (a transpose of int16
   // once copied 8-byte elements over 2-byte buffers).
