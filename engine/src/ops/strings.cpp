@@ -178,8 +178,8 @@ std::string utf8_encode(const std::u32string& s) {
 namespace {
 
 // Unicode's default (simple) case mapping, from the C library's C.UTF-8
-// locale (glibc has it built in), whatever the process's locale is; ASCII
-// only where that locale is missing.
+// locale (glibc has it built in), whatever the process's locale is; without
+// it, changing the case of a non-ASCII string is an error (change_case).
 locale_t utf8_locale() {
   static const locale_t loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0));
   return loc;
@@ -193,7 +193,6 @@ char32_t map_case(char32_t cp, str::CaseChange to) {
     return cp;
   }
   locale_t l = utf8_locale();
-  if (!l) return cp;
   const wint_t w = static_cast<wint_t>(cp);
   return static_cast<char32_t>(to == str::CaseChange::Lower ? towlower_l(w, l) : towupper_l(w, l));
 }
@@ -214,6 +213,9 @@ std::string change_case(const char* op, const std::string& s, int64_t k, str::Ca
   if (!utf8_decode(s, &cps, &bad_at))
     op_error(op, std::string(noun) + " " + std::to_string(k) + " is not valid UTF-8 (at byte " +
                      std::to_string(bad_at) + ")");
+  if (!utf8_locale())
+    op_error(op, std::string(noun) + " " + std::to_string(k) +
+                     " is not ASCII, and the C library has no C.UTF-8 locale to change its case with");
   for (char32_t& c : cps) c = map_case(c, to);
   return utf8_encode(cps);
 }
