@@ -22,7 +22,7 @@
 
 #include "compiler.h"
 #include "tensor_compare.h"
-#include "cpu/avx2_kernels.h"
+#include "cpu/simd_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/layout_ops.h"
 #include "cpu/threads.h"

@@ -11,7 +11,7 @@
 #include <omp.h>
 
 #include "compiler/passes.h"
-#include "cpu/avx2_kernels.h"
+#include "cpu/simd_kernels.h"
 #include "cpu/isa.h"
 #include "cpu/layout_ops.h"
 #include "session_internal.h"

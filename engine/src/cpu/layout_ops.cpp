@@ -9,7 +9,7 @@
 
 #include <omp.h>
 
-#include "cpu/avx2_kernels.h"
+#include "cpu/simd_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "session_internal.h"
 
@@ -185,7 +185,7 @@ bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, con
   auto swish = [](const std::vector<EltwiseStep>& post) {
     return std::any_of(post.begin(), post.end(), [](const EltwiseStep& e) { return e.alg == dnnl::algorithm::eltwise_swish; });
   };
-  if (swish(f.post) || swish(fdw.post)) return false;  // oneDNN's swish is the slow part (cpu/avx2_kernels.h)
+  if (swish(f.post) || swish(fdw.post)) return false;  // oneDNN's swish is the slow part (cpu/simd_kernels.h)
   ConvFusion both = f;
   both.dw = true;
   both.dw_p = dw;

@@ -17,7 +17,7 @@
 //                  stride-1 convolutions with enough tiles run Jobflow's own
 //                  Winograd kernel (cpu/winograd.h; "algo=winograd"),
 //                  and a last swish post-op runs Jobflow's AVX2 loop after
-//                  the convolution (cpu/avx2_kernels.h);
+//                  the convolution (cpu/simd_kernels.h);
 //   LayoutPool     max/average pooling, and global average pooling (a mean
 //                  over H and W with keepdims);
 //   LayoutEltwise  relu, clip, logistic on a blocked blob;
@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/avx2_kernels.h"
+#include "cpu/simd_kernels.h"
 #include "cpu/dnnl_kernels.h"
 #include "cpu/winograd.h"
 #include "jobflow/primitive.h"
@@ -194,7 +194,7 @@ class LayoutConv final : public LayoutOp {
   float lo_ = 0.f, hi_ = 0.f;
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
-  // (cpu/avx2_kernels.h).
+  // (cpu/simd_kernels.h).
   bool swish_after_ = false, swish_bf16_ = false;
 };
 

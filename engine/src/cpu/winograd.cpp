@@ -45,7 +45,7 @@
 // to 1.4e-5 of the output's largest magnitude.
 #include "cpu/winograd.h"
 
-#include "cpu/avx2_kernels.h"
+#include "cpu/simd_kernels.h"
 
 #include <immintrin.h>
 #include <omp.h>

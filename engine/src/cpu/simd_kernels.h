@@ -1,8 +1,9 @@
-// cpu/avx2_kernels.h — element-wise kernels of Jobflow's own, in AVX2 + FMA,
-// for the predict plans' oneDNN chains (cpu/layout_ops.h) on CPUs whose
-// oneDNN kernels are AVX2 at most (cpu::avx2_at_most()); and the few that
+// cpu/simd_kernels.h — element-wise kernels of Jobflow's own for the predict
+// plans' oneDNN chains (cpu/layout_ops.h): in AVX2 + FMA on CPUs whose
+// oneDNN kernels are AVX2 at most (own_avx2_kernels()), and the few that
 // beat oneDNN 2.6 on AVX-512 too (swish, bfloat16 channel-wise ops), in
-// AVX-512 where the CPU has it.
+// AVX-512 where the CPU has it. (Named avx2_kernels.* before the AVX-512
+// ones joined.)
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// cpu/avx2_kernels.cpp — see avx2_kernels.h.
-#include "cpu/avx2_kernels.h"
+// cpu/simd_kernels.cpp — see simd_kernels.h.
+#include "cpu/simd_kernels.h"
 
 #include <immintrin.h>
 #include <omp.h>
