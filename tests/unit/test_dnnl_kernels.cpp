@@ -321,10 +321,13 @@ TEST(Conv2d, ErrorsAreRuntimeErrorsNamingShapes) {
 // ---------------------------------------------------------------------------
 // Pooling tests
 
-void check_pool(const Pool2dParams& p, const std::string& name) {
+// ties: x rounded to whole numbers, so most windows hold equal maxima.
+void check_pool(const Pool2dParams& p, const std::string& name, bool ties = false) {
   const size_t xn = p.N * p.C * p.H * p.W, yn = p.N * p.C * p.OH * p.OW;
   Buf x(xn), y(yn), dy(yn), dx(xn);
   fill_random(x, 5), fill_random(dy, 6);
+  if (ties)
+    for (size_t i = 0; i < xn; ++i) x.p[i] = std::round(x.p[i]);
   std::vector<double> want_y, want_dx;
   ref_pool(p, x, dy, want_y, want_dx);
 
@@ -341,8 +344,19 @@ void check_pool(const Pool2dParams& p, const std::string& name) {
   std::fill(y.p, y.p + y.n, std::numeric_limits<float>::quiet_NaN());
   pool2d_forward(p, x.p, y.p, ws_bytes ? ws.data() : nullptr);  // training path
   expect_close(y, want_y, name + " fwd(training)");
+  std::fill(dx.p, dx.p + dx.n, std::numeric_limits<float>::quiet_NaN());  // every element must be written
   pool2d_backward(p, dy.p, ws_bytes ? ws.data() : nullptr, dx.p);
   expect_close(dx, want_dx, name + " bwd");
+}
+
+// The gradient of a window with several maxima goes to the first (row by
+// row), in oneDNN's kernels and in Jobflow's own 2x2/2 loop alike.
+TEST(Pool2d, MaxTiesGoToTheFirstMaximum) {
+  for (int64_t W : {6, 9, 40}) {
+    const std::string name = "ties W=" + std::to_string(W);
+    check_pool(pool(2, 3, 6, W, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max), name + " 2x2_s2", true);
+    check_pool(pool(2, 3, 6, W, 3, 3, 2, 2, 1, 1, 1, 1, PoolKind::Max), name + " 3x3_s2_pad", true);
+  }
 }
 
 TEST(Pool2d, MatchesReference) {
@@ -352,6 +366,12 @@ TEST(Pool2d, MatchesReference) {
   };
   const Shape shapes[] = {
       {"2x2_s2", 2, 3, 8, 6, 2, 2, 2, 2, 0, 0, 0, 0},
+      // Jobflow's own 2x2/2 max loop: odd sizes (a row and a column no
+      // window reads), rows of more than 16 outputs (two vector steps, the
+      // second partial), LeNet's first pooling.
+      {"2x2_s2_odd", 2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 0, 0},
+      {"2x2_s2_wide", 1, 2, 4, 70, 2, 2, 2, 2, 0, 0, 0, 0},
+      {"2x2_s2_lenet", 3, 32, 28, 28, 2, 2, 2, 2, 0, 0, 0, 0},
       {"3x3_s2_asym_pad", 2, 3, 9, 8, 3, 3, 2, 2, 1, 1, 0, 1},
       {"same_lower_2x2_s1", 2, 2, 5, 5, 2, 2, 1, 1, 1, 1, 0, 0},
       {"3x2_s1_pad", 2, 4, 6, 7, 3, 2, 1, 1, 1, 0, 1, 1},

@@ -174,20 +174,23 @@ TEST_F(Precision, MatrixProductWithBiasAndRelu) {
 
 TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
   const Tensor x = random_float32({4, 3, 10, 10}, 5);
-  const Tensor w0 = random_float32({8, 3, 3, 3}, 6, -0.3f, 0.3f);
+  const Tensor w0 = random_float32({16, 3, 3, 3}, 6, -0.3f, 0.3f);
+  // The first convolution (3 input channels) stays float32 in every pass
+  // (too few channels for the bf16 kernels' blocks); the second (16) runs
+  // in bf16, and p_tw's update goes through its backward-data.
   auto step = [&](bool bf16) {
     flow::session::reset();
     auto job = flow::global_function(
         flow::Train, flow::function_config().name(bf16 ? "p_train_bf16" : "p_train").enable_auto_mixed_precision(bf16),
         {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
-          Blob h = flow::nn::relu(flow::nn::conv2d(b, var("p_tw", {8, 3, 3, 3}, true), 1, "SAME"));
-          Blob y = flow::nn::conv2d(h, var("p_tw2", {4, 8, 3, 3}, true), 1, "SAME");
+          Blob h = flow::nn::relu(flow::nn::conv2d(b, var("p_tw", {16, 3, 3, 3}, true), 1, "SAME"));
+          Blob y = flow::nn::conv2d(h, var("p_tw2", {4, 16, 3, 3}, true), 1, "SAME");
           Blob loss = flow::reduce_mean(flow::square(y));
           flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {1.0}), 0).minimize(loss);
           return loss;
         });
     flow::session::assign("p_tw", w0);
-    flow::session::assign("p_tw2", random_float32({4, 8, 3, 3}, 7, -0.3f, 0.3f));
+    flow::session::assign("p_tw2", random_float32({4, 16, 3, 3}, 7, -0.3f, 0.3f));
     Tensor loss = job(x);
     Tensor w1 = flow::session::variable("p_tw").clone();
     EXPECT_EQ(w1.dtype(), flow::Float);  // master weights stay float32
@@ -207,6 +210,43 @@ TEST_F(Precision, TrainStepKeepsFloat32MasterWeights) {
   EXPECT_LE(rel_diff(l16, l32), kOpTolerance);
   EXPECT_LE(rel_diff(delta(w16), delta(w32)), kStepTolerance);
   EXPECT_GT(rel_diff(delta(w16), delta(w32)), 0.0);
+}
+
+// Matrix products of a train job (forward, and both products of the
+// backward) in bf16 with float32 accumulation: the update differs from the
+// float32 one, within the step tolerance; the weights stay float32. The
+// sizes are just at the bf16 threshold (2^18 multiply-adds each).
+TEST_F(Precision, TrainStepMatrixProductsInBf16) {
+  const Tensor x = random_float32({32, 128}, 11);
+  const Tensor w0 = random_float32({128, 64}, 12, -0.2f, 0.2f);
+  auto step = [&](bool bf16) {
+    flow::session::reset();
+    auto job = flow::global_function(
+        flow::Train, flow::function_config().name(bf16 ? "p_mlp_bf16" : "p_mlp").enable_auto_mixed_precision(bf16),
+        {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+          Blob h = flow::nn::relu(flow::matmul(b, var("p_mw", {128, 64}, true)));
+          Blob y = flow::matmul(h, var("p_mw2", {64, 128}, true));
+          Blob loss = flow::reduce_mean(flow::square(y));
+          flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {1.0}), 0).minimize(loss);
+          return loss;
+        });
+    flow::session::assign("p_mw", w0);
+    flow::session::assign("p_mw2", random_float32({64, 128}, 13, -0.2f, 0.2f));
+    Tensor loss = job(x);
+    Tensor w1 = flow::session::variable("p_mw").clone();
+    EXPECT_EQ(w1.dtype(), flow::Float);
+    for (int64_t i = 0; i < w1.numel(); ++i) w1.data<float>()[i] -= w0.data<float>()[i];
+    return std::make_pair(loss, w1);
+  };
+  auto [l32, d32] = step(false);
+  auto [l16, d16] = step(true);
+  if (!have_bf16()) {
+    EXPECT_TRUE(d16.equal(d32));
+    return;
+  }
+  EXPECT_LE(rel_diff(l16, l32), kOpTolerance);
+  EXPECT_LE(rel_diff(d16, d32), kStepTolerance);
+  EXPECT_GT(rel_diff(d16, d32), 0.0);
 }
 
 TEST_F(Precision, JobFilesCarryThePrecision) {

@@ -67,6 +67,13 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
 // ignored for average pooling).
 void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx);
 
+// c[M,N] = op(a)[M,K] * op(b)[K,N] (+ c when accumulate), row-major float32
+// buffers, op() transposing when ta / tb (a stored K x M, b stored N x K):
+// computed in bfloat16 with float32 accumulation (oneDNN's matmul; AMX
+// where the CPU has it). Needs AVX512_BF16 or AMX.
+void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
+                 bool accumulate);
+
 // ---- Tuning knobs (benchmarks and tests; the defaults are the measured best) ----
 
 // How the convolution primitives see their tensors:

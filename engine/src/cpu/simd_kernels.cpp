@@ -100,6 +100,12 @@ bool has_avx512() {
   return yes;
 }
 
+// AVX512BW and VL (max_pool_2x2's byte loads and stores).
+bool has_avx512bw() {
+  static const bool yes = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
 // In chunks of 16 KiB elements (below that one thread does it all).
 template <typename T, typename Span>
 void in_chunks(T* y, int64_t n, Span span) {
@@ -134,7 +140,113 @@ __attribute__((target("avx2,fma"))) void pool_row(const Pool8cParams& p, const f
   }
 }
 
+// One output row of max_pool_2x2 from input rows r0, r1.
+void max2x2_row(const float* r0, const float* r1, float* y, uint8_t* idx, int64_t OW) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+    int best = 0;
+    for (int k = 1; k < 4; ++k)
+      if (v[k] > v[best]) best = k;
+    y[ow] = v[best];
+    if (idx) idx[ow] = static_cast<uint8_t>(best);
+  }
+}
+
+void max2x2_row_grad(const float* dy, const uint8_t* idx, float* d0, float* d1, int64_t OW) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int k = idx[ow];
+    d0[2 * ow] = k == 0 ? dy[ow] : 0.f;
+    d0[2 * ow + 1] = k == 1 ? dy[ow] : 0.f;
+    d1[2 * ow] = k == 2 ? dy[ow] : 0.f;
+    d1[2 * ow + 1] = k == 3 ? dy[ow] : 0.f;
+  }
+}
+
+// 16 outputs per step: the 32 inputs of each row split into even and odd
+// columns (vpermt2ps), compared in window order so ties keep the first.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row512(const float* r0, const float* r1, float* y,
+                                                                        uint8_t* idx, int64_t OW) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow), pairs = 2 * n;
+    const __mmask16 lo = lanes(pairs), hi = pairs > 16 ? lanes(pairs - 16) : 0, m = lanes(n);
+    const float* a = r0 + 2 * ow;
+    const float* b = r1 + 2 * ow;
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+    __m512 best = _mm512_permutex2var_ps(a0, even, a1);
+    __m512i k = _mm512_setzero_si512();
+    const __m512 cand[3] = {_mm512_permutex2var_ps(a0, odd, a1), _mm512_permutex2var_ps(b0, even, b1),
+                            _mm512_permutex2var_ps(b0, odd, b1)};
+    for (int c = 0; c < 3; ++c) {
+      const __mmask16 gt = _mm512_cmp_ps_mask(cand[c], best, _CMP_GT_OQ);
+      best = _mm512_mask_mov_ps(best, gt, cand[c]);
+      k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
+    }
+    _mm512_mask_storeu_ps(y + ow, m, best);
+    if (idx) _mm_mask_storeu_epi8(idx + ow, m, _mm512_cvtepi32_epi8(k));
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad512(const float* dy, const uint8_t* idx,
+                                                                             float* d0, float* d1, int64_t OW) {
+  // Output column j of a row pair: even j from lane j/2 of the first
+  // register, odd j from lane j/2 of the second.
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow), pairs = 2 * n;
+    const __mmask16 lo = lanes(pairs), hi = pairs > 16 ? lanes(pairs - 16) : 0, m = lanes(n);
+    const __m512 g = _mm512_maskz_loadu_ps(m, dy + ow);
+    const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, idx + ow));
+    __m512 part[4];
+    for (int c = 0; c < 4; ++c)
+      part[c] = _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(c)), g);
+    float* rows[2] = {d0 + 2 * ow, d1 + 2 * ow};
+    for (int r = 0; r < 2; ++r) {
+      _mm512_mask_storeu_ps(rows[r], lo, _mm512_permutex2var_ps(part[2 * r], first, part[2 * r + 1]));
+      _mm512_mask_storeu_ps(rows[r] + 16, hi, _mm512_permutex2var_ps(part[2 * r], second, part[2 * r + 1]));
+    }
+  }
+}
+
 }  // namespace
+
+void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx) {
+  const bool wide = has_avx512() && has_avx512bw();
+  const int64_t rows = p.planes * p.OH;
+#pragma omp parallel for schedule(static) if (rows * p.OW > 16384 && omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t q = r / p.OH, oh = r % p.OH;
+    const float* r0 = x + (q * p.H + 2 * oh) * p.W;
+    float* yr = y + r * p.OW;
+    uint8_t* ir = idx ? idx + r * p.OW : nullptr;
+    if (wide) max2x2_row512(r0, r0 + p.W, yr, ir, p.OW);
+    else max2x2_row(r0, r0 + p.W, yr, ir, p.OW);
+  }
+}
+
+void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx) {
+  const bool wide = has_avx512() && has_avx512bw();
+  // Inputs outside every window (a last odd row or column) get no gradient.
+  const bool uncovered = p.H != 2 * p.OH || p.W != 2 * p.OW;
+  const int64_t rows = p.planes * p.OH;
+#pragma omp parallel for schedule(static) if (rows * p.OW > 16384 && omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t q = r / p.OH, oh = r % p.OH;
+    float* plane = dx + q * p.H * p.W;
+    float* d0 = plane + 2 * oh * p.W;
+    if (uncovered) {
+      if (p.W != 2 * p.OW) d0[p.W - 1] = d0[2 * p.W - 1] = 0.f;
+      if (oh == p.OH - 1)
+        for (int64_t h = 2 * p.OH; h < p.H; ++h) std::fill(plane + h * p.W, plane + (h + 1) * p.W, 0.f);
+    }
+    if (wide) max2x2_row_grad512(dy + r * p.OW, idx + r * p.OW, d0, d0 + p.W, p.OW);
+    else max2x2_row_grad(dy + r * p.OW, idx + r * p.OW, d0, d0 + p.W, p.OW);
+  }
+}
 
 void pool_nchw8c(const Pool8cParams& p, const float* x, float* y) {
   const int64_t planes = p.N * p.CB, in_plane = p.H * p.W * 8, out_plane = p.OH * p.OW * 8;

@@ -58,4 +58,23 @@ struct Pool8cParams {
 };
 void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
 
+// Max pooling with a 2x2 window and stride 2, no padding, on plain NCHW
+// float32: x has `planes` (N * C) planes of H x W, y of OH x OW with
+// 2 * OH <= H and 2 * OW <= W (a last odd row or column is not read).
+// idx (nullable) receives one byte per output, the position of the
+// window's first maximum (0..3: row * 2 + column); max_pool_2x2_backward
+// scatters dy through it into dx (overwritten, zeros elsewhere). AVX-512
+// where the CPU has it, plain loops otherwise; parallel over rows with the
+// calling thread's OpenMP count.
+//
+// Why: oneDNN 2.6's pooling on plain NCHW (jit:avx512_core) took 1.28 ms
+// for LeNet's first pooling in a train step (100 x 32 x 28 x 28) and 1.42
+// for its gradient, 8-10 GB/s, on the 2-core Xeon (AMX); the train plans
+// keep activations in NCHW (the layout pass is for predict plans).
+struct MaxPool2x2Params {
+  int64_t planes, H, W, OH, OW;
+};
+void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx);
+void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx);
+
 }  // namespace jobflow::cpu

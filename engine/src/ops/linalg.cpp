@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/dnnl_kernels.h"
 #include "jobflow/ops.h"
 #include "kernel_util.h"
 #include "ops_internal.h"
@@ -40,6 +41,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
 }
 
 // C (.., M, N) = op(A) (.., M, K) x op(B) (.., K, N) [+ bias (N,)] [relu]
+// Multiply-adds below which a bf16 plan's matrix product stays float32.
+constexpr int64_t kBf16MinWork = int64_t{1} << 18;
+
 class MatMul final : public Primitive {
  public:
   MatMul(bool ta, bool tb, bool bias = false, bool relu = false) : ta_(ta), tb_(tb), bias_(bias), relu_(relu) {}
@@ -75,7 +79,7 @@ class MatMul final : public Primitive {
     return {{out, a.dtype}};
   }
 
-  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
+  void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     kern::dispatch_float(in[0].dtype(), "matmul", [&](auto z) {
       using T = decltype(z);
       const Tensor &a = in[0], &b = in[1];
@@ -88,6 +92,15 @@ class MatMul final : public Primitive {
         T* c = C + i * M * N;
         if (bias)
           for (int64_t m = 0; m < M; ++m) std::memcpy(c + m * N, bias, sizeof(T) * N);
+        // bf16 plans (mixed precision; in predict plans the layout pass has
+        // already taken products with variable weights): float32 operands
+        // converted to bf16, float32 accumulation, for products big enough
+        // to pay for the conversions.
+        if constexpr (std::is_same_v<T, float>)
+          if (ctx.bf16 && M * N * K >= kBf16MinWork) {
+            cpu::matmul_bf16(ta_, tb_, M, N, K, a.data<T>() + i * M * K, b.data<T>() + i * K * N, c, bias != nullptr);
+            continue;
+          }
         gemm<T>(ta_, tb_, M, N, K, a.data<T>() + i * M * K, b.data<T>() + i * K * N, c, bias ? T(1) : T(0));
       }
       if (relu_) {
