@@ -148,3 +148,51 @@ TEST_F(CompilerPasses, SpecializeFoldsShapesAndStopsAtDataDependentOps) {
   const std::string e = error_of([&] { C::specialize(*d.graph, {}, 0, {{d.inputs[0], {{3, 5}, flow::Float}}}); });
   EXPECT_NE(e.find("[specialize] placeholder 'x' is (-1, 6) float32, given (3, 5) float32"), std::string::npos) << e;
 }
+
+// relu_grad(max_pool2d_grad(dy), x) at the pooling's input x folds into one
+// masked pooling gradient (with_relu_grad) where Jobflow's own 2x2/2 loop
+// runs it; a 3x3 pooling keeps both nodes. Either way one train step gives
+// the same loss and updates as the graph as written (enable_fusion(false)),
+// with windows whose maximum is 0 (relu's zeros) in the mix.
+TEST_F(CompilerPasses, FuseFoldsReluGradientIntoTheMaxPoolingGradient) {
+  for (int k : {2, 3}) {
+    SCOPED_TRACE("pool " + std::to_string(k) + "x" + std::to_string(k));
+    const Tensor x = [] {
+      Tensor t({4, 3, 12, 12}, flow::Float);
+      uint32_t s = 7;
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        s = s * 1664525u + 1013904223u;
+        t.data<float>()[i] = static_cast<float>(s >> 8) / 16777216.f * 2.f - 1.f;
+      }
+      return t;
+    }();
+    auto step = [&](bool fusion) {
+      flow::session::reset();
+      auto job = flow::global_function(
+          flow::Train, flow::function_config().name(std::string("fold") + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          {flow::Numpy::Placeholder(x.shape())}, [k](Blob b) -> flow::Numpy {
+            Blob w = flow::get_variable("fold_w", {8, 3, 3, 3}, flow::Float,
+                                        flow::random_uniform_initializer(-0.5, 0.5), true);
+            Blob h = flow::nn::relu(flow::nn::conv2d(b, w, 1, "SAME"));
+            Blob p = flow::nn::max_pool2d(h, k, 2, k == 2 ? "VALID" : "SAME");
+            Blob loss = flow::reduce_mean(flow::square(flow::add_scalar(p, -0.25)));
+            flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {1.0}), 0).minimize(loss);
+            return loss;
+          });
+      Tensor loss = job(x);
+      return std::make_tuple(loss, flow::session::variable("fold_w").clone(), job.compiled()->describe());
+    };
+    auto [l_on, w_on, plan_on] = step(true);
+    auto [l_off, w_off, plan_off] = step(false);
+    EXPECT_EQ(plan_on.find("relu_grad") == std::string::npos, k == 2) << plan_on;
+    EXPECT_EQ(plan_on.find("relu_mask=1") != std::string::npos, k == 2) << plan_on;
+    EXPECT_NE(plan_off.find("relu_grad"), std::string::npos) << plan_off;
+    EXPECT_NEAR(l_on.data<float>()[0], l_off.data<float>()[0], 1e-6);
+    float worst = 0, scale = 0;
+    for (int64_t i = 0; i < w_on.numel(); ++i) {
+      worst = std::max(worst, std::abs(w_on.data<float>()[i] - w_off.data<float>()[i]));
+      scale = std::max(scale, std::abs(w_off.data<float>()[i]));
+    }
+    EXPECT_LE(worst, 1e-5f * scale);
+  }
+}

@@ -168,6 +168,12 @@ class Primitive {
   // bias gradient (dy summed over every axis but 1) as an extra last
   // output, replacing a separate bias_grad pass over the same dy.
   virtual std::shared_ptr<Primitive> with_bias_grad() const { return nullptr; }
+  // For a max pooling's gradient: a variant that also applies relu's
+  // gradient taken at the pooling's input, relu_grad(pool_grad(dy), x),
+  // reading the pooling's output as an extra last input. A window passes
+  // its gradient to its maximum, where x equals the output, so this is dy
+  // masked by output > 0, and a pass over x's size is saved.
+  virtual std::shared_ptr<Primitive> with_relu_grad() const { return nullptr; }
   // Every parameter that defines the op (axis, strides, pads, flags,
   // constant values...), so an exporter can write it, a loader can rebuild
   // an identical op through its builder function and another backend can

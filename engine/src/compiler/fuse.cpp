@@ -9,6 +9,36 @@
 
 namespace jobflow::compiler {
 
+// relu_grad(max_pool2d_grad(dy, ws), x) where x is that pooling's input:
+// one pooling gradient masked by the pooling's output (with_relu_grad).
+// Returns whether node i was merged.
+bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, const std::vector<std::vector<int>>& consumers,
+                    const std::set<int>& keep_blobs) {
+  const Node& n = g.nodes[i];
+  if (n.inputs.size() != 2) return false;
+  const int d = n.inputs[0], x = n.inputs[1];
+  const int p = g.blobs[d].producer;
+  if (p < 0 || !alive[p] || g.nodes[p].op->kind() != OpKind::MaxPool2dGrad || keep_blobs.count(d)) return false;
+  int readers = 0;
+  for (int c : consumers[d]) readers += alive[c] ? 1 : 0;
+  if (readers != 1 || g.nodes[p].placement.device != n.placement.device || g.nodes[p].inputs.size() != 2)
+    return false;
+  if (g.blobs[d].spec != g.blobs[n.outputs[0]].spec) return false;  // no broadcasting in the relu gradient
+  const int f = g.blobs[g.nodes[p].inputs[1]].producer;                 // the forward pooling (its workspace)
+  if (f < 0 || g.nodes[f].inputs.empty() || g.nodes[f].inputs[0] != x) return false;
+  auto fused = g.nodes[p].op->with_relu_grad();
+  if (!fused) return false;
+  Node merged = g.nodes[p];
+  merged.op = fused;
+  merged.inputs.push_back(g.nodes[f].outputs[0]);
+  merged.outputs = n.outputs;
+  g.blobs[merged.outputs[0]].producer = static_cast<int>(i);
+  g.blobs[merged.outputs[0]].out_index = 0;
+  alive[p] = 0;
+  g.nodes[i] = std::move(merged);
+  return true;
+}
+
 // Merges producer -> consumer pairs the producer's primitive can absorb.
 // The fused node takes the consumer's place in the order (all its inputs
 // are defined by then) and the consumer's output blob.
@@ -60,6 +90,10 @@ void fuse(PlanBuild& b) {
         g.nodes[at] = std::move(merged);
         break;
       }
+      continue;
+    }
+    if (op == OpKind::ReluGrad) {
+      fold_relu_grad(g, alive, i, consumers, keep_blobs);
       continue;
     }
     if (op != OpKind::BiasAdd && op != OpKind::Relu) continue;

@@ -607,6 +607,16 @@ void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
   }
 }
 
+bool pool2d_own_max_2x2(const Pool2dParams& p) { return own_max_2x2(p); }
+
+void pool2d_backward_relu_masked(const Pool2dParams& p, const float* dy, const void* workspace, const float* y,
+                                 float* dx) {
+  check("backward", p);
+  if (!dy || !dx || !workspace || !y) pool_fail("backward", p, "null buffer");
+  if (!own_max_2x2(p)) pool_fail("backward", p, "relu-masked gradient needs 2x2 max pooling with stride 2, no pads");
+  max_pool_2x2_backward(max_2x2(p), dy, static_cast<const uint8_t*>(workspace), dx, y);
+}
+
 void set_conv_layout(ConvPass pass, ConvLayout layout) {
   g_layout[static_cast<int>(pass)].store(layout, std::memory_order_relaxed);
 }

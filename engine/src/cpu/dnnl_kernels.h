@@ -66,6 +66,14 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
 // dx is overwritten. workspace: the one filled by pool2d_forward (Max only;
 // ignored for average pooling).
 void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx);
+// Whether max pooling with these params runs on Jobflow's own 2x2 stride-2
+// loop (cpu/simd_kernels.h), which pool2d_backward_relu_masked needs.
+bool pool2d_own_max_2x2(const Pool2dParams& p);
+// pool2d_backward followed by relu's gradient at the pooling's input, in
+// one pass: dy counts only where the forward's output y is > 0. Only for
+// pool2d_own_max_2x2(p).
+void pool2d_backward_relu_masked(const Pool2dParams& p, const float* dy, const void* workspace, const float* y,
+                                 float* dx);
 
 // c[M,N] = op(a)[M,K] * op(b)[K,N] (+ c when accumulate), row-major float32
 // buffers, op() transposing when ta / tb (a stored K x M, b stored N x K):

@@ -152,13 +152,14 @@ void max2x2_row(const float* r0, const float* r1, float* y, uint8_t* idx, int64_
   }
 }
 
-void max2x2_row_grad(const float* dy, const uint8_t* idx, float* d0, float* d1, int64_t OW) {
+void max2x2_row_grad(const float* dy, const uint8_t* idx, const float* mask, float* d0, float* d1, int64_t OW) {
   for (int64_t ow = 0; ow < OW; ++ow) {
     const int k = idx[ow];
-    d0[2 * ow] = k == 0 ? dy[ow] : 0.f;
-    d0[2 * ow + 1] = k == 1 ? dy[ow] : 0.f;
-    d1[2 * ow] = k == 2 ? dy[ow] : 0.f;
-    d1[2 * ow + 1] = k == 3 ? dy[ow] : 0.f;
+    const float g = !mask || mask[ow] > 0.f ? dy[ow] : 0.f;
+    d0[2 * ow] = k == 0 ? g : 0.f;
+    d0[2 * ow + 1] = k == 1 ? g : 0.f;
+    d1[2 * ow] = k == 2 ? g : 0.f;
+    d1[2 * ow + 1] = k == 3 ? g : 0.f;
   }
 }
 
@@ -190,7 +191,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row512(const fl
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad512(const float* dy, const uint8_t* idx,
-                                                                             float* d0, float* d1, int64_t OW) {
+                                                                             const float* mask, float* d0, float* d1,
+                                                                             int64_t OW) {
   // Output column j of a row pair: even j from lane j/2 of the first
   // register, odd j from lane j/2 of the second.
   const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -199,7 +201,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad512(con
   for (int64_t ow = 0; ow < OW; ow += 16) {
     const int64_t n = std::min<int64_t>(16, OW - ow), pairs = 2 * n;
     const __mmask16 lo = lanes(pairs), hi = pairs > 16 ? lanes(pairs - 16) : 0, m = lanes(n);
-    const __m512 g = _mm512_maskz_loadu_ps(m, dy + ow);
+    __mmask16 take = m;
+    if (mask) take = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, mask + ow), zero, _CMP_GT_OQ);
+    const __m512 g = _mm512_maskz_loadu_ps(take, dy + ow);
     const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, idx + ow));
     __m512 part[4];
     for (int c = 0; c < 4; ++c)
@@ -228,7 +232,8 @@ void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* 
   }
 }
 
-void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx) {
+void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx,
+                           const float* mask) {
   const bool wide = has_avx512() && has_avx512bw();
   // Inputs outside every window (a last odd row or column) get no gradient.
   const bool uncovered = p.H != 2 * p.OH || p.W != 2 * p.OW;
@@ -243,8 +248,9 @@ void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uin
       if (oh == p.OH - 1)
         for (int64_t h = 2 * p.OH; h < p.H; ++h) std::fill(plane + h * p.W, plane + (h + 1) * p.W, 0.f);
     }
-    if (wide) max2x2_row_grad512(dy + r * p.OW, idx + r * p.OW, d0, d0 + p.W, p.OW);
-    else max2x2_row_grad(dy + r * p.OW, idx + r * p.OW, d0, d0 + p.W, p.OW);
+    const float* mr = mask ? mask + r * p.OW : nullptr;
+    if (wide) max2x2_row_grad512(dy + r * p.OW, idx + r * p.OW, mr, d0, d0 + p.W, p.OW);
+    else max2x2_row_grad(dy + r * p.OW, idx + r * p.OW, mr, d0, d0 + p.W, p.OW);
   }
 }
 

@@ -75,6 +75,9 @@ struct MaxPool2x2Params {
   int64_t planes, H, W, OH, OW;
 };
 void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx);
-void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx);
+// mask (nullable, the forward's output y): dy counts only where y > 0
+// (relu's gradient at the pooling's input folded in).
+void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx,
+                           const float* mask = nullptr);
 
 }  // namespace jobflow::cpu

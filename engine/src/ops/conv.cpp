@@ -398,21 +398,32 @@ class Pool2d final : public Primitive {
 
 // dx of a pooling. Inputs: dy, then for max pooling the workspace, and in
 // predict jobs (empty workspace) the forward input x, whose windows are then
-// searched again for their maxima.
+// searched again for their maxima. relu_mask (made by the fusion pass,
+// with_relu_grad): relu's gradient at the pooling's input folded in, the
+// forward's output y an extra last input.
 class Pool2dGrad final : public Primitive {
  public:
-  Pool2dGrad(cpu::PoolKind kind, PoolGeom g, Shape x_shape, bool from_input)
-      : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input) {}
+  Pool2dGrad(cpu::PoolKind kind, PoolGeom g, Shape x_shape, bool from_input, bool relu_mask = false)
+      : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input), relu_mask_(relu_mask) {}
   OpKind kind() const override { return kind_ == cpu::PoolKind::Max ? OpKind::MaxPool2dGrad : OpKind::AvgPool2dGrad; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);
     a.push_back({"from_input", int64_t{from_input_}});
+    a.push_back({"relu_mask", int64_t{relu_mask_}});
     return a;
+  }
+  std::shared_ptr<Primitive> with_relu_grad() const override {
+    // Only Jobflow's own 2x2 loop masks as it scatters.
+    cpu::Pool2dParams p{};
+    p.kh = g_.kh, p.kw = g_.kw, p.sh = g_.sh, p.sw = g_.sw;
+    p.pad_top = g_.pt, p.pad_left = g_.pl, p.pad_bottom = g_.pb, p.pad_right = g_.pr, p.kind = kind_;
+    if (from_input_ || relu_mask_ || !cpu::pool2d_own_max_2x2(p)) return nullptr;
+    return std::make_shared<Pool2dGrad>(kind_, g_, x_, false, true);
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     const bool max = kind_ == cpu::PoolKind::Max;
-    expect_inputs(name(), in, max ? (from_input_ ? 3 : 2) : 1);
+    expect_inputs(name(), in, max ? (from_input_ || relu_mask_ ? 3 : 2) : 1);
     Shape y = pool_out_shape(name(), {x_, DType::Float32}, g_);
     if (!shapes_agree(in[0].shape, y) || in[0].dtype != DType::Float32)
       op_error(name(), "dy must be " + spec_str({y, DType::Float32}) + " for x " + shape_str(x_) + ", got " +
@@ -421,10 +432,17 @@ class Pool2dGrad final : public Primitive {
       op_error(name(), "the workspace must be uint8, got " + spec_str(in[1]));
     if (from_input_ && !shapes_agree(in[2].shape, x_))
       op_error(name(), "x must be " + shape_str(x_) + ", got " + spec_str(in[2]));
+    if (relu_mask_ && (!shapes_agree(in[2].shape, y) || in[2].dtype != DType::Float32))
+      op_error(name(), "the pooling's output must be " + spec_str({y, DType::Float32}) + ", got " + spec_str(in[2]));
     return {{x_, DType::Float32}};
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     const auto p = pool_params(x_, in[0].shape(), g_, kind_);
+    if (relu_mask_) {
+      cpu::pool2d_backward_relu_masked(p, in[0].data<float>(), in[1].raw(), in[2].data<float>(),
+                                       out[0].data<float>());
+      return;
+    }
     if (!from_input_) {
       cpu::pool2d_backward(p, in[0].data<float>(), kind_ == cpu::PoolKind::Max ? in[1].raw() : nullptr,
                            out[0].data<float>());
@@ -477,7 +495,7 @@ class Pool2dGrad final : public Primitive {
   cpu::PoolKind kind_;
   PoolGeom g_;
   Shape x_;
-  bool from_input_;
+  bool from_input_, relu_mask_;
 };
 
 std::vector<Blob> Pool2d::vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs,
