@@ -196,3 +196,70 @@ TEST_F(CompilerPasses, FuseFoldsReluGradientIntoTheMaxPoolingGradient) {
     EXPECT_LE(worst, 1e-5f * scale);
   }
 }
+
+// Train plans keep the activations between convolutions and 2x2 max
+// poolings in nChw16c (train_layouts): the plan's convolutions and
+// poolings say so, a reorder remains only at the flatten (the second
+// pooling's output to plain, its gradient back to blocked), and one step
+// gives the loss and updates of the graph as written (enable_fusion(false)).
+// conv1 reads 3 channels (its input stays plain); the blocks hold 16 and 32.
+TEST_F(CompilerPasses, TrainLayoutsKeepConvolutionChainsBlocked) {
+  const Tensor x = [] {
+    Tensor t({4, 3, 12, 12}, flow::Float);
+    uint32_t s = 11;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      s = s * 1664525u + 1013904223u;
+      t.data<float>()[i] = static_cast<float>(s >> 8) / 16777216.f * 2.f - 1.f;
+    }
+    return t;
+  }();
+  const std::vector<std::string> vars = {"tl_w1", "tl_b1", "tl_w2", "tl_b2", "tl_d"};
+  auto step = [&](bool fusion) {
+    flow::session::reset();
+    auto job = flow::global_function(
+        flow::Train, flow::function_config().name(std::string("tl") + (fusion ? "" : "_ref")).enable_fusion(fusion),
+        {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+          auto var = [](const char* name, Shape s) {
+            return flow::get_variable(name, s, flow::Float, flow::random_uniform_initializer(-0.4, 0.4), true);
+          };
+          Blob h = flow::nn::relu(flow::nn::bias_add(flow::nn::conv2d(b, var("tl_w1", {16, 3, 3, 3}), 1, "SAME"),
+                                                     var("tl_b1", {16}), 1));
+          h = flow::nn::max_pool2d(h, 2, 2, "VALID");
+          h = flow::nn::relu(flow::nn::bias_add(flow::nn::conv2d(h, var("tl_w2", {32, 16, 3, 3}), 1, "SAME"),
+                                                var("tl_b2", {32}), 1));
+          h = flow::nn::max_pool2d(h, 2, 2, "VALID");
+          Blob y = flow::matmul(flow::reshape(h, {4, 32 * 3 * 3}), var("tl_d", {32 * 3 * 3, 5}));
+          Blob loss = flow::reduce_mean(flow::square(flow::add_scalar(y, -0.5)));
+          flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.5}), 0).minimize(loss);
+          return loss;
+        });
+    Tensor loss = job(x);
+    std::vector<Tensor> w;
+    for (const auto& v : vars) w.push_back(flow::session::variable(v).clone());
+    return std::make_tuple(loss, w, job.compiled()->describe());
+  };
+  auto [l_on, w_on, plan] = step(true);
+  auto [l_off, w_off, plan_off] = step(false);
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(plan, "blocked=x,y]"), 3u) << plan;    // conv2, and both poolings
+  EXPECT_EQ(count(plan, "blocked=y]"), 1u) << plan;      // conv1: x plain (3 channels)
+  EXPECT_EQ(count(plan, "blocked=dy,dx]"), 2u) << plan;  // both pooling gradients
+  EXPECT_EQ(count(plan, "blocked=x,dy]"), 1u) << plan;   // conv2's weight gradient
+  EXPECT_EQ(count(plan, "blocked=dx,dy]"), 1u) << plan;  // conv2's data gradient
+  EXPECT_EQ(count(plan, "blocked=dy]"), 1u) << plan;     // conv1's weight gradient (x plain)
+  EXPECT_EQ(count(plan, "= reorder["), 2u) << plan;
+  EXPECT_EQ(count(plan_off, "blocked="), 0u) << plan_off;
+  EXPECT_NEAR(l_on.data<float>()[0], l_off.data<float>()[0], 1e-5 * std::abs(l_off.data<float>()[0]));
+  for (size_t v = 0; v < vars.size(); ++v) {
+    float worst = 0, scale = 0;
+    for (int64_t i = 0; i < w_on[v].numel(); ++i) {
+      worst = std::max(worst, std::abs(w_on[v].data<float>()[i] - w_off[v].data<float>()[i]));
+      scale = std::max(scale, std::abs(w_off[v].data<float>()[i]));
+    }
+    EXPECT_LE(worst, 1e-5f * scale) << vars[v];
+  }
+}

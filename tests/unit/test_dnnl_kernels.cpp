@@ -424,3 +424,97 @@ TEST(LeNet, ExactShapesN4) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// nChw16c activations (train plans' layout pass)
+
+namespace {
+
+// Plain NCHW <-> nChw16c (C a multiple of 16).
+void to_c16(const Buf& x, Buf& out, int64_t N, int64_t C, int64_t H, int64_t W) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t hw = 0; hw < H * W; ++hw)
+        out[((n * (C / 16) + c / 16) * H * W + hw) * 16 + c % 16] = x[(n * C + c) * H * W + hw];
+}
+// A plain reference in nChw16c order (what a blocked output must hold).
+std::vector<double> ref_from_blocked(const std::vector<double>& plain, int64_t N, int64_t C, int64_t H, int64_t W) {
+  std::vector<double> out(plain.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t hw = 0; hw < H * W; ++hw)
+        out[((n * (C / 16) + c / 16) * H * W + hw) * 16 + c % 16] = plain[(n * C + c) * H * W + hw];
+  return out;
+}
+
+}  // namespace
+
+// Each pass with x / dx and y / dy in nChw16c gives the plain result, with
+// either side blocked alone too; a channel count that is not a multiple of
+// 16 is refused by name.
+TEST(Conv2d, BlockedActivationsMatchPlain) {
+  const Conv2dParams p = conv(2, 16, 7, 6, 32, 3, 3, 1, 1, 1, 1, 1, 1);
+  Buf x(x_size(p)), w(w_size(p)), b(p.K), dy(y_size(p)), xb(x_size(p)), dyb(y_size(p));
+  fill_random(x, 21), fill_random(w, 22), fill_random(b, 23), fill_random(dy, 24);
+  to_c16(x, xb, p.N, p.C, p.H, p.W);
+  to_c16(dy, dyb, p.N, p.K, p.OH, p.OW);
+  const auto want_y = ref_conv_fwd(p, x, w, &b, true);
+  const auto want_dx = ref_conv_bwd_data(p, w, dy);
+  const auto want_dw = ref_conv_bwd_weights(p, x, dy);
+  for (ConvFormats f : {ConvFormats{true, true}, ConvFormats{true, false}, ConvFormats{false, true}}) {
+    const std::string name = std::string("src ") + (f.src_blocked ? "blocked" : "plain") + ", dst " +
+                             (f.dst_blocked ? "blocked" : "plain");
+    Buf y(y_size(p)), dx(x_size(p)), dw(w_size(p)), db(p.K);
+    conv2d_forward(p, f.src_blocked ? xb.p : x.p, w.p, b.p, y.p, true, false, f);
+    expect_close(y, f.dst_blocked ? ref_from_blocked(want_y, p.N, p.K, p.OH, p.OW) : want_y, name + " fwd");
+    conv2d_backward_data(p, w.p, f.dst_blocked ? dyb.p : dy.p, dx.p, false, f);
+    expect_close(dx, f.src_blocked ? ref_from_blocked(want_dx, p.N, p.C, p.H, p.W) : want_dx, name + " bwd_data");
+    conv2d_backward_weights(p, f.src_blocked ? xb.p : x.p, f.dst_blocked ? dyb.p : dy.p, dw.p, db.p, false, f);
+    expect_close(dw, want_dw, name + " bwd_weights");
+  }
+  const Conv2dParams odd = conv(1, 3, 5, 5, 16, 3, 3, 1, 1, 1, 1, 1, 1);
+  Buf x3(x_size(odd)), w3(w_size(odd)), y3(y_size(odd));
+  fill_random(x3, 1), fill_random(w3, 2);
+  try {
+    conv2d_forward(odd, x3.p, w3.p, nullptr, y3.p, false, false, ConvFormats{true, false});
+    ADD_FAILURE() << "3 channels in nChw16c accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 16"), std::string::npos) << e.what();
+  }
+}
+
+// The 2x2/2 max pooling and its gradient (plain and relu-masked) in
+// nChw16c agree with the plain ones, odd sizes included.
+TEST(Pool2d, BlockedMaxTwoByTwoMatchesPlain) {
+  for (int64_t W : {6, 9, 40}) {
+    SCOPED_TRACE("W=" + std::to_string(W));
+    const Pool2dParams p = pool(2, 32, 7, W, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max);
+    const size_t xn = p.N * p.C * p.H * p.W, yn = p.N * p.C * p.OH * p.OW;
+    Buf x(xn), dy(yn), xb(xn), dyb(yn), y(yn), yb(yn), dx(xn), dxb(xn), dxm(xn), dxmb(xn);
+    fill_random(x, 31), fill_random(dy, 32);
+    for (size_t i = 0; i < xn; i += 3) x[i] = 0.f;  // ties and windows whose maximum is 0 (relu's zeros)
+    to_c16(x, xb, p.N, p.C, p.H, p.W);
+    to_c16(dy, dyb, p.N, p.C, p.OH, p.OW);
+    const size_t ws_bytes = pool2d_workspace_bytes(p);
+    std::vector<unsigned char> ws(ws_bytes), wsb(ws_bytes);
+    pool2d_forward(p, x.p, y.p, ws.data());
+    pool2d_forward(p, xb.p, yb.p, wsb.data(), true);
+    std::vector<double> want_y(y.p, y.p + yn);
+    expect_close(yb, ref_from_blocked(want_y, p.N, p.C, p.OH, p.OW), "fwd");
+    pool2d_backward(p, dy.p, ws.data(), dx.p);
+    pool2d_backward(p, dyb.p, wsb.data(), dxb.p, true);
+    expect_close(dxb, ref_from_blocked(std::vector<double>(dx.p, dx.p + xn), p.N, p.C, p.H, p.W), "bwd");
+    pool2d_backward_relu_masked(p, dy.p, ws.data(), y.p, dxm.p);
+    pool2d_backward_relu_masked(p, dyb.p, wsb.data(), yb.p, dxmb.p, true);
+    expect_close(dxmb, ref_from_blocked(std::vector<double>(dxm.p, dxm.p + xn), p.N, p.C, p.H, p.W), "bwd masked");
+    // The mask really masks: relu's gradient at x applied to the plain gradient.
+    std::vector<double> want_m(xn);
+    for (size_t i = 0; i < xn; ++i) want_m[i] = x[i] > 0.f ? dx[i] : 0.0;
+    expect_close(dxm, want_m, "masked = relu_grad(bwd, x)");
+  }
+  const Pool2dParams p3 = pool(1, 32, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, PoolKind::Max);
+  Buf x(1 * 32 * 6 * 6), y(1 * 32 * 3 * 3);
+  fill_random(x, 1);
+  std::vector<unsigned char> ws(pool2d_workspace_bytes(p3));
+  EXPECT_THROW(pool2d_forward(p3, x.p, y.p, ws.data(), true), std::runtime_error);
+}

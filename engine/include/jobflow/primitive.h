@@ -174,6 +174,15 @@ class Primitive {
   // its gradient to its maximum, where x equals the output, so this is dy
   // masked by output > 0, and a pass over x's size is saved.
   virtual std::shared_ptr<Primitive> with_relu_grad() const { return nullptr; }
+  // For train plans' layout pass (compiler/train_layout.cpp): a variant
+  // that reads input i in oneDNN's nChw16c order where in_blocked[i] and
+  // writes output j so where out_blocked[j] (4-D float32 blobs whose
+  // channels are a multiple of 16; the pass checks that); nullptr when the
+  // op cannot. The attributes then say "blocked=...".
+  virtual std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& /*in_blocked*/,
+                                                  const std::vector<bool>& /*out_blocked*/) const {
+    return nullptr;
+  }
   // Every parameter that defines the op (axis, strides, pads, flags,
   // constant values...), so an exporter can write it, a loader can rebuild
   // an identical op through its builder function and another backend can

@@ -563,7 +563,14 @@ class Pass {
 
 void layouts(PlanBuild& b) {
   b.layout_bytes.assign(b.graph->blobs.size(), 0);
-  if (b.opts.type != JobType::Predict || !b.opts.fusion) return;
+  if (!b.opts.fusion) return;
+  if (b.opts.type == JobType::Train) {
+    train_layouts(b);
+    // Blocked blobs there have whole blocks of channels: plain sizes.
+    b.layout_bytes.assign(b.graph->blobs.size(), 0);
+    return;
+  }
+  if (b.opts.type != JobType::Predict) return;
   // oneDNN picks formats (and kernels) for the creating thread's OpenMP
   // count: choose them for the job's count when it is fixed, else for one
   // thread. A kernel run with a count for which oneDNN has only its

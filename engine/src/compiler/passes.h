@@ -89,6 +89,16 @@ std::shared_ptr<Plan> bind(PlanBuild& b);
 // changes). With opts.fusion off, or for train jobs, it does nothing: the
 // graph as written is the reference its tests compare with. oneDNN picks
 // formats for the job's thread count when it is fixed, else for one thread.
+// The layouts pass of train jobs (train_layout.cpp, run by layouts() when
+// opts.fusion is on): keeps the activations between convolutions (their
+// three passes) and 2x2 stride-2 max poolings (forward and gradient) in
+// oneDNN's nChw16c, where their channels are a multiple of 16, by giving
+// those nodes the with_blocked variants of their primitives; a reorder
+// node where a blocked blob meets an op that reads plain memory, or a
+// plain blob enters a blocked pooling gradient. Returns and the blobs of
+// other ops stay plain.
+void train_layouts(PlanBuild& b);
+
 // ---- specialization (jobs whose shapes are known at call time) ----
 
 // A program's graph specialized for concrete shapes, up to the first node

@@ -137,7 +137,7 @@ struct Entry {
 };
 
 // Fixed-size key: no allocation on lookup.
-using Key = std::array<int64_t, 24>;
+using Key = std::array<int64_t, 26>;  // unused trailing slots are 0
 struct KeyHash {
   size_t operator()(const Key& k) const noexcept {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
@@ -215,14 +215,15 @@ void check(const char* fn, const Conv2dParams& p) {
     conv_fail(fn, p, "output size inconsistent, expected OH=" + std::to_string(oh) + " OW=" + std::to_string(ow));
 }
 
-Key conv_key(const Conv2dParams& p, ConvPass pass, bool bias, bool relu, ConvLayout layout, bool bf16) {
+Key conv_key(const Conv2dParams& p, ConvPass pass, bool bias, bool relu, ConvLayout layout, bool bf16,
+             ConvFormats f) {
   return Key{static_cast<int64_t>(pass), p.N,        p.C,          p.H,         p.W,         p.K,
              p.R,                        p.S,        p.OH,         p.OW,        p.stride_h,  p.stride_w,
              p.pad_top,                  p.pad_left, p.pad_bottom, p.pad_right, p.dil_h,     p.dil_w,
              p.groups,                   bias,       relu,         static_cast<int64_t>(layout), bf16,
              // oneDNN fixes a primitive's thread partitioning at creation:
              // one entry per OpenMP thread count the calling thread runs with.
-             omp_get_max_threads()};
+             omp_get_max_threads(),      f.src_blocked, f.dst_blocked};
 }
 
 // Memory descriptors and geometry shared by the three passes.
@@ -235,16 +236,17 @@ struct ConvGeom {
   // bf16: the primitive computes in bfloat16 (float32 accumulation) on
   // copies of src/weights/diff_dst converted by the entry's reorders; the
   // caller's buffers, dst, diff_src, diff_weights and bias stay float32.
-  ConvGeom(const Conv2dParams& p, ConvLayout layout, bool bf16 = false) {
+  ConvGeom(const Conv2dParams& p, ConvLayout layout, bool bf16, ConvFormats f) {
     const memory::dims sd{p.N, p.C, p.H, p.W}, dd{p.N, p.K, p.OH, p.OW}, bd{p.K};
     // Grouped weights: OIHW with O split into G blocks is exactly GOIHW.
     const memory::dims wd = p.groups == 1 ? memory::dims{p.K, p.C, p.R, p.S}
                                           : memory::dims{p.groups, p.K / p.groups, p.C / p.groups, p.R, p.S};
     const tag wt = p.groups == 1 ? tag::oihw : tag::goihw;
-    src = memory::desc(sd, dt::f32, tag::nchw);
-    dst = memory::desc(dd, dt::f32, tag::nchw);
+    src = memory::desc(sd, dt::f32, f.src_blocked ? tag::nChw16c : tag::nchw);
+    dst = memory::desc(dd, dt::f32, f.dst_blocked ? tag::nChw16c : tag::nchw);
     wei = memory::desc(wd, dt::f32, wt);
     bias = memory::desc(bd, dt::f32, tag::a);
+    // Plain: the primitive works on the caller's formats as they are.
     const bool any = layout == ConvLayout::Blocked || bf16;
     const dt low = bf16 ? dt::bf16 : dt::f32;
     src_p = any ? memory::desc(sd, low, tag::any) : src;
@@ -280,8 +282,8 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, ConvLayout layout, bool bf16) {
-  ConvGeom g(p, layout, bf16);
+void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, ConvLayout layout, bool bf16, ConvFormats f) {
+  ConvGeom g(p, layout, bf16, f);
   dnnl::primitive_attr attr = user_scratchpad_attr();
   if (relu) {
     dnnl::post_ops po;
@@ -298,8 +300,8 @@ void build_conv_fwd(Entry& e, const Conv2dParams& p, bool has_bias, bool relu, C
   e.add_scratchpad(pd.scratchpad_desc());
 }
 
-void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout, bool bf16) {
-  ConvGeom g(p, layout, bf16);
+void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout, bool bf16, ConvFormats f) {
+  ConvGeom g(p, layout, bf16, f);
   dnnl::convolution_forward::primitive_desc hint(g.fwd_desc(false), cpu_engine());
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, g.src_f32_p, g.wei_p, g.dst_p,
                                           g.strides, g.dil, g.pad_l, g.pad_r);
@@ -312,8 +314,8 @@ void build_conv_bwd_data(Entry& e, const Conv2dParams& p, ConvLayout layout, boo
   e.add_scratchpad(pd.scratchpad_desc());
 }
 
-void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, ConvLayout layout, bool bf16) {
-  ConvGeom g(p, layout, bf16);
+void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, ConvLayout layout, bool bf16, ConvFormats f) {
+  ConvGeom g(p, layout, bf16, f);
   dnnl::convolution_forward::primitive_desc hint(g.fwd_desc(has_bias), cpu_engine());
   using cbw = dnnl::convolution_backward_weights;
   cbw::desc d = has_bias ? cbw::desc(dnnl::algorithm::convolution_direct, g.src_p, g.wei_f32_p, g.bias_p, g.dst_p,
@@ -331,7 +333,8 @@ void build_conv_bwd_weights(Entry& e, const Conv2dParams& p, bool has_bias, Conv
 }
 
 // Finds/creates the entry for one conv pass (this thread's).
-Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu, bool bf16 = false) {
+Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu, bool bf16 = false,
+                  ConvFormats f = {}) {
   ConvLayout layout = g_layout[static_cast<int>(pass)].load(std::memory_order_relaxed);
   if (layout == ConvLayout::Auto) {
     // Measured (LeNet conv1, C=1, N=100): backward-data takes ~5 ms blocked vs
@@ -347,11 +350,11 @@ Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu
   // against 0.85 in float32, backward-weights 1.98 against 0.90.
   if (bf16 && p.C / p.groups < 16) bf16 = false;
   else if (bf16) layout = ConvLayout::Blocked;
-  return get_entry(conv_key(p, pass, has_bias, relu, layout, bf16), [&](Entry& e) {
+  return get_entry(conv_key(p, pass, has_bias, relu, layout, bf16, f), [&](Entry& e) {
     switch (pass) {
-      case ConvPass::Forward: build_conv_fwd(e, p, has_bias, relu, layout, bf16); break;
-      case ConvPass::BackwardData: build_conv_bwd_data(e, p, layout, bf16); break;
-      case ConvPass::BackwardWeights: build_conv_bwd_weights(e, p, has_bias, layout, bf16); break;
+      case ConvPass::Forward: build_conv_fwd(e, p, has_bias, relu, layout, bf16, f); break;
+      case ConvPass::BackwardData: build_conv_bwd_data(e, p, layout, bf16, f); break;
+      case ConvPass::BackwardWeights: build_conv_bwd_weights(e, p, has_bias, layout, bf16, f); break;
     }
   });
 }
@@ -409,7 +412,15 @@ bool own_max_2x2(const Pool2dParams& p) {
          p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0;
 }
 
-MaxPool2x2Params max_2x2(const Pool2dParams& p) { return {p.N * p.C, p.H, p.W, p.OH, p.OW}; }
+// blocked: planes of 16-channel pixels (nChw16c).
+MaxPool2x2Params max_2x2(const Pool2dParams& p, bool blocked = false) {
+  return {blocked ? p.N * p.C / 16 : p.N * p.C, p.H, p.W, p.OH, p.OW, blocked ? 16 : 1};
+}
+
+void check_blocked(const char* fn, const Pool2dParams& p, bool blocked) {
+  if (blocked && (!own_max_2x2(p) || p.C % 16 != 0))
+    pool_fail(fn, p, "nChw16c pooling needs 2x2 max pooling with stride 2, no pads, and channels a multiple of 16");
+}
 
 Key pool_key(const Pool2dParams& p, PoolPass pass) {
   return Key{static_cast<int64_t>(pass), p.N,         p.C,          p.H,          p.W,
@@ -513,23 +524,32 @@ void dnnl_execute(const dnnl::primitive& prim, const std::vector<dnnl_exec_arg_t
 // ---------------------------------------------------------------------------
 // Public API
 
+// Blocked activations need whole blocks of 16 channels.
+void check_formats(const char* fn, const Conv2dParams& p, ConvFormats f) {
+  if ((f.src_blocked && p.C % 16 != 0) || (f.dst_blocked && p.K % 16 != 0))
+    conv_fail(fn, p, "nChw16c activations need a channel count that is a multiple of 16");
+}
+
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
-                    bool fuse_relu, bool bf16) {
+                    bool fuse_relu, bool bf16, ConvFormats f) {
   check("forward", p);
+  check_formats("forward", p, f);
   if (!x || !w || !y) conv_fail("forward", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::Forward, bias != nullptr, fuse_relu, bf16);
+    Entry& e = conv_entry(p, ConvPass::Forward, bias != nullptr, fuse_relu, bf16, f);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}});
   } catch (const dnnl::error& err) {
     conv_fail("forward", p, std::string("oneDNN error: ") + err.what());
   }
 }
 
-void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16) {
+void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16,
+                          ConvFormats f) {
   check("backward_data", p);
+  check_formats("backward_data", p, f);
   if (!w || !dy || !dx) conv_fail("backward_data", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::BackwardData, false, false, bf16);
+    Entry& e = conv_entry(p, ConvPass::BackwardData, false, false, bf16, f);
     e.run({{DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
   } catch (const dnnl::error& err) {
     conv_fail("backward_data", p, std::string("oneDNN error: ") + err.what());
@@ -537,11 +557,12 @@ void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy
 }
 
 void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw, float* dbias,
-                             bool bf16) {
+                             bool bf16, ConvFormats f) {
   check("backward_weights", p);
+  check_formats("backward_weights", p, f);
   if (!x || !dy || !dw) conv_fail("backward_weights", p, "null buffer");
   try {
-    Entry& e = conv_entry(p, ConvPass::BackwardWeights, dbias != nullptr, false, bf16);
+    Entry& e = conv_entry(p, ConvPass::BackwardWeights, dbias != nullptr, false, bf16, f);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, dbias}});
   } catch (const dnnl::error& err) {
     conv_fail("backward_weights", p, std::string("oneDNN error: ") + err.what());
@@ -559,15 +580,16 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p) {
   }
 }
 
-void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace) {
+void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace, bool blocked) {
   check("forward", p);
+  check_blocked("forward", p, blocked);
   if (!x || !y) pool_fail("forward", p, "null buffer");
   try {
     // Without a workspace there is nothing to record, so use the (slightly
     // cheaper) inference primitive; average pooling never needs one.
     const bool train = workspace != nullptr && p.kind == PoolKind::Max;
     if (own_max_2x2(p)) {
-      max_pool_2x2(max_2x2(p), x, y, train ? static_cast<uint8_t*>(workspace) : nullptr);
+      max_pool_2x2(max_2x2(p, blocked), x, y, train ? static_cast<uint8_t*>(workspace) : nullptr);
       return;
     }
     Entry& e = pool_entry(p, train ? PoolPass::Training : PoolPass::Inference);
@@ -577,13 +599,14 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
   }
 }
 
-void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx) {
+void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx, bool blocked) {
   check("backward", p);
+  check_blocked("backward", p, blocked);
   if (!dy || !dx) pool_fail("backward", p, "null buffer");
   if (p.kind == PoolKind::Max && !workspace)
     pool_fail("backward", p, "max pooling backward needs the workspace filled by pool2d_forward");
   if (own_max_2x2(p)) {
-    max_pool_2x2_backward(max_2x2(p), dy, static_cast<const uint8_t*>(workspace), dx);
+    max_pool_2x2_backward(max_2x2(p, blocked), dy, static_cast<const uint8_t*>(workspace), dx);
     return;
   }
   try {
@@ -610,11 +633,12 @@ void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
 bool pool2d_own_max_2x2(const Pool2dParams& p) { return own_max_2x2(p); }
 
 void pool2d_backward_relu_masked(const Pool2dParams& p, const float* dy, const void* workspace, const float* y,
-                                 float* dx) {
+                                 float* dx, bool blocked) {
   check("backward", p);
+  check_blocked("backward", p, blocked);
   if (!dy || !dx || !workspace || !y) pool_fail("backward", p, "null buffer");
   if (!own_max_2x2(p)) pool_fail("backward", p, "relu-masked gradient needs 2x2 max pooling with stride 2, no pads");
-  max_pool_2x2_backward(max_2x2(p), dy, static_cast<const uint8_t*>(workspace), dx, y);
+  max_pool_2x2_backward(max_2x2(p, blocked), dy, static_cast<const uint8_t*>(workspace), dx, y);
 }
 
 void set_conv_layout(ConvPass pass, ConvLayout layout) {

@@ -37,17 +37,27 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
+// The memory order of a convolution's activations (train plans' layout
+// pass, compiler/train_layout.cpp): plain NCHW, or nChw16c (oneDNN's
+// aBcd16b: channels in blocks of 16, innermost), which needs the tensor's
+// channel count to be a multiple of 16. `src` is x (forward, backward
+// weights) or dx (backward data); `dst` is y or dy.
+struct ConvFormats {
+  bool src_blocked = false, dst_blocked = false;
+};
+
 // y = conv(x, w) (+ bias[K] if bias != nullptr), then relu if fuse_relu.
 // bf16 (all three): compute in bfloat16 with float32 accumulation on
 // converted copies of the inputs; every buffer given stays float32 (a train
 // job's float32 master weights and gradients). Needs AVX512_BF16 or AMX.
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias, float* y,
-                    bool fuse_relu = false, bool bf16 = false);
+                    bool fuse_relu = false, bool bf16 = false, ConvFormats f = {});
 // dx = gradient of the convolution w.r.t. its input; dx is overwritten.
-void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16 = false);
+void conv2d_backward_data(const Conv2dParams& p, const float* w, const float* dy, float* dx, bool bf16 = false,
+                          ConvFormats f = {});
 // dw (and dbias = sum of dy over N, OH, OW when non-null) are overwritten.
 void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float* dy, float* dw,
-                             float* dbias /*nullable*/, bool bf16 = false);
+                             float* dbias /*nullable*/, bool bf16 = false, ConvFormats f = {});
 
 enum class PoolKind { Max, AvgIncludePad, AvgExcludePad };
 
@@ -62,10 +72,14 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p);
 // workspace may be null when not training (inference primitive, no indices);
 // for PoolKind::Max with a later pool2d_backward it must hold
 // pool2d_workspace_bytes(p) bytes.
-void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace /*may be null*/);
+// blocked (all three): x, y, dy, dx in nChw16c (ConvFormats); only for
+// pool2d_own_max_2x2(p) with C a multiple of 16, and the backward must be
+// given the same `blocked` as the forward that filled the workspace.
+void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace /*may be null*/,
+                    bool blocked = false);
 // dx is overwritten. workspace: the one filled by pool2d_forward (Max only;
 // ignored for average pooling).
-void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx);
+void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspace, float* dx, bool blocked = false);
 // Whether max pooling with these params runs on Jobflow's own 2x2 stride-2
 // loop (cpu/simd_kernels.h), which pool2d_backward_relu_masked needs.
 bool pool2d_own_max_2x2(const Pool2dParams& p);
@@ -73,7 +87,7 @@ bool pool2d_own_max_2x2(const Pool2dParams& p);
 // one pass: dy counts only where the forward's output y is > 0. Only for
 // pool2d_own_max_2x2(p).
 void pool2d_backward_relu_masked(const Pool2dParams& p, const float* dy, const void* workspace, const float* y,
-                                 float* dx);
+                                 float* dx, bool blocked = false);
 
 // c[M,N] = op(a)[M,K] * op(b)[K,N] (+ c when accumulate), row-major float32
 // buffers, op() transposing when ta / tb (a stored K x M, b stored N x K):

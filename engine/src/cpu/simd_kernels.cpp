@@ -216,19 +216,85 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad512(con
   }
 }
 
+// nChw16c: a row of OW output pixels from input rows r0, r1 (16 floats a
+// pixel); comparisons per channel, in window order.
+void max2x2_row_c16(const float* r0, const float* r1, float* y, uint8_t* idx, int64_t OW) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float* v[4] = {r0 + 32 * ow, r0 + 32 * ow + 16, r1 + 32 * ow, r1 + 32 * ow + 16};
+    for (int c = 0; c < 16; ++c) {
+      int best = 0;
+      for (int k = 1; k < 4; ++k)
+        if (v[k][c] > v[best][c]) best = k;
+      y[16 * ow + c] = v[best][c];
+      if (idx) idx[16 * ow + c] = static_cast<uint8_t>(best);
+    }
+  }
+}
+
+void max2x2_row_grad_c16(const float* dy, const uint8_t* idx, const float* mask, float* d0, float* d1, int64_t OW) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    float* v[4] = {d0 + 32 * ow, d0 + 32 * ow + 16, d1 + 32 * ow, d1 + 32 * ow + 16};
+    for (int c = 0; c < 16; ++c) {
+      const int64_t o = 16 * ow + c;
+      const float g = !mask || mask[o] > 0.f ? dy[o] : 0.f;
+      for (int k = 0; k < 4; ++k) v[k][c] = idx[o] == k ? g : 0.f;
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_c16_512(const float* r0, const float* r1,
+                                                                             float* y, uint8_t* idx, int64_t OW) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    __m512 best = _mm512_loadu_ps(r0 + 32 * ow);
+    __m512i k = _mm512_setzero_si512();
+    const __m512 cand[3] = {_mm512_loadu_ps(r0 + 32 * ow + 16), _mm512_loadu_ps(r1 + 32 * ow),
+                            _mm512_loadu_ps(r1 + 32 * ow + 16)};
+    for (int c = 0; c < 3; ++c) {
+      const __mmask16 gt = _mm512_cmp_ps_mask(cand[c], best, _CMP_GT_OQ);
+      best = _mm512_mask_mov_ps(best, gt, cand[c]);
+      k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
+    }
+    _mm512_storeu_ps(y + 16 * ow, best);
+    if (idx) _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + 16 * ow), _mm512_cvtepi32_epi8(k));
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad_c16_512(const float* dy,
+                                                                                  const uint8_t* idx,
+                                                                                  const float* mask, float* d0,
+                                                                                  float* d1, int64_t OW) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    __mmask16 take = 0xFFFF;
+    if (mask) take = _mm512_cmp_ps_mask(_mm512_loadu_ps(mask + 16 * ow), zero, _CMP_GT_OQ);
+    const __m512 g = _mm512_maskz_loadu_ps(take, dy + 16 * ow);
+    const __m512i k =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(idx + 16 * ow)));
+    float* v[4] = {d0 + 32 * ow, d0 + 32 * ow + 16, d1 + 32 * ow, d1 + 32 * ow + 16};
+    for (int c = 0; c < 4; ++c)
+      _mm512_storeu_ps(v[c], _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(c)), g));
+  }
+}
+
 }  // namespace
 
 void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx) {
   const bool wide = has_avx512() && has_avx512bw();
-  const int64_t rows = p.planes * p.OH;
-#pragma omp parallel for schedule(static) if (rows * p.OW > 16384 && omp_get_max_threads() > 1)
+  const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;
+#pragma omp parallel for schedule(static) if (rows * row_out > 16384 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t q = r / p.OH, oh = r % p.OH;
-    const float* r0 = x + (q * p.H + 2 * oh) * p.W;
-    float* yr = y + r * p.OW;
-    uint8_t* ir = idx ? idx + r * p.OW : nullptr;
-    if (wide) max2x2_row512(r0, r0 + p.W, yr, ir, p.OW);
-    else max2x2_row(r0, r0 + p.W, yr, ir, p.OW);
+    const float* r0 = x + (q * p.H + 2 * oh) * row_in;
+    float* yr = y + r * row_out;
+    uint8_t* ir = idx ? idx + r * row_out : nullptr;
+    if (px == 16) {
+      if (wide) max2x2_row_c16_512(r0, r0 + row_in, yr, ir, p.OW);
+      else max2x2_row_c16(r0, r0 + row_in, yr, ir, p.OW);
+    } else if (wide) {
+      max2x2_row512(r0, r0 + p.W, yr, ir, p.OW);
+    } else {
+      max2x2_row(r0, r0 + p.W, yr, ir, p.OW);
+    }
   }
 }
 
@@ -237,20 +303,30 @@ void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uin
   const bool wide = has_avx512() && has_avx512bw();
   // Inputs outside every window (a last odd row or column) get no gradient.
   const bool uncovered = p.H != 2 * p.OH || p.W != 2 * p.OW;
-  const int64_t rows = p.planes * p.OH;
-#pragma omp parallel for schedule(static) if (rows * p.OW > 16384 && omp_get_max_threads() > 1)
+  const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;
+#pragma omp parallel for schedule(static) if (rows * row_out > 16384 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t q = r / p.OH, oh = r % p.OH;
-    float* plane = dx + q * p.H * p.W;
-    float* d0 = plane + 2 * oh * p.W;
+    float* plane = dx + q * p.H * row_in;
+    float* d0 = plane + 2 * oh * row_in;
     if (uncovered) {
-      if (p.W != 2 * p.OW) d0[p.W - 1] = d0[2 * p.W - 1] = 0.f;
-      if (oh == p.OH - 1)
-        for (int64_t h = 2 * p.OH; h < p.H; ++h) std::fill(plane + h * p.W, plane + (h + 1) * p.W, 0.f);
+      if (p.W != 2 * p.OW) {
+        std::fill(d0 + row_in - px, d0 + row_in, 0.f);
+        std::fill(d0 + 2 * row_in - px, d0 + 2 * row_in, 0.f);
+      }
+      if (oh == p.OH - 1) std::fill(plane + 2 * p.OH * row_in, plane + p.H * row_in, 0.f);
     }
-    const float* mr = mask ? mask + r * p.OW : nullptr;
-    if (wide) max2x2_row_grad512(dy + r * p.OW, idx + r * p.OW, mr, d0, d0 + p.W, p.OW);
-    else max2x2_row_grad(dy + r * p.OW, idx + r * p.OW, mr, d0, d0 + p.W, p.OW);
+    const float* mr = mask ? mask + r * row_out : nullptr;
+    const float* g = dy + r * row_out;
+    const uint8_t* ir = idx + r * row_out;
+    if (px == 16) {
+      if (wide) max2x2_row_grad_c16_512(g, ir, mr, d0, d0 + row_in, p.OW);
+      else max2x2_row_grad_c16(g, ir, mr, d0, d0 + row_in, p.OW);
+    } else if (wide) {
+      max2x2_row_grad512(g, ir, mr, d0, d0 + p.W, p.OW);
+    } else {
+      max2x2_row_grad(g, ir, mr, d0, d0 + p.W, p.OW);
+    }
   }
 }
 

@@ -71,8 +71,12 @@ void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
 // for LeNet's first pooling in a train step (100 x 32 x 28 x 28) and 1.42
 // for its gradient, 8-10 GB/s, on the 2-core Xeon (AMX); the train plans
 // keep activations in NCHW (the layout pass is for predict plans).
+//
+// pixel = 16: nChw16c (planes = N * C / 16, each pixel 16 channels, one
+// index byte per channel), the train plans' blocked activations.
 struct MaxPool2x2Params {
   int64_t planes, H, W, OH, OW;
+  int64_t pixel = 1;  // floats per pixel: 1 (NCHW) or 16 (nChw16c)
 };
 void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx);
 // mask (nullable, the forward's output y): dy counts only where y > 0

@@ -137,6 +137,14 @@ Shape conv_out_shape(const char* op, const TensorSpec& x, const TensorSpec& w, c
   return {N, K, OH, OW};
 }
 
+// "blocked=x,y": the activations a train plan keeps in nChw16c (only when any).
+void add_formats(Attrs& a, cpu::ConvFormats f, const char* src, const char* dst) {
+  if (!f.src_blocked && !f.dst_blocked) return;
+  std::string s = f.src_blocked ? src : "";
+  if (f.dst_blocked) s += (s.empty() ? "" : ",") + std::string(dst);
+  a.push_back({"blocked", s});
+}
+
 cpu::Conv2dParams conv_params(const Shape& x, const Shape& w, const Shape& y, const Geom& g) {
   cpu::Conv2dParams p{};
   p.N = x[0], p.C = x[1], p.H = x[2], p.W = x[3];
@@ -156,14 +164,21 @@ Blob conv_forward(Blob x, Blob w, const Geom& g);
 // y = conv(x, w) [+ bias along channels] [relu]. Inputs x, w [, bias].
 class Conv2d final : public Primitive {
  public:
-  Conv2d(Geom g, bool bias = false, bool relu = false) : g_(g), bias_(bias), relu_(relu) {}
+  Conv2d(Geom g, bool bias = false, bool relu = false, cpu::ConvFormats f = {})
+      : g_(g), bias_(bias), relu_(relu), f_(f) {}
   OpKind kind() const override { return OpKind::Conv2d; }
   Attrs attributes() const override {
     Attrs a;
     g_.add_to(a);
     a.push_back({"bias", int64_t{bias_}});
     a.push_back({"relu", int64_t{relu_}});
+    add_formats(a, f_, "x", "y");
     return a;
+  }
+  std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& in, const std::vector<bool>& out) const override {
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i]) return nullptr;
+    return std::make_shared<Conv2d>(g_, bias_, relu_, cpu::ConvFormats{in.at(0), out.at(0)});
   }
 
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
@@ -178,7 +193,7 @@ class Conv2d final : public Primitive {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(in[0].shape(), in[1].shape(), out[0].shape(), g_);
     cpu::conv2d_forward(p, in[0].data<float>(), in[1].data<float>(), bias_ ? in[2].data<float>() : nullptr,
-                        out[0].data<float>(), relu_, ctx.bf16);
+                        out[0].data<float>(), relu_, ctx.bf16, f_);
   }
 
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs, const std::vector<Blob>& cot,
@@ -198,27 +213,34 @@ class Conv2d final : public Primitive {
   }
 
   std::shared_ptr<Primitive> with_bias() const override {
-    return bias_ || relu_ ? nullptr : std::make_shared<Conv2d>(g_, true, false);
+    return bias_ || relu_ ? nullptr : std::make_shared<Conv2d>(g_, true, false, f_);
   }
   std::shared_ptr<Primitive> with_relu() const override {
-    return relu_ ? nullptr : std::make_shared<Conv2d>(g_, bias_, true);
+    return relu_ ? nullptr : std::make_shared<Conv2d>(g_, bias_, true, f_);
   }
 
  private:
   Geom g_;
   bool bias_, relu_;
+  cpu::ConvFormats f_;
 };
 
 // dx of a convolution: inputs w, dy. Linear in both, so its own gradient is a
 // convolution (w.r.t. dy) and a backward-weights (w.r.t. w).
 class Conv2dBackwardData final : public Primitive {
  public:
-  Conv2dBackwardData(Shape x_shape, Geom g) : x_(std::move(x_shape)), g_(g) {}
+  Conv2dBackwardData(Shape x_shape, Geom g, cpu::ConvFormats f = {}) : x_(std::move(x_shape)), g_(g), f_(f) {}
   OpKind kind() const override { return OpKind::Conv2dBackwardData; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);
+    add_formats(a, f_, "dx", "dy");
     return a;
+  }
+  // Inputs w, dy; output dx.
+  std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& in, const std::vector<bool>& out) const override {
+    if (in.at(0)) return nullptr;
+    return std::make_shared<Conv2dBackwardData>(x_, g_, cpu::ConvFormats{out.at(0), in.at(1)});
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d_backward_data", in, 2);
@@ -231,7 +253,7 @@ class Conv2dBackwardData final : public Primitive {
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(x_, in[0].shape(), in[1].shape(), g_);
-    cpu::conv2d_backward_data(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), ctx.bf16);
+    cpu::conv2d_backward_data(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), ctx.bf16, f_);
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
@@ -247,18 +269,27 @@ class Conv2dBackwardData final : public Primitive {
  private:
   Shape x_;
   Geom g_;
+  cpu::ConvFormats f_;
 };
 
 // dw [and dbias] of a convolution: inputs x, dy.
 class Conv2dBackwardWeights final : public Primitive {
  public:
-  Conv2dBackwardWeights(Shape w_shape, Geom g, bool bias) : w_(std::move(w_shape)), g_(g), bias_(bias) {}
+  Conv2dBackwardWeights(Shape w_shape, Geom g, bool bias, cpu::ConvFormats f = {})
+      : w_(std::move(w_shape)), g_(g), bias_(bias), f_(f) {}
   OpKind kind() const override { return OpKind::Conv2dBackwardWeights; }
   Attrs attributes() const override {
     Attrs a{{"w_shape", w_}};
     g_.add_to(a);
     a.push_back({"bias", int64_t{bias_}});
+    add_formats(a, f_, "x", "dy");
     return a;
+  }
+  // Inputs x, dy; outputs dw [, dbias] (plain).
+  std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& in, const std::vector<bool>& out) const override {
+    for (bool b : out)
+      if (b) return nullptr;
+    return std::make_shared<Conv2dBackwardWeights>(w_, g_, bias_, cpu::ConvFormats{in.at(0), in.at(1)});
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs("conv2d_backward_weights", in, 2);
@@ -274,10 +305,10 @@ class Conv2dBackwardWeights final : public Primitive {
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override {
     const auto p = conv_params(in[0].shape(), w_, in[1].shape(), g_);
     cpu::conv2d_backward_weights(p, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(),
-                                 bias_ ? out[1].data<float>() : nullptr, ctx.bf16);
+                                 bias_ ? out[1].data<float>() : nullptr, ctx.bf16, f_);
   }
   std::shared_ptr<Primitive> with_bias_grad() const override {
-    return bias_ ? nullptr : std::make_shared<Conv2dBackwardWeights>(w_, g_, true);
+    return bias_ ? nullptr : std::make_shared<Conv2dBackwardWeights>(w_, g_, true, f_);
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
@@ -301,6 +332,7 @@ class Conv2dBackwardWeights final : public Primitive {
   Shape w_;
   Geom g_;
   bool bias_;
+  cpu::ConvFormats f_;
 };
 
 Blob conv_forward(Blob x, Blob w, const Geom& g) {
@@ -344,6 +376,15 @@ Shape pool_out_shape(const char* op, const TensorSpec& x, const PoolGeom& g) {
   return {x.shape[0], x.shape[1], OH, OW};
 }
 
+// Whether this pooling runs on Jobflow's own 2x2 stride-2 max loop
+// (cpu::pool2d_own_max_2x2: the geometry alone decides).
+bool own_2x2(cpu::PoolKind kind, const PoolGeom& g) {
+  cpu::Pool2dParams p{};
+  p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw;
+  p.pad_top = g.pt, p.pad_left = g.pl, p.pad_bottom = g.pb, p.pad_right = g.pr, p.kind = kind;
+  return cpu::pool2d_own_max_2x2(p);
+}
+
 cpu::Pool2dParams pool_params(const Shape& x, const Shape& y, const PoolGeom& g, cpu::PoolKind kind) {
   cpu::Pool2dParams p{};
   p.N = x[0], p.C = x[1], p.H = x[2], p.W = x[3], p.OH = y[2], p.OW = y[3];
@@ -360,14 +401,22 @@ cpu::Pool2dParams pool_params(const Shape& x, const Shape& y, const PoolGeom& g,
 // count, as TensorFlow/OneFlow do) needs no workspace.
 class Pool2d final : public Primitive {
  public:
-  Pool2d(cpu::PoolKind kind, PoolGeom g, bool workspace) : kind_(kind), g_(g), ws_(workspace) {}
+  Pool2d(cpu::PoolKind kind, PoolGeom g, bool workspace, bool blocked = false)
+      : kind_(kind), g_(g), ws_(workspace), blocked_(blocked) {}
   OpKind kind() const override { return kind_ == cpu::PoolKind::Max ? OpKind::MaxPool2d : OpKind::AvgPool2d; }
   // Average pooling excludes the padding from the count (ONNX count_include_pad=0).
   Attrs attributes() const override {
     Attrs a;
     g_.add_to(a);
     a.push_back({"workspace", int64_t{ws_}});
+    if (blocked_) a.push_back({"blocked", std::string("x,y")});
     return a;
+  }
+  // x and y together (the workspace's indices follow their order), on
+  // Jobflow's own 2x2 stride-2 max pooling.
+  std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& in, const std::vector<bool>& out) const override {
+    if (blocked_ || !in.at(0) || !out.at(0) || (out.size() > 1 && out[1]) || !own_2x2(kind_, g_)) return nullptr;
+    return std::make_shared<Pool2d>(kind_, g_, ws_, true);
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, 1);
@@ -385,7 +434,7 @@ class Pool2d final : public Primitive {
   }
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const override {
     const auto p = pool_params(in[0].shape(), out[0].shape(), g_, kind_);
-    cpu::pool2d_forward(p, in[0].data<float>(), out[0].data<float>(), ws_ ? out[1].raw() : nullptr);
+    cpu::pool2d_forward(p, in[0].data<float>(), out[0].data<float>(), ws_ ? out[1].raw() : nullptr, blocked_);
   }
   std::vector<Blob> vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override;
@@ -393,7 +442,7 @@ class Pool2d final : public Primitive {
  private:
   cpu::PoolKind kind_;
   PoolGeom g_;
-  bool ws_;
+  bool ws_, blocked_;
 };
 
 // dx of a pooling. Inputs: dy, then for max pooling the workspace, and in
@@ -403,23 +452,30 @@ class Pool2d final : public Primitive {
 // forward's output y an extra last input.
 class Pool2dGrad final : public Primitive {
  public:
-  Pool2dGrad(cpu::PoolKind kind, PoolGeom g, Shape x_shape, bool from_input, bool relu_mask = false)
-      : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input), relu_mask_(relu_mask) {}
+  Pool2dGrad(cpu::PoolKind kind, PoolGeom g, Shape x_shape, bool from_input, bool relu_mask = false,
+             bool blocked = false)
+      : kind_(kind), g_(g), x_(std::move(x_shape)), from_input_(from_input), relu_mask_(relu_mask),
+        blocked_(blocked) {}
   OpKind kind() const override { return kind_ == cpu::PoolKind::Max ? OpKind::MaxPool2dGrad : OpKind::AvgPool2dGrad; }
   Attrs attributes() const override {
     Attrs a{{"x_shape", x_}};
     g_.add_to(a);
     a.push_back({"from_input", int64_t{from_input_}});
     a.push_back({"relu_mask", int64_t{relu_mask_}});
+    if (blocked_) a.push_back({"blocked", std::string("dy,dx")});
     return a;
   }
   std::shared_ptr<Primitive> with_relu_grad() const override {
     // Only Jobflow's own 2x2 loop masks as it scatters.
-    cpu::Pool2dParams p{};
-    p.kh = g_.kh, p.kw = g_.kw, p.sh = g_.sh, p.sw = g_.sw;
-    p.pad_top = g_.pt, p.pad_left = g_.pl, p.pad_bottom = g_.pb, p.pad_right = g_.pr, p.kind = kind_;
-    if (from_input_ || relu_mask_ || !cpu::pool2d_own_max_2x2(p)) return nullptr;
-    return std::make_shared<Pool2dGrad>(kind_, g_, x_, false, true);
+    if (from_input_ || relu_mask_ || !own_2x2(kind_, g_)) return nullptr;
+    return std::make_shared<Pool2dGrad>(kind_, g_, x_, false, true, blocked_);
+  }
+  // dy, dx (and the mask) together, with a workspace from a blocked
+  // forward: the pass pairs them.
+  std::shared_ptr<Primitive> with_blocked(const std::vector<bool>& in, const std::vector<bool>& out) const override {
+    if (blocked_ || from_input_ || !own_2x2(kind_, g_) || !in.at(0) || in.at(1) || !out.at(0)) return nullptr;
+    if (relu_mask_ && !in.at(2)) return nullptr;
+    return std::make_shared<Pool2dGrad>(kind_, g_, x_, false, relu_mask_, true);
   }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     const bool max = kind_ == cpu::PoolKind::Max;
@@ -440,12 +496,12 @@ class Pool2dGrad final : public Primitive {
     const auto p = pool_params(x_, in[0].shape(), g_, kind_);
     if (relu_mask_) {
       cpu::pool2d_backward_relu_masked(p, in[0].data<float>(), in[1].raw(), in[2].data<float>(),
-                                       out[0].data<float>());
+                                       out[0].data<float>(), blocked_);
       return;
     }
     if (!from_input_) {
       cpu::pool2d_backward(p, in[0].data<float>(), kind_ == cpu::PoolKind::Max ? in[1].raw() : nullptr,
-                           out[0].data<float>());
+                           out[0].data<float>(), blocked_);
       return;
     }
     // No workspace (gradient taken in a predict job): route each dy to the
@@ -495,7 +551,7 @@ class Pool2dGrad final : public Primitive {
   cpu::PoolKind kind_;
   PoolGeom g_;
   Shape x_;
-  bool from_input_, relu_mask_;
+  bool from_input_, relu_mask_, blocked_;
 };
 
 std::vector<Blob> Pool2d::vjp(const std::vector<Blob>& in, const std::vector<Blob>& outs,
