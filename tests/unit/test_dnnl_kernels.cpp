@@ -3,6 +3,7 @@
 // dilation, groups and N=2, under each convolution layout policy, plus the
 // exact LeNet shapes at N=4.
 #include "cpu/dnnl_kernels.h"
+#include "cpu/isa.h"
 
 #include <gtest/gtest.h>
 
@@ -472,6 +473,22 @@ TEST(Conv2d, BlockedActivationsMatchPlain) {
     conv2d_backward_weights(p, f.src_blocked ? xb.p : x.p, f.dst_blocked ? dyb.p : dy.p, dw.p, db.p, false, f);
     expect_close(dw, want_dw, name + " bwd_weights");
   }
+  // 8 input channels: backward data runs oneDNN's plain (gemm) kernel,
+  // which gets the blocked dy reordered for it.
+  {
+    const Conv2dParams q = conv(2, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1);
+    Buf x8(x_size(q)), w8(w_size(q)), dy8(y_size(q)), dy8b(y_size(q)), y8(y_size(q)), dx8(x_size(q)),
+        dw8(w_size(q));
+    fill_random(x8, 25), fill_random(w8, 26), fill_random(dy8, 27);
+    to_c16(dy8, dy8b, q.N, q.K, q.OH, q.OW);
+    const ConvFormats f{false, true};
+    conv2d_forward(q, x8.p, w8.p, nullptr, y8.p, false, false, f);
+    expect_close(y8, ref_from_blocked(ref_conv_fwd(q, x8, w8, nullptr, false), q.N, q.K, q.OH, q.OW), "C=8 fwd");
+    conv2d_backward_data(q, w8.p, dy8b.p, dx8.p, false, f);
+    expect_close(dx8, ref_conv_bwd_data(q, w8, dy8), "C=8 bwd_data");
+    conv2d_backward_weights(q, x8.p, dy8b.p, dw8.p, nullptr, false, f);
+    expect_close(dw8, ref_conv_bwd_weights(q, x8, dy8), "C=8 bwd_weights");
+  }
   const Conv2dParams odd = conv(1, 3, 5, 5, 16, 3, 3, 1, 1, 1, 1, 1, 1);
   Buf x3(x_size(odd)), w3(w_size(odd)), y3(y_size(odd));
   fill_random(x3, 1), fill_random(w3, 2);
@@ -517,4 +534,69 @@ TEST(Pool2d, BlockedMaxTwoByTwoMatchesPlain) {
   fill_random(x, 1);
   std::vector<unsigned char> ws(pool2d_workspace_bytes(p3));
   EXPECT_THROW(pool2d_forward(p3, x.p, y.p, ws.data(), true), std::runtime_error);
+}
+
+// A NaN anywhere in a 2x2 window is the output and takes the gradient
+// (plain and nChw16c), wherever it sits in the window.
+TEST(Pool2d, MaxTwoByTwoPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool blocked : {false, true}) {
+    for (int pos = 0; pos < 4; ++pos) {
+      SCOPED_TRACE(std::string(blocked ? "nChw16c" : "nchw") + " NaN at " + std::to_string(pos));
+      const Pool2dParams p = pool(1, 16, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max);
+      Buf x(16 * 4), y(16), dy(16), dx(16 * 4);
+      // Channel c: window values c+1, c+2, c+3, c+4 (row by row), one NaN.
+      for (int c = 0; c < 16; ++c)
+        for (int k = 0; k < 4; ++k) {
+          const size_t at = blocked ? static_cast<size_t>(k * 16 + c) : static_cast<size_t>(c * 4 + k);
+          x[at] = k == pos && c % 2 == 0 ? nan : static_cast<float>(c + k + 1);
+        }
+      for (int c = 0; c < 16; ++c) dy[c] = static_cast<float>(10 + c);
+      std::vector<unsigned char> ws(pool2d_workspace_bytes(p));
+      pool2d_forward(p, x.p, y.p, ws.data(), blocked);
+      pool2d_backward(p, dy.p, ws.data(), dx.p, blocked);
+      for (int c = 0; c < 16; ++c) {
+        const int want_k = c % 2 == 0 ? pos : 3;  // the NaN, else the largest (the last)
+        if (c % 2 == 0) EXPECT_TRUE(std::isnan(y[c])) << "channel " << c;
+        else EXPECT_EQ(y[c], static_cast<float>(c + 4)) << "channel " << c;
+        for (int k = 0; k < 4; ++k) {
+          const size_t at = blocked ? static_cast<size_t>(k * 16 + c) : static_cast<size_t>(c * 4 + k);
+          EXPECT_EQ(dx[at], k == want_k ? dy[c] : 0.f) << "channel " << c << " position " << k;
+        }
+      }
+    }
+  }
+}
+
+// matmul_bf16 against a double reference: every transpose combination,
+// with and without accumulating into c (a bias), within bf16's rounding of
+// the inputs (2^-8 relative each, so about 1% of the largest output here).
+TEST(MatMulBf16, TransposesAndAccumulate) {
+  if (bf16_support() == Bf16Support::None) GTEST_SKIP() << "no AVX512_BF16 or AMX on this CPU";
+  const int64_t M = 13, N = 37, K = 70;
+  Buf a(M * K), b(K * N), c0(M * N);
+  fill_random(a, 41), fill_random(b, 42), fill_random(c0, 43);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) {
+        const std::string name = std::string("ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0") + " acc=" +
+                                 (acc ? "1" : "0");
+        std::vector<double> want(M * N);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = acc ? c0[m * N + n] : 0.0;
+            for (int64_t k = 0; k < K; ++k)
+              s += static_cast<double>(ta ? a[k * M + m] : a[m * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
+            want[m * N + n] = s;
+          }
+        Buf c(M * N);
+        std::copy(c0.p, c0.p + M * N, c.p);
+        matmul_bf16(ta, tb, M, N, K, a.p, b.p, c.p, acc);
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::abs(v));
+        for (int64_t i = 0; i < M * N; ++i) worst = std::max(worst, std::abs(c[i] - want[i]));
+        EXPECT_LE(worst, 0.02 * scale) << name;
+        EXPECT_GT(worst, 0.0) << name << ": exact, so not computed in bf16";
+      }
+  EXPECT_THROW(matmul_bf16(false, false, 0, N, K, a.p, b.p, c0.p, false), std::runtime_error);
 }

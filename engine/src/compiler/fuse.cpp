@@ -12,7 +12,7 @@ namespace jobflow::compiler {
 // relu_grad(max_pool2d_grad(dy, ws), x) where x is that pooling's input:
 // one pooling gradient masked by the pooling's output (with_relu_grad).
 // Returns whether node i was merged.
-bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, const std::vector<std::vector<int>>& consumers,
+bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, std::vector<std::vector<int>>& consumers,
                     const std::set<int>& keep_blobs) {
   const Node& n = g.nodes[i];
   if (n.inputs.size() != 2) return false;
@@ -25,7 +25,8 @@ bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, const std::vec
     return false;
   if (g.blobs[d].spec != g.blobs[n.outputs[0]].spec) return false;  // no broadcasting in the relu gradient
   const int f = g.blobs[g.nodes[p].inputs[1]].producer;                 // the forward pooling (its workspace)
-  if (f < 0 || g.nodes[f].inputs.empty() || g.nodes[f].inputs[0] != x) return false;
+  if (f < 0 || g.nodes[f].op->kind() != OpKind::MaxPool2d || g.nodes[f].inputs.empty() || g.nodes[f].inputs[0] != x)
+    return false;
   auto fused = g.nodes[p].op->with_relu_grad();
   if (!fused) return false;
   Node merged = g.nodes[p];
@@ -35,6 +36,10 @@ bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, const std::vec
   g.blobs[merged.outputs[0]].producer = static_cast<int>(i);
   g.blobs[merged.outputs[0]].out_index = 0;
   alive[p] = 0;
+  // Node i now reads the pooling's output, not x (later fusions look).
+  auto& cx = consumers[x];
+  cx.erase(std::remove(cx.begin(), cx.end(), static_cast<int>(i)), cx.end());
+  consumers[g.nodes[f].outputs[0]].push_back(static_cast<int>(i));
   g.nodes[i] = std::move(merged);
   return true;
 }

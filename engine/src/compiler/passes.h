@@ -7,12 +7,15 @@
 //               constants, cut before an op whose output shape depends on
 //               values not known yet (specialize.cpp);
 //   prune       keep what the returns and the side effects need (prune.cpp);
-//   fuse        matmul/conv -> bias_add -> relu as one node (fuse.cpp);
+//   fuse        matmul/conv -> bias_add -> relu as one node, a bias gradient
+//               into the weight gradient, relu's gradient into a 2x2 max
+//               pooling's gradient (fuse.cpp);
 //   order       optimizer updates after every other node (prune.cpp);
-//   layouts     (predict jobs on the CPU) rewrites, memory formats and
+//   layouts     (on the CPU) for predict jobs rewrites, memory formats and
 //               precision: batch norm folded into convolutions, post-ops
 //               fused, oneDNN's blocked formats kept along chains, bfloat16
-//               (layout.cpp);
+//               (layout.cpp); for train jobs nChw16c kept between
+//               convolutions and poolings (train_layout.cpp);
 //   memory      every intermediate blob an offset in one arena (memory.cpp);
 //   bind        each node its backend and preallocated views: the Plan
 //               (bind.cpp).
@@ -86,8 +89,9 @@ std::shared_ptr<Plan> bind(PlanBuild& b);
 // new nodes and blobs to the graph, rewrites `b.order`, and sets
 // `b.layout_bytes`. Weights are variables, Constant ops or values folded
 // while specializing (b.constants): prepared once (again when a variable
-// changes). With opts.fusion off, or for train jobs, it does nothing: the
-// graph as written is the reference its tests compare with. oneDNN picks
+// changes). With opts.fusion off it does nothing: the graph as written is
+// the reference its tests compare with; for train jobs it runs
+// train_layouts instead. oneDNN picks
 // formats for the job's thread count when it is fixed, else for one thread.
 // The layouts pass of train jobs (train_layout.cpp, run by layouts() when
 // opts.fusion is on): keeps the activations between convolutions (their

@@ -177,8 +177,7 @@ class TrainPass {
     r.name = G.blobs[to].name + "/reorder";
     r.op = std::make_shared<cpu::LayoutReorder>(spec(to), to_blocked ? plain : blocked, to_blocked ? blocked : plain);
     r.inputs = {from};
-    r.outputs = {to};
-    if (G.blobs[from].producer >= 0) r.placement = G.nodes[G.blobs[from].producer].placement;
+    r.outputs = {to};  // default placement: the CPU, where LayoutReorder runs
     G.nodes.push_back(std::move(r));
     const int id = static_cast<int>(G.nodes.size()) - 1;
     G.blobs[to].producer = id;

@@ -246,11 +246,13 @@ struct ConvGeom {
     dst = memory::desc(dd, dt::f32, f.dst_blocked ? tag::nChw16c : tag::nchw);
     wei = memory::desc(wd, dt::f32, wt);
     bias = memory::desc(bd, dt::f32, tag::a);
-    // Plain: the primitive works on the caller's formats as they are.
+    // Plain: the primitive works on NCHW (oneDNN's gemm kernels); a
+    // caller's nChw16c operand is then reordered (no kernel takes the mix
+    // of plain and blocked operands but oneDNN's reference one).
     const bool any = layout == ConvLayout::Blocked || bf16;
     const dt low = bf16 ? dt::bf16 : dt::f32;
-    src_p = any ? memory::desc(sd, low, tag::any) : src;
-    dst_p = any ? memory::desc(dd, low, tag::any) : dst;
+    src_p = any ? memory::desc(sd, low, tag::any) : memory::desc(sd, dt::f32, tag::nchw);
+    dst_p = any ? memory::desc(dd, low, tag::any) : memory::desc(dd, dt::f32, tag::nchw);
     wei_p = any ? memory::desc(wd, low, tag::any) : wei;
     if (bf16) {
       dst_f32_p = memory::desc(dd, dt::f32, tag::any);

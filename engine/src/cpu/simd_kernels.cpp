@@ -140,13 +140,24 @@ __attribute__((target("avx2,fma"))) void pool_row(const Pool8cParams& p, const f
   }
 }
 
+// Whether a window's running maximum `best` gives way to `v`: a larger
+// value, or the window's first NaN (NaN propagates, as in PyTorch and
+// cuDNN: a NaN anywhere in the window is the output, and its gradient
+// goes there).
+inline bool takes(float v, float best) { return v > best || (std::isnan(v) && !std::isnan(best)); }
+
+__attribute__((target("avx512f"))) inline __mmask16 takes16(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+}
+
 // One output row of max_pool_2x2 from input rows r0, r1.
 void max2x2_row(const float* r0, const float* r1, float* y, uint8_t* idx, int64_t OW) {
   for (int64_t ow = 0; ow < OW; ++ow) {
     const float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
     int best = 0;
     for (int k = 1; k < 4; ++k)
-      if (v[k] > v[best]) best = k;
+      if (takes(v[k], v[best])) best = k;
     y[ow] = v[best];
     if (idx) idx[ow] = static_cast<uint8_t>(best);
   }
@@ -181,7 +192,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row512(const fl
     const __m512 cand[3] = {_mm512_permutex2var_ps(a0, odd, a1), _mm512_permutex2var_ps(b0, even, b1),
                             _mm512_permutex2var_ps(b0, odd, b1)};
     for (int c = 0; c < 3; ++c) {
-      const __mmask16 gt = _mm512_cmp_ps_mask(cand[c], best, _CMP_GT_OQ);
+      const __mmask16 gt = takes16(cand[c], best);
       best = _mm512_mask_mov_ps(best, gt, cand[c]);
       k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
     }
@@ -224,7 +235,7 @@ void max2x2_row_c16(const float* r0, const float* r1, float* y, uint8_t* idx, in
     for (int c = 0; c < 16; ++c) {
       int best = 0;
       for (int k = 1; k < 4; ++k)
-        if (v[k][c] > v[best][c]) best = k;
+        if (takes(v[k][c], v[best][c])) best = k;
       y[16 * ow + c] = v[best][c];
       if (idx) idx[16 * ow + c] = static_cast<uint8_t>(best);
     }
@@ -250,7 +261,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_c16_512(con
     const __m512 cand[3] = {_mm512_loadu_ps(r0 + 32 * ow + 16), _mm512_loadu_ps(r1 + 32 * ow),
                             _mm512_loadu_ps(r1 + 32 * ow + 16)};
     for (int c = 0; c < 3; ++c) {
-      const __mmask16 gt = _mm512_cmp_ps_mask(cand[c], best, _CMP_GT_OQ);
+      const __mmask16 gt = takes16(cand[c], best);
       best = _mm512_mask_mov_ps(best, gt, cand[c]);
       k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
     }

@@ -62,15 +62,17 @@ void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
 // float32: x has `planes` (N * C) planes of H x W, y of OH x OW with
 // 2 * OH <= H and 2 * OW <= W (a last odd row or column is not read).
 // idx (nullable) receives one byte per output, the position of the
-// window's first maximum (0..3: row * 2 + column); max_pool_2x2_backward
+// window's first maximum (0..3: row * 2 + column), or of its first NaN
+// (a NaN in the window is the output); max_pool_2x2_backward
 // scatters dy through it into dx (overwritten, zeros elsewhere). AVX-512
 // where the CPU has it, plain loops otherwise; parallel over rows with the
 // calling thread's OpenMP count.
 //
 // Why: oneDNN 2.6's pooling on plain NCHW (jit:avx512_core) took 1.28 ms
 // for LeNet's first pooling in a train step (100 x 32 x 28 x 28) and 1.42
-// for its gradient, 8-10 GB/s, on the 2-core Xeon (AMX); the train plans
-// keep activations in NCHW (the layout pass is for predict plans).
+// for its gradient, 8-10 GB/s, on the 2-core Xeon (AMX), with activations
+// in NCHW; the nChw16c form serves train plans' blocked chains
+// (compiler/train_layout.cpp).
 //
 // pixel = 16: nChw16c (planes = N * C / 16, each pixel 16 channels, one
 // index byte per channel), the train plans' blocked activations.
