@@ -4,6 +4,7 @@
 // exact LeNet shapes at N=4.
 #include "cpu/dnnl_kernels.h"
 #include "cpu/isa.h"
+#include "cpu/simd_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -352,7 +353,9 @@ void check_pool(const Pool2dParams& p, const std::string& name, bool ties = fals
 
 // The gradient of a window with several maxima goes to the first (row by
 // row), in oneDNN's kernels and in Jobflow's own 2x2/2 loop alike.
-TEST(Pool2d, MaxTiesGoToTheFirstMaximum) {
+void PoolMaxTiesGoToTheFirstMaximum();
+TEST(Pool2d, MaxTiesGoToTheFirstMaximum) { PoolMaxTiesGoToTheFirstMaximum(); }
+void PoolMaxTiesGoToTheFirstMaximum() {
   for (int64_t W : {6, 9, 40}) {
     const std::string name = "ties W=" + std::to_string(W);
     check_pool(pool(2, 3, 6, W, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max), name + " 2x2_s2", true);
@@ -360,7 +363,9 @@ TEST(Pool2d, MaxTiesGoToTheFirstMaximum) {
   }
 }
 
-TEST(Pool2d, MatchesReference) {
+void PoolMatchesReference();
+TEST(Pool2d, MatchesReference) { PoolMatchesReference(); }
+void PoolMatchesReference() {
   struct Shape {
     const char* name;
     int64_t N, C, H, W, kh, kw, sh, sw, pt, pl, pb, pr;
@@ -502,7 +507,9 @@ TEST(Conv2d, BlockedActivationsMatchPlain) {
 
 // The 2x2/2 max pooling and its gradient (plain and relu-masked) in
 // nChw16c agree with the plain ones, odd sizes included.
-TEST(Pool2d, BlockedMaxTwoByTwoMatchesPlain) {
+void PoolBlockedMaxTwoByTwoMatchesPlain();
+TEST(Pool2d, BlockedMaxTwoByTwoMatchesPlain) { PoolBlockedMaxTwoByTwoMatchesPlain(); }
+void PoolBlockedMaxTwoByTwoMatchesPlain() {
   for (int64_t W : {6, 9, 40}) {
     SCOPED_TRACE("W=" + std::to_string(W));
     const Pool2dParams p = pool(2, 32, 7, W, 2, 2, 2, 2, 0, 0, 0, 0, PoolKind::Max);
@@ -538,7 +545,9 @@ TEST(Pool2d, BlockedMaxTwoByTwoMatchesPlain) {
 
 // A NaN anywhere in a 2x2 window is the output and takes the gradient
 // (plain and nChw16c), wherever it sits in the window.
-TEST(Pool2d, MaxTwoByTwoPropagatesNaN) {
+void PoolMaxTwoByTwoPropagatesNaN();
+TEST(Pool2d, MaxTwoByTwoPropagatesNaN) { PoolMaxTwoByTwoPropagatesNaN(); }
+void PoolMaxTwoByTwoPropagatesNaN() {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (bool blocked : {false, true}) {
     for (int pos = 0; pos < 4; ++pos) {
@@ -599,4 +608,17 @@ TEST(MatMulBf16, TransposesAndAccumulate) {
         EXPECT_GT(worst, 0.0) << name << ": exact, so not computed in bf16";
       }
   EXPECT_THROW(matmul_bf16(false, false, 0, N, K, a.p, b.p, c0.p, false), std::runtime_error);
+}
+
+// The pooling tests again on the plain loops Jobflow's 2x2 max pooling
+// uses where AVX-512 is missing (on a CPU without it, the same loops twice).
+TEST(Pool2d, PlainLoopsOfTheOwnMaxPooling) {
+  set_pool_vectors(false);
+  struct Restore {
+    ~Restore() { set_pool_vectors(true); }
+  } restore;
+  PoolMatchesReference();
+  PoolMaxTiesGoToTheFirstMaximum();
+  PoolBlockedMaxTwoByTwoMatchesPlain();
+  PoolMaxTwoByTwoPropagatesNaN();
 }

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "cpu/isa.h"
@@ -106,6 +107,8 @@ bool has_avx512bw() {
   return yes;
 }
 
+std::atomic<bool> g_pool_vectors{true};  // set_pool_vectors()
+
 // In chunks of 16 KiB elements (below that one thread does it all).
 template <typename T, typename Span>
 void in_chunks(T* y, int64_t n, Span span) {
@@ -197,7 +200,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row512(const fl
       k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
     }
     _mm512_mask_storeu_ps(y + ow, m, best);
-    if (idx) _mm_mask_storeu_epi8(idx + ow, m, _mm512_cvtepi32_epi8(k));
+    if (idx) _mm_mask_storeu_epi8(idx + ow, m, _mm512_maskz_cvtepi32_epi8(0xFFFF, k));
   }
 }
 
@@ -215,7 +218,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad512(con
     __mmask16 take = m;
     if (mask) take = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, mask + ow), zero, _CMP_GT_OQ);
     const __m512 g = _mm512_maskz_loadu_ps(take, dy + ow);
-    const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, idx + ow));
+    const __m512i k = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(m, idx + ow));
     __m512 part[4];
     for (int c = 0; c < 4; ++c)
       part[c] = _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(c)), g);
@@ -266,7 +269,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_c16_512(con
       k = _mm512_mask_mov_epi32(k, gt, _mm512_set1_epi32(c + 1));
     }
     _mm512_storeu_ps(y + 16 * ow, best);
-    if (idx) _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + 16 * ow), _mm512_cvtepi32_epi8(k));
+    if (idx) _mm_storeu_si128(reinterpret_cast<__m128i*>(idx + 16 * ow), _mm512_maskz_cvtepi32_epi8(0xFFFF, k));
   }
 }
 
@@ -280,7 +283,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad_c16_51
     if (mask) take = _mm512_cmp_ps_mask(_mm512_loadu_ps(mask + 16 * ow), zero, _CMP_GT_OQ);
     const __m512 g = _mm512_maskz_loadu_ps(take, dy + 16 * ow);
     const __m512i k =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(idx + 16 * ow)));
+        _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(idx + 16 * ow)));
     float* v[4] = {d0 + 32 * ow, d0 + 32 * ow + 16, d1 + 32 * ow, d1 + 32 * ow + 16};
     for (int c = 0; c < 4; ++c)
       _mm512_storeu_ps(v[c], _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(c)), g));
@@ -289,8 +292,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad_c16_51
 
 }  // namespace
 
+void set_pool_vectors(bool on) { g_pool_vectors.store(on, std::memory_order_relaxed); }
+
 void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx) {
-  const bool wide = has_avx512() && has_avx512bw();
+  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && has_avx512() && has_avx512bw();
   const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;
 #pragma omp parallel for schedule(static) if (rows * row_out > 16384 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
@@ -311,7 +316,7 @@ void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* 
 
 void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx,
                            const float* mask) {
-  const bool wide = has_avx512() && has_avx512bw();
+  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && has_avx512() && has_avx512bw();
   // Inputs outside every window (a last odd row or column) get no gradient.
   const bool uncovered = p.H != 2 * p.OH || p.W != 2 * p.OW;
   const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;

@@ -85,5 +85,9 @@ void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* 
 // (relu's gradient at the pooling's input folded in).
 void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx,
                            const float* mask = nullptr);
+// Tests: false makes max_pool_2x2 (and its backward) run their plain loops
+// on AVX-512 CPUs too, so both paths are checked on one machine. Process-
+// wide; the default is true.
+void set_pool_vectors(bool on);
 
 }  // namespace jobflow::cpu
