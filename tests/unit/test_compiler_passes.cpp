@@ -7,6 +7,7 @@
 #include "compiler.h"
 #include "compiler/passes.h"
 #include "errors.h"
+#include "tensor_compare.h"
 
 namespace flow = jobflow;
 namespace C = jobflow::compiler;
@@ -17,6 +18,8 @@ using flow::Tensor;
 namespace {
 
 using jobflow::testing::error_of;
+using jobflow::testing::random_float32;
+using jobflow::testing::rel_diff;
 
 // The plan under construction of a job's graph as defined.
 C::PlanBuild build_of(const flow::CompiledJob& job) {
@@ -157,15 +160,7 @@ TEST_F(CompilerPasses, SpecializeFoldsShapesAndStopsAtDataDependentOps) {
 TEST_F(CompilerPasses, FuseFoldsReluGradientIntoTheMaxPoolingGradient) {
   for (int k : {2, 3}) {
     SCOPED_TRACE("pool " + std::to_string(k) + "x" + std::to_string(k));
-    const Tensor x = [] {
-      Tensor t({4, 3, 12, 12}, flow::Float);
-      uint32_t s = 7;
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        s = s * 1664525u + 1013904223u;
-        t.data<float>()[i] = static_cast<float>(s >> 8) / 16777216.f * 2.f - 1.f;
-      }
-      return t;
-    }();
+    const Tensor x = random_float32({4, 3, 12, 12}, 7);
     auto step = [&](bool fusion) {
       flow::session::reset();
       auto job = flow::global_function(
@@ -188,12 +183,7 @@ TEST_F(CompilerPasses, FuseFoldsReluGradientIntoTheMaxPoolingGradient) {
     EXPECT_EQ(plan_on.find("relu_mask=1") != std::string::npos, k == 2) << plan_on;
     EXPECT_NE(plan_off.find("relu_grad"), std::string::npos) << plan_off;
     EXPECT_NEAR(l_on.data<float>()[0], l_off.data<float>()[0], 1e-6);
-    float worst = 0, scale = 0;
-    for (int64_t i = 0; i < w_on.numel(); ++i) {
-      worst = std::max(worst, std::abs(w_on.data<float>()[i] - w_off.data<float>()[i]));
-      scale = std::max(scale, std::abs(w_off.data<float>()[i]));
-    }
-    EXPECT_LE(worst, 1e-5f * scale);
+    EXPECT_LE(rel_diff(w_on, w_off), 1e-5);
   }
 }
 
@@ -204,15 +194,7 @@ TEST_F(CompilerPasses, FuseFoldsReluGradientIntoTheMaxPoolingGradient) {
 // gives the loss and updates of the graph as written (enable_fusion(false)).
 // conv1 reads 3 channels (its input stays plain); the blocks hold 16 and 32.
 TEST_F(CompilerPasses, TrainLayoutsKeepConvolutionChainsBlocked) {
-  const Tensor x = [] {
-    Tensor t({4, 3, 12, 12}, flow::Float);
-    uint32_t s = 11;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      s = s * 1664525u + 1013904223u;
-      t.data<float>()[i] = static_cast<float>(s >> 8) / 16777216.f * 2.f - 1.f;
-    }
-    return t;
-  }();
+  const Tensor x = random_float32({4, 3, 12, 12}, 11);
   const std::vector<std::string> vars = {"tl_w1", "tl_b1", "tl_w2", "tl_b2", "tl_d"};
   auto step = [&](bool fusion) {
     flow::session::reset();
@@ -254,12 +236,5 @@ TEST_F(CompilerPasses, TrainLayoutsKeepConvolutionChainsBlocked) {
   EXPECT_EQ(count(plan, "= reorder["), 2u) << plan;
   EXPECT_EQ(count(plan_off, "blocked="), 0u) << plan_off;
   EXPECT_NEAR(l_on.data<float>()[0], l_off.data<float>()[0], 1e-5 * std::abs(l_off.data<float>()[0]));
-  for (size_t v = 0; v < vars.size(); ++v) {
-    float worst = 0, scale = 0;
-    for (int64_t i = 0; i < w_on[v].numel(); ++i) {
-      worst = std::max(worst, std::abs(w_on[v].data<float>()[i] - w_off[v].data<float>()[i]));
-      scale = std::max(scale, std::abs(w_off[v].data<float>()[i]));
-    }
-    EXPECT_LE(worst, 1e-5f * scale) << vars[v];
-  }
+  for (size_t v = 0; v < vars.size(); ++v) EXPECT_LE(rel_diff(w_on[v], w_off[v]), 1e-5) << vars[v];
 }

@@ -345,26 +345,13 @@ class Pass {
   }
 
   int new_blob(int like, const std::string& suffix) {
-    BlobDesc d;
-    d.spec = spec(like);
-    d.name = G.blobs[like].name + suffix;
-    G.blobs.push_back(d);
     desc_.emplace_back();
-    return static_cast<int>(G.blobs.size()) - 1;
+    return add_blob_like(G, like, suffix);
   }
 
   // Appends a reorder node from -> to (blob ids) at the end of `out`.
   void add_reorder(int from, int to, std::vector<int>& out) {
-    Node r;
-    r.name = G.blobs[to].name + "/reorder";
-    r.op = std::make_shared<cpu::LayoutReorder>(spec(to), desc_of(from), desc_of(to));
-    r.inputs = {from};
-    r.outputs = {to};
-    G.nodes.push_back(std::move(r));
-    const int id = static_cast<int>(G.nodes.size()) - 1;
-    G.blobs[to].producer = id;
-    G.blobs[to].out_index = 0;
-    out.push_back(id);
+    append_node(G, std::make_shared<cpu::LayoutReorder>(spec(to), desc_of(from), desc_of(to)), from, to, out);
   }
 
   void assign() {
@@ -560,6 +547,27 @@ class Pass {
 };
 
 }  // namespace
+
+int add_blob_like(Graph& g, int like, const std::string& suffix) {
+  BlobDesc d;
+  d.spec = g.blobs[like].spec;
+  d.name = g.blobs[like].name + suffix;
+  g.blobs.push_back(d);
+  return static_cast<int>(g.blobs.size()) - 1;
+}
+
+void append_node(Graph& g, std::shared_ptr<Primitive> op, int from, int to, std::vector<int>& order) {
+  Node r;
+  r.name = g.blobs[to].name + "/" + op->name();
+  r.op = std::move(op);
+  r.inputs = {from};
+  r.outputs = {to};  // default placement: the CPU
+  g.nodes.push_back(std::move(r));
+  const int id = static_cast<int>(g.nodes.size()) - 1;
+  g.blobs[to].producer = id;
+  g.blobs[to].out_index = 0;
+  order.push_back(id);
+}
 
 void layouts(PlanBuild& b) {
   b.layout_bytes.assign(b.graph->blobs.size(), 0);

@@ -93,6 +93,12 @@ std::shared_ptr<Plan> bind(PlanBuild& b);
 // the reference its tests compare with; for train jobs it runs
 // train_layouts instead. oneDNN picks
 // formats for the job's thread count when it is fixed, else for one thread.
+// Shared by the two layout passes: a new blob with `like`'s spec, named
+// after it plus `suffix`; and a one-input node `op` computing blob `to`
+// from `from`, appended to the graph and to `order`.
+int add_blob_like(Graph& g, int like, const std::string& suffix);
+void append_node(Graph& g, std::shared_ptr<Primitive> op, int from, int to, std::vector<int>& order);
+
 // The layouts pass of train jobs (train_layout.cpp, run by layouts() when
 // opts.fusion is on): keeps the activations between convolutions (their
 // three passes) and 2x2 stride-2 max poolings (forward and gradient) in

@@ -161,28 +161,16 @@ class TrainPass {
   }
 
   int new_blob(int like, const std::string& suffix) {
-    BlobDesc d;
-    d.spec = spec(like);
-    d.name = G.blobs[like].name + suffix;
-    G.blobs.push_back(d);
     blocked_.push_back(0);
-    return static_cast<int>(G.blobs.size()) - 1;
+    return add_blob_like(G, like, suffix);
   }
 
   // A reorder node from -> to, appended to `out`.
   void add_reorder(int from, int to, bool to_blocked, std::vector<int>& out) {
     const Shape& s = spec(from).shape;
     const MemDesc plain = cpu::plain_desc(s), blocked = blocked_desc(s);
-    Node r;
-    r.name = G.blobs[to].name + "/reorder";
-    r.op = std::make_shared<cpu::LayoutReorder>(spec(to), to_blocked ? plain : blocked, to_blocked ? blocked : plain);
-    r.inputs = {from};
-    r.outputs = {to};  // default placement: the CPU, where LayoutReorder runs
-    G.nodes.push_back(std::move(r));
-    const int id = static_cast<int>(G.nodes.size()) - 1;
-    G.blobs[to].producer = id;
-    G.blobs[to].out_index = 0;
-    out.push_back(id);
+    append_node(G, std::make_shared<cpu::LayoutReorder>(spec(to), to_blocked ? plain : blocked, to_blocked ? blocked : plain),
+                from, to, out);
   }
 
   void rewrite() {
