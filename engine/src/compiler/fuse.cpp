@@ -10,25 +10,25 @@
 namespace jobflow::compiler {
 
 // relu_grad(max_pool2d_grad(dy, ws), x) where x is that pooling's input:
-// one pooling gradient masked by the pooling's output (with_relu_grad).
-// Returns whether node i was merged.
-bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, std::vector<std::vector<int>>& consumers,
+// one pooling gradient masked by the pooling's output (with_relu_grad),
+// taking node i's place; otherwise nothing changes.
+void fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, std::vector<std::vector<int>>& consumers,
                     const std::set<int>& keep_blobs) {
   const Node& n = g.nodes[i];
-  if (n.inputs.size() != 2) return false;
+  if (n.inputs.size() != 2) return;
   const int d = n.inputs[0], x = n.inputs[1];
   const int p = g.blobs[d].producer;
-  if (p < 0 || !alive[p] || g.nodes[p].op->kind() != OpKind::MaxPool2dGrad || keep_blobs.count(d)) return false;
+  if (p < 0 || !alive[p] || g.nodes[p].op->kind() != OpKind::MaxPool2dGrad || keep_blobs.count(d)) return;
   int readers = 0;
   for (int c : consumers[d]) readers += alive[c] ? 1 : 0;
   if (readers != 1 || g.nodes[p].placement.device != n.placement.device || g.nodes[p].inputs.size() != 2)
-    return false;
-  if (g.blobs[d].spec != g.blobs[n.outputs[0]].spec) return false;  // no broadcasting in the relu gradient
+    return;
+  if (g.blobs[d].spec != g.blobs[n.outputs[0]].spec) return;  // no broadcasting in the relu gradient
   const int f = g.blobs[g.nodes[p].inputs[1]].producer;                 // the forward pooling (its workspace)
   if (f < 0 || g.nodes[f].op->kind() != OpKind::MaxPool2d || g.nodes[f].inputs.empty() || g.nodes[f].inputs[0] != x)
-    return false;
+    return;
   auto fused = g.nodes[p].op->with_relu_grad();
-  if (!fused) return false;
+  if (!fused) return;
   Node merged = g.nodes[p];
   merged.op = fused;
   merged.inputs.push_back(g.nodes[f].outputs[0]);
@@ -41,7 +41,6 @@ bool fold_relu_grad(Graph& g, std::vector<char>& alive, size_t i, std::vector<st
   cx.erase(std::remove(cx.begin(), cx.end(), static_cast<int>(i)), cx.end());
   consumers[g.nodes[f].outputs[0]].push_back(static_cast<int>(i));
   g.nodes[i] = std::move(merged);
-  return true;
 }
 
 // Merges producer -> consumer pairs the producer's primitive can absorb.

@@ -40,9 +40,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
                 B, ldb, beta, C, N);
 }
 
-// C (.., M, N) = op(A) (.., M, K) x op(B) (.., K, N) [+ bias (N,)] [relu]
 // Multiply-adds below which a bf16 plan's matrix product stays float32.
 constexpr int64_t kBf16MinWork = int64_t{1} << 18;
+
+// C (.., M, N) = op(A) (.., M, K) x op(B) (.., K, N) [+ bias (N,)] [relu]
 
 class MatMul final : public Primitive {
  public:
