@@ -12,6 +12,8 @@
 #include "checkpoint_io_testing.h"
 #include "errors.h"
 #include "temp_dir.h"
+#include "tensor_compare.h"
+#include "cpu/isa.h"
 
 #include <atomic>
 #include <cmath>
@@ -531,8 +533,12 @@ TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {
   });
   auto ops = job.compiled()->plan().op_sequence();
   ASSERT_EQ(ops.size(), 3u) << job.compiled()->plan().describe();
-  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=1]");
-  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=0]");
+  // Where oneDNN has AVX-512 the products (8 rows) run as inner products on
+  // packed weights (compiler/layout.cpp): another order of the sums.
+  const bool packed = !flow::cpu::avx2_at_most();
+  const std::string tail = packed ? " weights=packed]" : "]";
+  EXPECT_EQ(ops[0], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=1" + tail);
+  EXPECT_EQ(ops[2], "matmul[transpose_a=0 transpose_b=1 bias=1 relu=0" + tail);
   // h1's buffer is dead once h2 is computed: the output may reuse it.
   EXPECT_LT(job.compiled()->plan().arena_bytes(), job.compiled()->plan().unshared_bytes());
   // Fused and unfused plans agree.
@@ -544,7 +550,9 @@ TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {
   });
   EXPECT_GT(ref.compiled()->plan().op_sequence().size(), 3u);
   Tensor in = iota({8, 16}, 0.1f);
-  EXPECT_TRUE(job(in).equal(ref(in)));
+  const Tensor got = job(in), want = ref(in);
+  if (packed) EXPECT_LE(jobflow::testing::rel_diff(got, want), 1e-6);
+  else EXPECT_TRUE(got.equal(want));  // the same GEMM, bias and relu applied in it
 }
 
 TEST_F(JobRules, RepeatedCallsGiveIdenticalResults) {

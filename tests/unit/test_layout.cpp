@@ -24,6 +24,7 @@
 #include "tensor_compare.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/dnnl_common.h"
+#include "cpu/isa.h"
 #include "cpu/layout_ops.h"
 #include "cpu/threads.h"
 
@@ -733,6 +734,59 @@ TEST_F(Layout, ResidualSumWritesIntoTheResidualsBuffer) {
       ++in_place_sums;
   EXPECT_EQ(in_place_sums, 2) << r.plan;
   EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
+}
+
+}  // namespace
+
+namespace {
+
+// Dense layers run as oneDNN inner products on packed weights in float32
+// plans where oneDNN has AVX-512, from 4 rows on; at fewer rows, and on
+// AVX2-only CPUs, the GEMM as written. The inner product always runs the
+// primitive made for the job's most threads, so its bits do not follow the
+// calling thread's count (which follows the machine's load). Either way
+// the plan computes what the graph as written computes.
+TEST_F(Layout, DenseLayersRunOnPackedWeights) {
+  auto define = [&](bool fusion) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(fusion ? "dense" : "dense_ref").enable_fusion(fusion),
+        {flow::Numpy::Placeholder({-1, 3136}, flow::Float, "x")}, [](Blob b) -> flow::Numpy {
+          Blob h = flow::nn::relu(flow::nn::bias_add(flow::matmul(b, var("dn_w1", {512, 3136}), false, true),
+                                                     var("dn_b1", {512}), 1));
+          return flow::matmul(h, var("dn_w2", {10, 512}), false, true);
+        });
+  };
+  auto f = define(true), r = define(false);
+  const int before = omp_get_max_threads();
+  for (int64_t n : {1, 4, 8, 33}) {
+    const Tensor x = random_float32({n, 3136}, 90 + static_cast<uint64_t>(n));
+    const Tensor got = f(x), want = r(x);
+    ASSERT_EQ(got.shape(), (Shape{n, 10}));
+    const auto ops = f.compiled()->plan().op_sequence();
+    const std::string text = f.compiled()->describe();
+    EXPECT_LE(rel_diff(got, want), 1e-6) << text;
+    EXPECT_EQ(count(ops, "matmul"), 2) << text;
+    const bool packed = n >= 4 && !flow::cpu::avx2_at_most();
+    const int n_packed = static_cast<int>(std::count_if(
+        ops.begin(), ops.end(), [](const std::string& o) { return o.find("weights=packed") != std::string::npos; }));
+    EXPECT_EQ(n_packed, packed ? 2 : 0) << n << "\n" << text;
+    if (packed) EXPECT_TRUE(any_has(ops, "matmul", "relu=1")) << text;  // the first one's bias and relu in it
+    // The plan called on a thread whose OpenMP count is 1, then 2: the same bits.
+    auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
+    omp_set_num_threads(1);
+    const Tensor one = plan.run({x})[0];
+    omp_set_num_threads(2);
+    const Tensor two = plan.run({x})[0];
+    omp_set_num_threads(before);
+    EXPECT_TRUE(one.equal(two)) << n;
+    EXPECT_TRUE(one.equal(got)) << n;
+  }
+  // A new value of the weights is packed again.
+  const Tensor x = random_float32({8, 3136}, 99);
+  const Tensor old = f(x);
+  flow::session::assign("dn_w2", random_float32({10, 512}, 100, -0.3f, 0.3f));
+  EXPECT_LE(rel_diff(f(x), r(x)), 1e-6);
+  EXPECT_GT(rel_diff(f(x), old), 1e-2);
 }
 
 }  // namespace

@@ -91,14 +91,26 @@ bool is_reference(const dnnl::primitive& p) {
 }  // namespace
 
 void PerThreadCount::execute() const {
-  const int t = omp_get_max_threads();
+  const int t = fixed_ > 0 ? fixed_ : omp_get_max_threads();
   for (const Variant& v : variants_)
     if (v.threads == t) return dnnl_execute(v.prim, v.args);
   Variant v;
   v.threads = t;
   MemDesc sp;
-  v.prim = make_(&sp);
-  if (t != threads0_ && is_reference(v.prim)) {
+  if (fixed_ > 0) {  // made for that count: oneDNN's regions then ask for it
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(fixed_);
+    try {
+      v.prim = make_(&sp);
+    } catch (...) {
+      omp_set_num_threads(before);
+      throw;
+    }
+    omp_set_num_threads(before);
+  } else {
+    v.prim = make_(&sp);
+  }
+  if (fixed_ <= 0 && t != threads0_ && is_reference(v.prim)) {
     // The formats suit threads0_'s kernels only: build for that count (the
     // primitive then runs its own team of that size).
     omp_set_num_threads(threads0_);
@@ -407,7 +419,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
 
 LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
                            bool transpose_b, bool bias, bool relu, dt compute,
-                           std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+                           std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads)
     : LayoutOp(std::move(orig), {std::move(out)}), bias_(bias), bf16_(compute == dt::bf16), refresh_(refresh),
       sources_(std::move(sources)) {
   auto& eng = dnnl_engine();
@@ -447,11 +459,13 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
         return dnnl::primitive(ip(p));
       },
       std::move(args));
+  prim_.fix_threads(std::max(1, threads));
   versions_.assign(sources_.size(), 0);
 }
 
 Attrs LayoutMatMul::attributes() const {
   Attrs a = orig_->attributes();  // in and out stay plain float32
+  a.push_back({"weights", std::string("packed")});
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   return a;
 }

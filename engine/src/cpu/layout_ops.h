@@ -70,6 +70,13 @@ class PerThreadCount {
   void init(Make make, std::vector<dnnl_exec_arg_t> args);
   // A reorder from `from` to `to` (handles re-pointed by the caller).
   void init_reorder(const dnnl::memory& from, const dnnl::memory& to);
+  // Every call runs the primitive made for `threads` threads, whatever the
+  // calling thread's count (the primitive runs its own team of that size):
+  // for kernels whose sums split between threads (oneDNN's inner product
+  // splits the reduction over K when the rows are few), so that their bits
+  // do not change with the count, which follows the machine's load
+  // (cpu/threads.h). Call before the first execute().
+  void fix_threads(int threads) { fixed_ = threads; }
   void execute() const;
 
  private:
@@ -82,6 +89,7 @@ class PerThreadCount {
   Make make_;
   std::vector<dnnl_exec_arg_t> args_;
   int threads0_ = 1;
+  int fixed_ = 0;  // fix_threads()
   mutable std::vector<Variant> variants_;
 };
 
@@ -199,14 +207,18 @@ class LayoutConv final : public LayoutOp {
 };
 
 // A matrix product x (M, K) @ w (K, N) (or w^T when w is (N, K)) [+ bias]
-// [relu] of a bf16 predict plan whose weights come from variables or
-// constants: oneDNN's inner product in bfloat16 (float32 accumulation) with
-// the weights converted once per version, float32 row-major in and out.
+// [relu] of a predict plan whose weights come from variables or constants:
+// oneDNN's inner product on the weights packed (reordered into its blocked
+// format) once per version, float32 row-major in and out; in bf16 plans in
+// bfloat16 (float32 accumulation), in float32 plans where the layout pass
+// chooses it (compiler/layout.cpp says when). It always runs the primitive
+// made for `threads` threads (PerThreadCount::fix_threads): the same bits
+// at every call. Attribute "weights=packed".
 class LayoutMatMul final : public LayoutOp {
  public:
   LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,
                bool transpose_b, bool bias, bool relu, dnnl::memory::data_type compute,
-               std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
+               std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   Attrs attributes() const override;
 
