@@ -18,8 +18,8 @@
 namespace jobflow::compiler {
 namespace {
 constexpr size_t kAlign = 64;
+}  // namespace
 
-// Work of one node (Plan::flops_per_call).
 double step_flops(const Node& n, const Graph& g) {
   auto numel_of = [&](int b) { return static_cast<double>(numel(g.blobs[b].spec.shape)); };
   double out = 0;
@@ -45,8 +45,6 @@ double step_flops(const Node& n, const Graph& g) {
   }
   return out;
 }
-
-}  // namespace
 
 std::shared_ptr<Plan> bind(PlanBuild& b) {
   std::shared_ptr<Plan> plan(new Plan());

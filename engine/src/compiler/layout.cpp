@@ -41,7 +41,16 @@ class Pass {
       : G(*b.graph), order_(b.order), keep_(b.outputs.begin(), b.outputs.end()), opts_(b.opts),
         constants_(b.constants) {
     compute_ = opts_.bf16 && cpu::bf16_usable(opts_.job_name) ? dt::bf16 : dt::f32;
-    ip_threads_ = opts_.threads > 0 ? opts_.threads : cpu::default_threads();
+    // The inner products' fixed count (cpu::LayoutMatMul): the job's own,
+    // else what cpu::auto_threads gives this plan's work with the machine's
+    // load left out (one thread for a small call, as the runtime does).
+    if (opts_.threads > 0) {
+      ip_threads_ = opts_.threads;
+    } else {
+      double flops = 0;
+      for (int n : order_) flops += step_flops(G.nodes[n], G);
+      ip_threads_ = cpu::auto_threads(flops, cpu::default_threads(), false);
+    }
   }
 
   void run(std::vector<size_t>& bytes) {
@@ -60,7 +69,7 @@ class Pass {
   const PlanOptions& opts_;
   const std::map<int, Tensor>& constants_;  // values folded while specializing: weights like Constant ops
   dt compute_;
-  int ip_threads_;  // the threads inner products always run with: the job's count, or the most it may get
+  int ip_threads_;  // the threads inner products always run with
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
 
@@ -310,8 +319,9 @@ class Pass {
     // packed once (cpu::LayoutMatMul): in bf16, and in float32 where oneDNN
     // has AVX-512 and the product has 4 rows or more. In LeNet predict on
     // the 2-core Xeon with AMX, its 3136 -> 512 dense layer (transposed
-    // weights) took 0.23 ms at batch 8 against sgemm's 0.43-0.50, 0.77 at
-    // batch 32 against 1.01-1.14, 1.71-1.76 at batch 100 against 2.09-2.30
+    // weights) took 0.23-0.29 ms at batch 8 against sgemm's 0.43-0.50,
+    // 0.67-0.95 at batch 32 against 1.01-1.14, 1.71-1.76 at batch 100
+    // against 2.09-2.30 (docs/performance.md)
     // (sgemm on a transposed copy of the weights was no faster in the
     // network); at 1-2 rows both move the weights once and sgemm was the
     // faster (resnet18's 512 -> 1000 at batch 1: 0.18 ms, 0.25). With AVX2
@@ -597,7 +607,8 @@ void layouts(PlanBuild& b) {
   // thread. A kernel run with a count for which oneDNN has only its
   // reference implementation of those formats runs with the count they
   // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
-  // never makes a team whose partner a busy machine keeps away.
+  // never makes a team whose partner a busy machine keeps away. (Inner
+  // products, cpu::LayoutMatMul, choose theirs at their own fixed count.)
   const int before = omp_get_max_threads();
   const int want = b.opts.threads > 0 ? b.opts.threads : 1;
   if (want != before) omp_set_num_threads(want);

@@ -70,6 +70,10 @@ void order(PlanBuild& b);
 void layouts(PlanBuild& b);
 void plan_memory(PlanBuild& b);
 std::shared_ptr<Plan> bind(PlanBuild& b);
+// The work of one node, in floating-point operations (a product's multiply
+// and add count two): summed over a plan's steps it is
+// Plan::flops_per_call, which picks a call's thread count (cpu/threads.h).
+double step_flops(const Node& n, const Graph& g);
 
 // The layouts pass (layout.cpp), for predict jobs; `b.order` is the order
 // after pruning and fusion. It

@@ -91,9 +91,15 @@ bool is_reference(const dnnl::primitive& p) {
 }  // namespace
 
 void PerThreadCount::execute() const {
-  const int t = fixed_ > 0 ? fixed_ : omp_get_max_threads();
+  const Variant& v = variant(fixed_ > 0 ? fixed_ : omp_get_max_threads());
+  dnnl_execute(v.prim, v.args);
+}
+
+void PerThreadCount::prepare() const { variant(fixed_ > 0 ? fixed_ : omp_get_max_threads()); }
+
+const PerThreadCount::Variant& PerThreadCount::variant(int t) const {
   for (const Variant& v : variants_)
-    if (v.threads == t) return dnnl_execute(v.prim, v.args);
+    if (v.threads == t) return v;
   Variant v;
   v.threads = t;
   MemDesc sp;
@@ -128,7 +134,7 @@ void PerThreadCount::execute() const {
     v.args.push_back({DNNL_ARG_SCRATCHPAD, v.scratch.get()});
   }
   variants_.push_back(std::move(v));
-  dnnl_execute(variants_.back().prim, variants_.back().args);
+  return variants_.back();
 }
 
 void PerThreadCount::init_reorder(const dnnl::memory& from, const dnnl::memory& to) {
@@ -423,6 +429,15 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
     : LayoutOp(std::move(orig), {std::move(out)}), bias_(bias), bf16_(compute == dt::bf16), refresh_(refresh),
       sources_(std::move(sources)) {
   auto& eng = dnnl_engine();
+  // Formats and primitive for the count every call runs (fix_threads below),
+  // made now, so that a failure shows in the layout pass.
+  threads = std::max(1, threads);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{before};
   user_w_md_ = MemDesc({N, K}, dt::f32, transpose_b ? tag::ab : tag::ba);
   const MemDesc src_user({M, K}, dt::f32, tag::ab), src_any({M, K}, compute, tag::any);
   const MemDesc wei_any({N, K}, compute, tag::any), bias_md({N}, dt::f32, tag::a), dst_md({M, N}, dt::f32, tag::ab);
@@ -459,7 +474,8 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
         return dnnl::primitive(ip(p));
       },
       std::move(args));
-  prim_.fix_threads(std::max(1, threads));
+  prim_.fix_threads(threads);
+  prim_.prepare();
   versions_.assign(sources_.size(), 0);
 }
 

@@ -78,6 +78,8 @@ class PerThreadCount {
   // (cpu/threads.h). Call before the first execute().
   void fix_threads(int threads) { fixed_ = threads; }
   void execute() const;
+  // Makes the primitive execute() would run now (oneDNN errors show here).
+  void prepare() const;
 
  private:
   struct Variant {
@@ -86,6 +88,7 @@ class PerThreadCount {
     dnnl::memory scratch;
     std::vector<dnnl_exec_arg_t> args;
   };
+  const Variant& variant(int threads) const;
   Make make_;
   std::vector<dnnl_exec_arg_t> args_;
   int threads0_ = 1;
@@ -211,9 +214,10 @@ class LayoutConv final : public LayoutOp {
 // oneDNN's inner product on the weights packed (reordered into its blocked
 // format) once per version, float32 row-major in and out; in bf16 plans in
 // bfloat16 (float32 accumulation), in float32 plans where the layout pass
-// chooses it (compiler/layout.cpp says when). It always runs the primitive
-// made for `threads` threads (PerThreadCount::fix_threads): the same bits
-// at every call. Attribute "weights=packed".
+// chooses it (compiler/layout.cpp says when). Its formats and primitive are
+// made for `threads` threads, and every call runs that primitive
+// (PerThreadCount::fix_threads): the same bits at every call, whatever the
+// calling thread's count. Attribute "weights=packed".
 class LayoutMatMul final : public LayoutOp {
  public:
   LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out, int64_t M, int64_t K, int64_t N,

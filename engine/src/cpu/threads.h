@@ -15,6 +15,10 @@
 //     scheduler keeps away: oneDNN splits each region statically, and a
 //     preempted partner stalls every region.
 // The sample is taken at most every 250 ms and shared by every job.
+// Inner products in predict plans (cpu::LayoutMatMul) run a count fixed per
+// plan instead (the job's, or auto_threads of the plan's work with
+// follow_load false): oneDNN splits their sums between threads, so a count
+// that follows the load would change their bits from call to call.
 #pragma once
 
 namespace jobflow::cpu {
