@@ -535,7 +535,51 @@ TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
     EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
     EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;  // the pooled result only
   }
+  if (flow::cpu::LayoutConv::oneDNN_winograd(flow::cpu::Conv2dParams{2, 64, 14, 14, 64, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1,
+                                                                      1, 1, 1})) {
+    // oneDNN's Winograd kernel (AVX-512) where it takes the fusion (relu,
+    // the residual sum); its direct kernel for the clip it does not take.
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "relu=1 layout=f32:aBcd16b algo=onednn_winograd")) << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu in_place=1 layout=f32:aBcd16b algo=onednn_winograd")) << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=bn+clip")) << r.plan;
+    EXPECT_FALSE(any_has(r.ops, "conv2d", "fused=bn+clip layout=f32:aBcd16b algo=onednn_winograd")) << r.plan;
+  }
   EXPECT_LE(rel_diff(r.fused, r.ref), 2e-5) << r.plan;
+}
+
+// oneDNN's Winograd kernel is made for one thread count (its weights' format
+// depends on it) and always runs with it: a plan called on a thread whose
+// OpenMP count differs from the one its formats were chosen for runs, and
+// gives the same bits at every count (at 256 channels, 14x14, oneDNN could
+// not make the primitive for another count from the formats chosen for
+// one: resnet18 failed in `jobflow run` before the count was fixed).
+TEST_F(Layout, WinogradConvolutionsRunAtAnyCallingCount) {
+  const Tensor x = random_float32({1, 256, 14, 14}, 41);
+  auto f = flow::global_function(flow::Predict, flow::function_config().name("wino_counts"),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+                                   Blob a = flow::nn::relu(conv(b, "wc_w0", 256, 3));
+                                   return flow::nn::relu(conv(a, "wc_w1", 256, 3));
+                                 });
+  auto r = flow::global_function(flow::Predict, flow::function_config().name("wino_counts_ref").enable_fusion(false),
+                                 {flow::Numpy::Placeholder(x.shape())}, [](Blob b) -> flow::Numpy {
+                                   Blob a = flow::nn::relu(conv(b, "wc_w0", 256, 3));
+                                   return flow::nn::relu(conv(a, "wc_w1", 256, 3));
+                                 });
+  const Tensor want = r(x), got = f(x);
+  EXPECT_LE(rel_diff(got, want), 2e-5) << f.compiled()->describe();
+  if (!flow::cpu::avx2_at_most())
+    EXPECT_EQ(count(f.compiled()->plan().op_sequence(), "conv2d"), 2) << f.compiled()->describe();
+  if (!flow::cpu::avx2_at_most())
+    EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "conv2d", "algo=onednn_winograd")) << f.compiled()->describe();
+  auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
+  const int before = omp_get_max_threads();
+  std::vector<Tensor> outs;
+  for (int t : {1, 2, 1}) {
+    omp_set_num_threads(t);
+    outs.push_back(plan.run({x})[0]);
+  }
+  omp_set_num_threads(before);
+  for (const Tensor& o : outs) EXPECT_TRUE(o.equal(got));
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ class Pass {
   const PlanOptions& opts_;
   const std::map<int, Tensor>& constants_;  // values folded while specializing: weights like Constant ops
   dt compute_;
-  int ip_threads_;  // the threads inner products always run with
+  int ip_threads_;  // the threads inner products and oneDNN's Winograd convolutions always run with
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
 
@@ -458,7 +458,7 @@ class Pass {
         std::shared_ptr<cpu::LayoutConv> op;
         try {
           op = std::make_shared<cpu::LayoutConv>(cg.orig, spec(y), cg.p, cg.f, desc_of(x), res ? &*res : nullptr,
-                                                 plain_dst, compute_, sources, refresh);
+                                                 plain_dst, compute_, sources, refresh, ip_threads_);
         } catch (const dnnl::error& e) {
           throw Error("[compile] job '" + opts_.job_name + "': node '" + node.name +
                       "': oneDNN has no convolution for " + cg.orig->attrs() +

@@ -2,6 +2,8 @@
 // layout_ops.h).
 #include "cpu/layout_ops.h"
 
+#include "cpu/isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -190,6 +192,11 @@ dnnl::post_ops post_ops_of(const ConvFusion& f, bool skip_last) {
 
 }  // namespace
 
+bool LayoutConv::oneDNN_winograd(const Conv2dParams& p) {
+  return !avx2_at_most() && p.R == 3 && p.S == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+         p.dil_w == 1 && p.groups == 1 && p.C >= 16 && p.K >= 16 && p.C * p.K <= 256 * 256;
+}
+
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
   if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.pad_top || p.pad_left ||
@@ -231,7 +238,7 @@ std::string LayoutConv::fused() const {
 
 LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
                        const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dt compute,
-                       std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh)
+                       std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads)
     : LayoutOp(std::move(orig), {std::move(out)}), p_(p), f_(std::move(f)), sources_(std::move(sources)),
       refresh_(refresh), bf16_(compute == dt::bf16) {
   auto& eng = dnnl_engine();
@@ -282,10 +289,13 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   using cf = dnnl::convolution_forward;
   const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1}, pl{p.pad_top, p.pad_left},
       pr{p.pad_bottom, p.pad_right};
-  cf::desc d = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                   src_any_or_fixed, wei_any, bias_md, dst_md, strides, dil, pl, pr)
-                        : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                   src_any_or_fixed, wei_any, dst_md, strides, dil, pl, pr);
+  dnnl::algorithm alg = dnnl::algorithm::convolution_direct;
+  if (compute == dt::f32 && !plain_dst && !f_.dw && oneDNN_winograd(p)) alg = dnnl::algorithm::convolution_winograd;
+  auto make_desc = [&](dnnl::algorithm a, const MemDesc& s, const MemDesc& w, const MemDesc& y) {
+    return has_bias ? cf::desc(dnnl::prop_kind::forward_inference, a, s, w, bias_md, y, strides, dil, pl, pr)
+                    : cf::desc(dnnl::prop_kind::forward_inference, a, s, w, y, strides, dil, pl, pr);
+  };
+  cf::desc d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
   dnnl::primitive_attr attr = scratch_attr();
   // The destination's type, not the compute type, picks the loop: a bf16
   // convolution writing a returned or plain-read output writes float32.
@@ -293,15 +303,33 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   swish_after_ = !f_.dw && !f_.post.empty() && f_.post.back().alg == dnnl::algorithm::eltwise_swish &&
                  f_.post.back().alpha == 1.f && own_swish(swish_bf16_);
   attr.set_post_ops(post_ops_of(f_, swish_after_));
-  cf::primitive_desc pd(d, attr, eng);
+  // A Winograd kernel's formats and primitive are made for `threads`.
+  const int before = omp_get_max_threads();
+  const int wino_threads = alg == dnnl::algorithm::convolution_winograd && threads > 0 ? threads : 0;
+  if (wino_threads) omp_set_num_threads(wino_threads);
+  struct Restore {
+    int n;
+    bool on;
+    ~Restore() {
+      if (on) omp_set_num_threads(n);
+    }
+  } restore{before, wino_threads > 0};
+  cf::primitive_desc pd = [&] {
+    if (alg == dnnl::algorithm::convolution_winograd) {
+      try {
+        return cf::primitive_desc(d, attr, eng);
+      } catch (const dnnl::error&) {  // not for these post-ops or formats: the direct kernel
+        alg = dnnl::algorithm::convolution_direct;
+        d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
+      }
+    }
+    return cf::primitive_desc(d, attr, eng);
+  }();
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
   // The formats are chosen now; the primitive is built on the worker.
   const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = f_.dw ? dst_md : pd.dst_desc();
-  cf::desc fixed = has_bias ? cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
-                                       wei_f, bias_md, dst_f, strides, dil, pl, pr)
-                            : cf::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_f,
-                                       wei_f, dst_f, strides, dil, pl, pr);
+  cf::desc fixed = make_desc(alg, src_f, wei_f, dst_f);
 
   src_user_ = user_mem(src_md);
   reorder_src_ = src_md != pd.src_desc();
@@ -335,12 +363,17 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
         return dnnl::primitive(cf(p));
       },
       std::move(args));
+  if (alg == dnnl::algorithm::convolution_winograd) {
+    conv_.fix_threads(wino_threads ? wino_threads : before);
+    conv_.prepare();
+  }
 }
 
 Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   if (wino_) a.push_back({"algo", std::string("winograd")});
+  if (impl_.find("wino") != std::string::npos && !wino_) a.push_back({"algo", std::string("onednn_winograd")});
   if (refresh_) a.push_back({"weights", std::string("per_call")});
   return a;
 }

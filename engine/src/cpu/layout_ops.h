@@ -156,12 +156,17 @@ class LayoutConv final : public LayoutOp {
   // is neither a variable nor a constant (prepared at every call).
   // `src_md`/`res_md`: the formats x and the residual arrive in;
   // `plain_dst`: write row-major float32 (a return or a plain reader).
+  // `threads`: the count a oneDNN Winograd kernel (oneDNN_winograd()) is
+  // made for and always runs with (its weights' format depends on the
+  // count; PerThreadCount::fix_threads); 0: the creating thread's.
   LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
              const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dnnl::memory::data_type compute,
-             std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh);
+             std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads = 0);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "precision=bf16" when it computes in bfloat16, "weights=per_call"
-  // when its weights are prepared at every call (`refresh`).
+  // when its weights are prepared at every call (`refresh`),
+  // "algo=winograd" on Jobflow's Winograd kernel, "algo=onednn_winograd"
+  // on oneDNN's.
   Attrs attributes() const override;
   // The input holding the residual (-1: none); the pass may give its buffer
   // to the output (set_in_place), then no copy is made before the sum.
@@ -174,6 +179,23 @@ class LayoutConv final : public LayoutOp {
   // 112x112 then the stride-2 depthwise 9.2 -> 6.1 ms; with stride 1 the
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
+  // Whether a float32 convolution p asks oneDNN for its Winograd kernel
+  // (it falls back to the direct one where oneDNN has none for the fusion,
+  // e.g. a clip): where oneDNN has AVX-512, 3x3 weights, stride 1, one
+  // group, at least 16 input and output channels and C * K <= 256 * 256.
+  //
+  // Why: oneDNN 2.6's AVX-512 Winograd (F(2x2, 3x3) at batch 1,
+  // F(4x4, 3x3) at 8) ran resnet18's 3x3 layers 1.3-2x faster than its
+  // direct brgconv kernel alone (64 channels at 56x56, batch 1: 0.46 ms
+  // against 0.64; 128 at 28x28, batch 8: 2.0 against 4.9), and in the
+  // network 0.44-0.55 ms against 0.69-0.73 per 64-channel layer at batch
+  // 1 (3.0-4.3 against 5.8-6.2 at batch 8). The 512-channel layers were
+  // slower in the network (1.15-1.2 ms against 1.0 at batch 1, 7.5-7.8
+  // against 6.7-7.1 at batch 8): their transformed weights, 16.8 MB,
+  // come from memory at every call. Measured on the 2-core Xeon with AMX.
+  // Results differ from the direct kernel's by the transform's rounding
+  // (resnet18 against ONNX Runtime: at most 2.6e-6 relative).
+  static bool oneDNN_winograd(const Conv2dParams& p);
   // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16"),
   // or "winograd_4x4_3x3:avx2" / "winograd_2x2_5x5:avx2" for Jobflow's own.
   const std::string& impl() const { return impl_; }
