@@ -568,18 +568,20 @@ TEST_F(Layout, WinogradConvolutionsRunAtAnyCallingCount) {
                                  });
   const Tensor want = r(x), got = f(x);
   EXPECT_LE(rel_diff(got, want), 2e-5) << f.compiled()->describe();
-  if (!flow::cpu::avx2_at_most())
+  if (!flow::cpu::avx2_at_most()) {
     EXPECT_EQ(count(f.compiled()->plan().op_sequence(), "conv2d"), 2) << f.compiled()->describe();
-  if (!flow::cpu::avx2_at_most())
     EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "conv2d", "algo=onednn_winograd")) << f.compiled()->describe();
+  }
   auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
-  const int before = omp_get_max_threads();
+  struct Restore {  // the OpenMP count, even when a call throws
+    int n = omp_get_max_threads();
+    ~Restore() { omp_set_num_threads(n); }
+  } restore;
   std::vector<Tensor> outs;
   for (int t : {1, 2, 1}) {
     omp_set_num_threads(t);
     outs.push_back(plan.run({x})[0]);
   }
-  omp_set_num_threads(before);
   for (const Tensor& o : outs) EXPECT_TRUE(o.equal(got));
 }
 
@@ -815,14 +817,19 @@ TEST_F(Layout, DenseLayersRunOnPackedWeights) {
     const int n_packed = static_cast<int>(std::count_if(
         ops.begin(), ops.end(), [](const std::string& o) { return o.find("weights=packed") != std::string::npos; }));
     EXPECT_EQ(n_packed, packed ? 2 : 0) << n << "\n" << text;
-    if (packed) EXPECT_TRUE(any_has(ops, "matmul", "relu=1")) << text;  // the first one's bias and relu in it
+    if (packed) {
+      EXPECT_TRUE(any_has(ops, "matmul", "relu=1")) << text;  // the first one's bias and relu in it
+    }
     // The plan called on a thread whose OpenMP count is 1, then 2: the same bits.
     auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
+    struct Restore {  // the OpenMP count, even when a call throws
+      int n;
+      ~Restore() { omp_set_num_threads(n); }
+    } restore{before};
     omp_set_num_threads(1);
     const Tensor one = plan.run({x})[0];
     omp_set_num_threads(2);
     const Tensor two = plan.run({x})[0];
-    omp_set_num_threads(before);
     EXPECT_TRUE(one.equal(two)) << n;
     EXPECT_TRUE(one.equal(got)) << n;
   }

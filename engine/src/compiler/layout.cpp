@@ -608,7 +608,8 @@ void layouts(PlanBuild& b) {
   // reference implementation of those formats runs with the count they
   // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
   // never makes a team whose partner a busy machine keeps away. (Inner
-  // products, cpu::LayoutMatMul, choose theirs at their own fixed count.)
+  // products, cpu::LayoutMatMul, and oneDNN's Winograd convolutions choose
+  // theirs at their own fixed count, ip_threads_.)
   const int before = omp_get_max_threads();
   const int want = b.opts.threads > 0 ? b.opts.threads : 1;
   if (want != before) omp_set_num_threads(want);

@@ -303,22 +303,19 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   swish_after_ = !f_.dw && !f_.post.empty() && f_.post.back().alg == dnnl::algorithm::eltwise_swish &&
                  f_.post.back().alpha == 1.f && own_swish(swish_bf16_);
   attr.set_post_ops(post_ops_of(f_, swish_after_));
-  // A Winograd kernel's formats and primitive are made for `threads`.
+  // A Winograd kernel's formats (and, below, its primitive) are made for
+  // `threads`; everything else at the calling thread's count, as before.
   const int before = omp_get_max_threads();
   const int wino_threads = alg == dnnl::algorithm::convolution_winograd && threads > 0 ? threads : 0;
-  if (wino_threads) omp_set_num_threads(wino_threads);
-  struct Restore {
-    int n;
-    bool on;
-    ~Restore() {
-      if (on) omp_set_num_threads(n);
-    }
-  } restore{before, wino_threads > 0};
   cf::primitive_desc pd = [&] {
     if (alg == dnnl::algorithm::convolution_winograd) {
+      if (wino_threads) omp_set_num_threads(wino_threads);
       try {
-        return cf::primitive_desc(d, attr, eng);
-      } catch (const dnnl::error&) {  // not for these post-ops or formats: the direct kernel
+        cf::primitive_desc w(d, attr, eng);
+        if (wino_threads) omp_set_num_threads(before);
+        return w;
+      } catch (const dnnl::error&) {  // not for these post-ops, channels or pads: the direct kernel
+        if (wino_threads) omp_set_num_threads(before);
         alg = dnnl::algorithm::convolution_direct;
         d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
       }
@@ -332,15 +329,13 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     if (compute == dt::f32 && !f_.dw && !plain_dst && src_md == MemDesc(sd, dt::f32, tag::aBcd16b)) {
       try {
         cf::primitive_desc q(make_desc(alg, src_md, wei_any, dst_md), attr, eng);
-        if (std::string(q.impl_info_str()).rfind("ref", 0) != 0) {
-          d = make_desc(alg, src_md, wei_any, dst_md);
-          return q;
-        }
+        if (std::string(q.impl_info_str()).rfind("ref", 0) != 0) return q;
       } catch (const dnnl::error&) {
       }
     }
     return cf::primitive_desc(d, attr, eng);
   }();
+  onednn_wino_ = alg == dnnl::algorithm::convolution_winograd;
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
   // The formats are chosen now; the primitive is built on the worker.
@@ -379,7 +374,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
         return dnnl::primitive(cf(p));
       },
       std::move(args));
-  if (alg == dnnl::algorithm::convolution_winograd) {
+  if (onednn_wino_) {
     conv_.fix_threads(wino_threads ? wino_threads : before);
     conv_.prepare();
   }
@@ -389,7 +384,7 @@ Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   if (wino_) a.push_back({"algo", std::string("winograd")});
-  if (impl_.find("wino") != std::string::npos && !wino_) a.push_back({"algo", std::string("onednn_winograd")});
+  if (onednn_wino_) a.push_back({"algo", std::string("onednn_winograd")});
   if (refresh_) a.push_back({"weights", std::string("per_call")});
   return a;
 }

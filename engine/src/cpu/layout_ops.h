@@ -180,9 +180,10 @@ class LayoutConv final : public LayoutOp {
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
   // Whether a float32 convolution p asks oneDNN for its Winograd kernel
-  // (it falls back to the direct one where oneDNN has none for the fusion,
-  // e.g. a clip): where oneDNN has AVX-512, 3x3 weights, stride 1, one
-  // group, at least 16 input and output channels and C * K <= 256 * 256.
+  // (it falls back to the direct one where oneDNN has none for the shape
+  // or the fusion: a clip, channels not multiples of 16, some pads): where
+  // oneDNN has AVX-512, 3x3 weights, stride 1, one group, at least 16
+  // input and output channels each and C * K <= 256 * 256.
   //
   // Why: oneDNN 2.6's AVX-512 Winograd (F(2x2, 3x3) at batch 1,
   // F(4x4, 3x3) at 8) ran resnet18's 3x3 layers 1.3-2x faster than its
@@ -225,6 +226,7 @@ class LayoutConv final : public LayoutOp {
   // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
   std::unique_ptr<Winograd> wino_;
   float lo_ = 0.f, hi_ = 0.f;
+  bool onednn_wino_ = false;  // oneDNN's Winograd kernel (oneDNN_winograd())
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
   // (cpu/simd_kernels.h).
