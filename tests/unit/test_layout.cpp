@@ -573,10 +573,7 @@ TEST_F(Layout, WinogradConvolutionsRunAtAnyCallingCount) {
     EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "conv2d", "algo=onednn_winograd")) << f.compiled()->describe();
   }
   auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
-  struct Restore {  // the OpenMP count, even when a call throws
-    int n = omp_get_max_threads();
-    ~Restore() { omp_set_num_threads(n); }
-  } restore;
+  flow::cpu::ScopedThreads restore(0);  // the OpenMP count back, even when a call throws
   std::vector<Tensor> outs;
   for (int t : {1, 2, 1}) {
     omp_set_num_threads(t);
@@ -804,7 +801,6 @@ TEST_F(Layout, DenseLayersRunOnPackedWeights) {
         });
   };
   auto f = define(true), r = define(false);
-  const int before = omp_get_max_threads();
   for (int64_t n : {1, 4, 8, 33}) {
     const Tensor x = random_float32({n, 3136}, 90 + static_cast<uint64_t>(n));
     const Tensor got = f(x), want = r(x);
@@ -822,10 +818,7 @@ TEST_F(Layout, DenseLayersRunOnPackedWeights) {
     }
     // The plan called on a thread whose OpenMP count is 1, then 2: the same bits.
     auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
-    struct Restore {  // the OpenMP count, even when a call throws
-      int n;
-      ~Restore() { omp_set_num_threads(n); }
-    } restore{before};
+    flow::cpu::ScopedThreads restore(0);  // the OpenMP count back, even when a call throws
     omp_set_num_threads(1);
     const Tensor one = plan.run({x})[0];
     omp_set_num_threads(2);

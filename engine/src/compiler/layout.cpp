@@ -41,15 +41,16 @@ class Pass {
       : G(*b.graph), order_(b.order), keep_(b.outputs.begin(), b.outputs.end()), opts_(b.opts),
         constants_(b.constants) {
     compute_ = opts_.bf16 && cpu::bf16_usable(opts_.job_name) ? dt::bf16 : dt::f32;
-    // The inner products' fixed count (cpu::LayoutMatMul): the job's own,
-    // else what cpu::auto_threads gives this plan's work with the machine's
-    // load left out (one thread for a small call, as the runtime does).
+    // The fixed count of inner products and oneDNN's Winograd convolutions
+    // (cpu/threads.h): the job's own, else what cpu::auto_threads gives this
+    // plan's work with the machine's load left out (one thread for a small
+    // call, as the runtime does).
     if (opts_.threads > 0) {
-      ip_threads_ = opts_.threads;
+      fixed_threads_ = opts_.threads;
     } else {
       double flops = 0;
       for (int n : order_) flops += step_flops(G.nodes[n], G);
-      ip_threads_ = cpu::auto_threads(flops, cpu::default_threads(), false);
+      fixed_threads_ = cpu::auto_threads(flops, cpu::default_threads(), false);
     }
   }
 
@@ -69,7 +70,7 @@ class Pass {
   const PlanOptions& opts_;
   const std::map<int, Tensor>& constants_;  // values folded while specializing: weights like Constant ops
   dt compute_;
-  int ip_threads_;  // the threads inner products and oneDNN's Winograd convolutions always run with
+  int fixed_threads_;  // the threads inner products and oneDNN's Winograd convolutions always run with
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
 
@@ -321,19 +322,18 @@ class Pass {
     // the 2-core Xeon with AMX, its 3136 -> 512 dense layer (transposed
     // weights) took 0.23-0.29 ms at batch 8 against sgemm's 0.43-0.50,
     // 0.67-0.95 at batch 32 against 1.01-1.14, 1.71-1.76 at batch 100
-    // against 2.09-2.30 (docs/performance.md)
-    // (sgemm on a transposed copy of the weights was no faster in the
-    // network); at 1-2 rows both move the weights once and sgemm was the
+    // against 2.09-2.30 (docs/performance.md; sgemm on a transposed copy of
+    // the weights was no faster in the network); at 1-2 rows both move the
+    // weights once and sgemm was the
     // faster (resnet18's 512 -> 1000 at batch 1: 0.18 ms, 0.25). With AVX2
     // only, oneDNN's inner product is that same GEMM.
-    if (kind(n) == OpKind::MatMul && on_cpu(node) && node.inputs.size() >= 2 &&
-        (compute_ == dt::bf16 ||
-         (!cpu::avx2_at_most() && spec(node.inputs[0]).shape.size() == 2 && spec(node.inputs[0]).shape[0] >= 4))) {
+    if (kind(n) == OpKind::MatMul && on_cpu(node) && node.inputs.size() >= 2) {
       const TensorSpec &a = spec(node.inputs[0]), &w = spec(node.inputs[1]);
       const bool ok = a.dtype == DType::Float32 && w.dtype == DType::Float32 && a.shape.size() == 2 &&
                       w.shape.size() == 2 && !node.op->attr_int("transpose_a") && is_weight(node.inputs[1]) &&
                       (node.inputs.size() == 2 || is_weight(node.inputs[2]));
-      return ok ? Cap::MatMul : Cap::None;
+      const bool here = compute_ == dt::bf16 || (!cpu::avx2_at_most() && ok && a.shape[0] >= 4);
+      return ok && here ? Cap::MatMul : Cap::None;
     }
     if (!on_cpu(node) || node.inputs.empty() || !f32_4d(spec(node.inputs[0]))) return Cap::None;
     switch (kind(n)) {
@@ -458,7 +458,7 @@ class Pass {
         std::shared_ptr<cpu::LayoutConv> op;
         try {
           op = std::make_shared<cpu::LayoutConv>(cg.orig, spec(y), cg.p, cg.f, desc_of(x), res ? &*res : nullptr,
-                                                 plain_dst, compute_, sources, refresh, ip_threads_);
+                                                 plain_dst, compute_, sources, refresh, fixed_threads_);
         } catch (const dnnl::error& e) {
           throw Error("[compile] job '" + opts_.job_name + "': node '" + node.name +
                       "': oneDNN has no convolution for " + cg.orig->attrs() +
@@ -491,7 +491,7 @@ class Pass {
         try {
           node.op = std::make_shared<cpu::LayoutMatMul>(node.op, spec(node.outputs[0]), a[0], a[1], tb ? w[0] : w[1],
                                                         tb, mm.attr_int("bias") != 0, mm.attr_int("relu") != 0,
-                                                        compute_, sources, false, ip_threads_);
+                                                        compute_, sources, false, fixed_threads_);
         } catch (const dnnl::error&) {  // runs as written
         }
         out.push_back(n);
@@ -609,17 +609,9 @@ void layouts(PlanBuild& b) {
   // were chosen for (cpu/layout_ops.h, PerThreadCount): with one, that
   // never makes a team whose partner a busy machine keeps away. (Inner
   // products, cpu::LayoutMatMul, and oneDNN's Winograd convolutions choose
-  // theirs at their own fixed count, ip_threads_.)
-  const int before = omp_get_max_threads();
-  const int want = b.opts.threads > 0 ? b.opts.threads : 1;
-  if (want != before) omp_set_num_threads(want);
-  try {
-    Pass(b).run(b.layout_bytes);
-  } catch (...) {
-    if (want != before) omp_set_num_threads(before);
-    throw;
-  }
-  if (want != before) omp_set_num_threads(before);
+  // theirs at their own fixed count, Pass::fixed_threads_.)
+  cpu::ScopedThreads at(b.opts.threads > 0 ? b.opts.threads : 1);
+  Pass(b).run(b.layout_bytes);
 }
 
 }  // namespace jobflow::compiler

@@ -3,6 +3,7 @@
 #include "cpu/layout_ops.h"
 
 #include "cpu/isa.h"
+#include "cpu/threads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -105,30 +106,15 @@ const PerThreadCount::Variant& PerThreadCount::variant(int t) const {
   Variant v;
   v.threads = t;
   MemDesc sp;
-  if (fixed_ > 0) {  // made for that count: oneDNN's regions then ask for it
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(fixed_);
-    try {
-      v.prim = make_(&sp);
-    } catch (...) {
-      omp_set_num_threads(before);
-      throw;
-    }
-    omp_set_num_threads(before);
-  } else {
+  {
+    ScopedThreads at(t);  // t is fixed_ when set: oneDNN's regions then ask for it
     v.prim = make_(&sp);
   }
   if (fixed_ <= 0 && t != threads0_ && is_reference(v.prim)) {
     // The formats suit threads0_'s kernels only: build for that count (the
     // primitive then runs its own team of that size).
-    omp_set_num_threads(threads0_);
-    try {
-      v.prim = make_(&sp);
-    } catch (...) {
-      omp_set_num_threads(t);
-      throw;
-    }
-    omp_set_num_threads(t);
+    ScopedThreads at(threads0_);
+    v.prim = make_(&sp);
   }
   v.args = args_;
   if (sp.get_size() != 0) {
@@ -305,17 +291,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   attr.set_post_ops(post_ops_of(f_, swish_after_));
   // A Winograd kernel's formats (and, below, its primitive) are made for
   // `threads`; everything else at the calling thread's count, as before.
-  const int before = omp_get_max_threads();
-  const int wino_threads = alg == dnnl::algorithm::convolution_winograd && threads > 0 ? threads : 0;
   cf::primitive_desc pd = [&] {
     if (alg == dnnl::algorithm::convolution_winograd) {
-      if (wino_threads) omp_set_num_threads(wino_threads);
       try {
-        cf::primitive_desc w(d, attr, eng);
-        if (wino_threads) omp_set_num_threads(before);
-        return w;
+        ScopedThreads at(threads);
+        return cf::primitive_desc(d, attr, eng);
       } catch (const dnnl::error&) {  // not for these post-ops, channels or pads: the direct kernel
-        if (wino_threads) omp_set_num_threads(before);
         alg = dnnl::algorithm::convolution_direct;
         d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
       }
@@ -375,7 +356,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       },
       std::move(args));
   if (onednn_wino_) {
-    conv_.fix_threads(wino_threads ? wino_threads : before);
+    conv_.fix_threads(threads);
     conv_.prepare();
   }
 }
@@ -476,12 +457,7 @@ LayoutMatMul::LayoutMatMul(std::shared_ptr<const Primitive> orig, TensorSpec out
   // Formats and primitive for the count every call runs (fix_threads below),
   // made now, so that a failure shows in the layout pass.
   threads = std::max(1, threads);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{before};
+  ScopedThreads at(threads);
   user_w_md_ = MemDesc({N, K}, dt::f32, transpose_b ? tag::ab : tag::ba);
   const MemDesc src_user({M, K}, dt::f32, tag::ab), src_any({M, K}, compute, tag::any);
   const MemDesc wei_any({N, K}, compute, tag::any), bias_md({N}, dt::f32, tag::a), dst_md({M, N}, dt::f32, tag::ab);

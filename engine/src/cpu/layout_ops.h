@@ -156,12 +156,12 @@ class LayoutConv final : public LayoutOp {
   // is neither a variable nor a constant (prepared at every call).
   // `src_md`/`res_md`: the formats x and the residual arrive in;
   // `plain_dst`: write row-major float32 (a return or a plain reader).
-  // `threads`: the count a oneDNN Winograd kernel (oneDNN_winograd()) is
-  // made for and always runs with (its weights' format depends on the
-  // count; PerThreadCount::fix_threads); 0: the creating thread's.
+  // `threads` (>= 1): the count a oneDNN Winograd kernel
+  // (oneDNN_winograd()) is made for and always runs with (its weights'
+  // format depends on the count; PerThreadCount::fix_threads).
   LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, const Conv2dParams& p, ConvFusion f,
              const MemDesc& src_md, const MemDesc* res_md, bool plain_dst, dnnl::memory::data_type compute,
-             std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads = 0);
+             std::vector<std::shared_ptr<internal::VariableEntry>> sources, bool refresh, int threads);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "precision=bf16" when it computes in bfloat16, "weights=per_call"
   // when its weights are prepared at every call (`refresh`),

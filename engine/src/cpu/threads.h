@@ -15,13 +15,35 @@
 //     scheduler keeps away: oneDNN splits each region statically, and a
 //     preempted partner stalls every region.
 // The sample is taken at most every 250 ms and shared by every job.
-// Inner products in predict plans (cpu::LayoutMatMul) run a count fixed per
-// plan instead (the job's, or auto_threads of the plan's work with
-// follow_load false): oneDNN splits their sums between threads, so a count
-// that follows the load would change their bits from call to call.
+// Inner products (cpu::LayoutMatMul) and oneDNN's Winograd convolutions in
+// predict plans run a count fixed per plan instead (the job's, or
+// auto_threads of the plan's work with follow_load false): oneDNN splits an
+// inner product's sums between threads, and a Winograd kernel's weights
+// format depends on the count, so a count that follows the load would
+// change their bits from call to call (or fail to make the kernel).
 #pragma once
 
+#include <omp.h>
+
 namespace jobflow::cpu {
+
+// Sets the calling thread's OpenMP count for a scope (n <= 0: leaves it)
+// and puts back the count it found on the way out, exceptions included.
+// oneDNN fixes a primitive's formats and team for the count it is made at.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : before_(omp_get_max_threads()) {
+    if (n > 0 && n != before_) omp_set_num_threads(n);
+  }
+  ~ScopedThreads() {
+    if (omp_get_max_threads() != before_) omp_set_num_threads(before_);
+  }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int before_;
+};
 
 inline constexpr double kSmallWorkFlops = 50e6;
 
