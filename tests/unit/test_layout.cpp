@@ -757,6 +757,84 @@ TEST_F(Layout, ExpansionAndStride2DepthwiseFuse) {
 
 namespace {
 
+// Where oneDNN has AVX-512 kernels, an expansion (1x1) and the depthwise
+// convolution that alone reads it run as one node on Jobflow's own kernel
+// (cpu/expand_dw.h, "algo=expand_dw"), row by row: stride 1 and 2, 3x3
+// and 5x5, symmetric and SAME pads, the activations of mobilenet_v2
+// (relu6), ssdlite320 (hardswish) and efficientnet_b0 (swish) or none,
+// channel counts that are not multiples of 16, rows that are not a
+// multiple of the kernel's pixel tiles, one to three images, a
+// squeeze-and-excitation reading the depthwise output; each against the
+// graph as written. Every output element is summed by one thread in one
+// order, so the bits do not depend on the thread count (bands of rows or
+// groups of channels per image at 2 threads, whole images at 1); new
+// weights are packed again.
+TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
+  struct Act {
+    const char* name;
+    std::function<Blob(Blob)> f;
+  };
+  const std::vector<Act> acts = {
+      {"relu6", [](Blob y) { return flow::clip(y, 0.0, 6.0); }},
+      {"hardswish", [](Blob y) { return flow::mul(y, flow::nn::hard_sigmoid(y, 1.0 / 6, 0.5)); }},
+      {"swish", [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); }},
+      {"none", [](Blob y) { return y; }},
+  };
+  struct Case {
+    Shape x;
+    int64_t e, k, stride;
+    bool same;
+    size_t act;
+    bool se;  // a squeeze-and-excitation after the depthwise convolution
+  };
+  const std::vector<Case> cases = {
+      {{1, 16, 40, 37}, 40, 3, 1, false, 0, false}, {{1, 16, 40, 37}, 40, 3, 2, false, 0, false},
+      {{2, 12, 21, 23}, 72, 5, 1, false, 1, false}, {{3, 12, 22, 22}, 72, 5, 2, true, 1, true},
+      {{1, 24, 7, 7}, 144, 3, 1, false, 2, true},   {{1, 24, 16, 16}, 96, 3, 2, true, 3, false},
+  };
+  flow::cpu::ScopedThreads restore(0);  // the OpenMP count back, even when a call throws
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const Act& a = acts[c.act];
+    const std::string n = "xdw" + std::to_string(i);
+    const std::string what = n + " (" + a.name + ")";
+    const Tensor x = random_float32(c.x, 70 + static_cast<int>(i), -2.f, 2.f);
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
+            Blob e = a.f(flow::nn::bias_add(conv(b, n + "_e", c.e, 1), var(n + "_eb", {c.e}), 1));
+            const int64_t p = c.k / 2;
+            Blob w = var(n + "_d", {c.e, 1, c.k, c.k});
+            Blob d = c.same ? flow::nn::conv2d(e, w, c.stride, "SAME", 1, c.e)
+                            : flow::nn::conv2d(e, w, c.stride, std::vector<int64_t>{p, p, p, p}, 1, c.e);
+            d = a.f(flow::nn::bias_add(d, var(n + "_db", {c.e}), 1));
+            if (c.se) d = flow::mul(d, flow::math::sigmoid(flow::reduce_mean(d, {2, 3}, true)));
+            return conv(d, n + "_p", 8, 1);
+          });
+    };
+    auto f = define(true), ref = define(false);
+    const Tensor got = f(x);
+    EXPECT_LE(rel_diff(got, ref(x)), 1e-5) << what << "\n" << f.compiled()->describe();
+    if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
+    const auto ops = f.compiled()->plan().op_sequence();
+    EXPECT_EQ(count(ops, "conv2d"), 2) << what << "\n" << f.compiled()->describe();
+    EXPECT_TRUE(any_has(ops, "conv2d", "algo=expand_dw")) << what << "\n" << f.compiled()->describe();
+    auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      EXPECT_TRUE(plan.run({x})[0].equal(got)) << what << " at " << t << " threads";
+    }
+    flow::session::assign(n + "_d", random_float32({c.e, 1, c.k, c.k}, 90 + static_cast<int>(i)));
+    flow::session::assign(n + "_e", random_float32({c.e, c.x[1], 1, 1}, 95 + static_cast<int>(i)));
+    EXPECT_LE(rel_diff(f(x), ref(x)), 1e-5) << what << " after new weights";
+  }
+}
+
+}  // namespace
+
+namespace {
+
 // Two residual blocks: each block's input is read by its first convolution
 // and then by the add fused into its last one, which therefore writes into
 // the residual's buffer (no copy of the residual before oneDNN's sum); a

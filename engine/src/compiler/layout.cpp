@@ -236,7 +236,7 @@ class Pass {
   // AVX2 only (nChw8c): where oneDNN has AVX-512 kernels the pair stays as
   // it is.
   void fuse_depthwise() {
-    if (compute_ != dt::f32 || !cpu::own_avx2_kernels()) return;
+    if (compute_ != dt::f32 || !(cpu::own_avx2_kernels() || cpu::LayoutConv::own_expand_dw())) return;
     auto rd = readers();
     std::map<int, int> into;  // depthwise node -> the 1x1 node it joins
     for (auto& [a, ga] : groups_) {
@@ -249,7 +249,9 @@ class Pass {
       if (keep_.count(yb) || rd[yb].empty()) continue;
       bool to_convs = true;
       for (int r : rd[yb]) to_convs &= groups_.count(r) > 0;
-      if (!to_convs || !cpu::LayoutConv::fuses_depthwise(ga.p, ga.f, it->second.p, it->second.f)) continue;
+      // (Jobflow's own kernel writes channels-last, which the other chain
+      // kernels read as well: a squeeze-and-excitation's pool and mul.)
+      if (!(to_convs || cpu::LayoutConv::own_expand_dw()) || !cpu::LayoutConv::fuses_depthwise(ga.p, ga.f, it->second.p, it->second.f)) continue;
       into[b] = a;
     }
     for (const auto& [b, a] : into) {

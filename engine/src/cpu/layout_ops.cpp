@@ -183,8 +183,36 @@ bool LayoutConv::oneDNN_winograd(const Conv2dParams& p) {
          p.dil_w == 1 && p.groups == 1 && p.C >= 16 && p.K >= 16 && p.C * p.K <= 256 * 256;
 }
 
+namespace {
+// The one activation `post` comes to (relu and clip: a clamp); false for
+// anything else.
+bool activation_of(const std::vector<EltwiseStep>& post, Activation* a) {
+  *a = {};
+  if (post.empty()) return true;
+  if (post.size() > 1) return false;
+  const EltwiseStep& e = post[0];
+  if (e.alg == dnnl::algorithm::eltwise_relu && e.alpha == 0.f) *a = {Activation::Clamp, 0.f, INFINITY};
+  else if (e.alg == dnnl::algorithm::eltwise_clip) *a = {Activation::Clamp, e.alpha, e.beta};
+  else if (e.alg == dnnl::algorithm::eltwise_hardswish) a->kind = Activation::HardSwish;
+  else if (e.alg == dnnl::algorithm::eltwise_swish && e.alpha == 1.f) a->kind = Activation::Swish;
+  else return false;
+  return true;
+}
+}  // namespace
+
+bool LayoutConv::own_expand_dw() { return !avx2_at_most() && ExpandDepthwise::supported(); }
+
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
+  if (own_expand_dw()) {
+    Activation a;
+    if (f.residual || f.dw || fdw.bn || fdw.residual || fdw.dw || !activation_of(f.post, &a) ||
+        !activation_of(fdw.post, &a) || !ExpandDepthwise::fits(p, dw))
+      return false;
+    // The R expanded rows a thread keeps should stay in its L2 (1-2 MB on
+    // these CPUs); mobilenet_v2's largest: 129 KB.
+    return ExpandDepthwise::ring_bytes(p, dw) <= (size_t{1} << 20);
+  }
   if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.pad_top || p.pad_left ||
       p.pad_bottom || p.pad_right || f.residual || f.dw)
     return false;
@@ -264,6 +292,26 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       if (has_bias) bias_ = memory(bias_md, eng);
       return;
     }
+  }
+  if (f_.dw && own_expand_dw()) {
+    // Jobflow's expansion + depthwise kernel (cpu/expand_dw.h), channels-last
+    // in and out; fuses_depthwise() checked that the post-ops are clamps.
+    Activation a1, a2;
+    activation_of(f_.post, &a1);
+    activation_of(f_.dw_post, &a2);
+    expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2);
+    impl_ = "expand_dw:avx512";
+    const Conv2dParams& q = f_.dw_p;
+    dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, dt::f32, tag::acdb);
+    const MemDesc src_nhwc(sd, dt::f32, tag::acdb);
+    src_user_ = user_mem(src_md);
+    reorder_src_ = src_md != src_nhwc;
+    if (reorder_src_) {
+      src_prim_ = memory(src_nhwc, eng);
+      src_reorder_.init_reorder(src_user_, src_prim_);
+    }
+    if (f_.bias || f_.bn) bias_ = memory(bias_md, eng);
+    return;
   }
   // With a fused depthwise convolution the formats are fixed (as
   // fuses_depthwise() checked them): the descriptor's destination is the
@@ -365,6 +413,7 @@ Attrs LayoutConv::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   if (wino_) a.push_back({"algo", std::string("winograd")});
+  if (expdw_) a.push_back({"algo", std::string("expand_dw")});
   if (onednn_wino_) a.push_back({"algo", std::string("onednn_winograd")});
   if (refresh_) a.push_back({"weights", std::string("per_call")});
   return a;
@@ -400,10 +449,17 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
   }
   if (f_.dw) {  // the depthwise convolution's weights (K, 1, R, S) and bias
     const Conv2dParams& q = f_.dw_p;
-    memory user(MemDesc({q.K, 1, 1, q.R, q.S}, dt::f32, tag::goihw), dnnl_engine(), in[next++].raw());
+    const float* dw_w = in[next++].data<float>();
+    const float* dw_b = f_.dw_bias ? in[next++].data<float>() : nullptr;
+    if (expdw_) {
+      expdw_->set_weights(w, bias, dw_w, dw_b);
+      prepared_ = true;
+      return;
+    }
+    memory user(MemDesc({q.K, 1, 1, q.R, q.S}, dt::f32, tag::goihw), dnnl_engine(), const_cast<float*>(dw_w));
     dnnl::reorder(user, dw_wei_).execute(dnnl_stream(), user, dw_wei_);
     dnnl_stream().wait();
-    if (f_.dw_bias) std::memcpy(dw_bias_.get_data_handle(), in[next++].raw(), sizeof(float) * q.K);
+    if (dw_b) std::memcpy(dw_bias_.get_data_handle(), dw_b, sizeof(float) * q.K);
   }
   if (wino_) {
     wino_->set_weights(w);
@@ -417,13 +473,17 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
 
 void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   prepare(in);
-  if (wino_) {
+  if (wino_ || expdw_) {
     const void* x = in[0].raw();
     if (reorder_src_) {
       src_user_.set_data_handle(in[0].raw());
       src_reorder_.execute();
       dnnl_stream().wait();
       x = src_prim_.get_data_handle();
+    }
+    if (expdw_) {
+      expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()));
+      return;
     }
     // The residual is read where it is (no copy into the destination first).
     wino_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()),

@@ -42,6 +42,7 @@
 
 #include "cpu/simd_kernels.h"
 #include "cpu/dnnl_kernels.h"
+#include "cpu/expand_dw.h"
 #include "cpu/winograd.h"
 #include "jobflow/primitive.h"
 
@@ -179,6 +180,10 @@ class LayoutConv final : public LayoutOp {
   // 112x112 then the stride-2 depthwise 9.2 -> 6.1 ms; with stride 1 the
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
+  // Where a fused depthwise convolution runs Jobflow's own kernel
+  // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
+  // has AVX-512 kernels (its fused kernel there is a reference chain).
+  static bool own_expand_dw();
   // Whether a float32 convolution p asks oneDNN for its Winograd kernel
   // (it falls back to the direct one where oneDNN has none for the shape
   // or the fusion: a clip, channels not multiples of 16, some pads): where
@@ -227,6 +232,7 @@ class LayoutConv final : public LayoutOp {
   std::unique_ptr<Winograd> wino_;
   float lo_ = 0.f, hi_ = 0.f;
   bool onednn_wino_ = false;  // oneDNN's Winograd kernel (oneDNN_winograd())
+  std::unique_ptr<ExpandDepthwise> expdw_;  // Jobflow's expansion + depthwise kernel (own_expand_dw())
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
   // (cpu/simd_kernels.h).

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "cpu/avx512_math.h"
 #include "cpu/isa.h"
 
 namespace jobflow::cpu {
@@ -61,25 +62,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_bf16(__m
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void store_bf16(uint16_t* p, __mmask16 m,
                                                                                         __m512 v) {
   _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v));
-}
-
-// The same in AVX-512, 16 lanes (exp: vscalefps instead of building the
-// exponent's bits). Float32, or bfloat16 in memory (widened, computed in
-// float32, rounded to nearest even: what oneDNN's bf16 kernels store).
-__attribute__((target("avx512f"))) inline __m512 swish16(__m512 v) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2 = _mm512_set1_ps(0.693147181f);
-  const __m512 one = _mm512_set1_ps(1.f), lo = _mm512_set1_ps(-87.f), hi = _mm512_set1_ps(87.f);
-  const __mmask16 all = 0xFFFF;  // (the maskz forms, as above)
-  const __m512 t = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, _mm512_sub_ps(_mm512_setzero_ps(), v), lo), hi);
-  const __m512 k = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(k, ln2, t);
-  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.f / 720), r, _mm512_set1_ps(1.f / 120));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 24));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 6));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 2));
-  q = _mm512_fmadd_ps(q, r, one);
-  q = _mm512_fmadd_ps(q, r, one);
-  return _mm512_div_ps(v, _mm512_add_ps(one, _mm512_maskz_scalef_ps(all, q, k)));
 }
 
 __attribute__((target("avx512f"))) void swish_span512(float* y, int64_t n) {

@@ -1,0 +1,285 @@
+// cpu/expand_dw.cpp — see expand_dw.h.
+#include "cpu/expand_dw.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cpu/avx512_math.h"
+
+namespace jobflow::cpu {
+namespace {
+
+constexpr int kMaxR = 5;
+
+float* align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// The activation of one vector (a branch the predictor learns: one kind
+// per call).
+__attribute__((target("avx512f"))) inline __m512 activate(__m512 v, const Activation& a, __m512 lo, __m512 hi) {
+  switch (a.kind) {
+    case Activation::Clamp: return clamp16(v, lo, hi);
+    case Activation::HardSwish: return hardswish16(v);
+    case Activation::Swish: return swish16(v);
+    default: return v;
+  }
+}
+
+// PX pixels (input stride C) times NV vectors of 16 expanded channels:
+// e[p][v] = clamp(b[v] + sum_c x[p][c] * w[c][v]). w, b, e start at the
+// tile's first channel; w and e rows are Ep floats apart. 24 accumulators
+// at most (6 x 4), the weights of one c in 4 more registers.
+template <int NV, int PX>
+__attribute__((target("avx512f"))) void expand_tile(const float* x, int64_t C, const float* w, int64_t Ep,
+                                                    const float* b, float* e, const Activation& a) {
+  const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
+  __m512 acc[PX][NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const __m512 bv = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 8
+    for (int p = 0; p < PX; ++p) acc[p][v] = bv;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    __m512 wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + c * Ep + 16 * v);
+#pragma GCC unroll 8
+    for (int p = 0; p < PX; ++p) {
+      const __m512 xv = _mm512_set1_ps(x[p * C + c]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_fmadd_ps(xv, wv[v], acc[p][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < PX; ++p)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      _mm512_store_ps(e + p * Ep + 16 * v, activate(acc[p][v], a, lo, hi));
+}
+
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, float*, const Activation&);
+
+// Pixels per tile: 6 with 4 vectors (24 sums), 8 with 3 or fewer.
+template <int NV>
+constexpr int kPx = NV == 4 ? 6 : 8;
+
+template <int NV>
+constexpr TileFn tile_for(int px) {
+  switch (px) {
+    case 1: return expand_tile<NV, 1>;
+    case 2: return expand_tile<NV, 2>;
+    case 3: return expand_tile<NV, 3>;
+    case 4: return expand_tile<NV, 4>;
+    case 5: return expand_tile<NV, 5>;
+    case 6: return expand_tile<NV, 6>;
+    case 7: return expand_tile<NV, kPx<NV> >= 7 ? 7 : 6>;
+    default: return expand_tile<NV, kPx<NV>>;
+  }
+}
+
+TileFn tile(int nv, int px) {
+  switch (nv) {
+    case 1: return tile_for<1>(px);
+    case 2: return tile_for<2>(px);
+    case 3: return tile_for<3>(px);
+    default: return tile_for<4>(px);
+  }
+}
+
+int px_of(int nv) { return nv == 4 ? kPx<4> : kPx<3>; }
+
+// One input row (W pixels of C channels) into channels [e0, e1) of one
+// expanded row (W pixels, Ep floats apart). Channel tiles outside, pixels
+// inside: a tile's weights (C x 64 floats) stay in L1 while the row's
+// pixels pass.
+__attribute__((target("avx512f"))) void expand_row(const float* x, int64_t W, int64_t C, const float* w,
+                                                   const float* b, int64_t Ep, int64_t e0, int64_t e1, float* e,
+                                                   const Activation& a) {
+  // Channel tiles of at most 4 vectors, as even as they come (144
+  // channels: 3 x 48, not 64 + 64 + 16).
+  const int64_t vecs = (e1 - e0) / 16, tiles = (vecs + 3) / 4;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t v0 = vecs * t / tiles, v1 = vecs * (t + 1) / tiles;
+    const int nv = static_cast<int>(v1 - v0), step = px_of(nv);
+    const int64_t n0 = e0 + 16 * v0;
+    for (int64_t ix = 0; ix < W; ix += step) {
+      const int px = static_cast<int>(std::min<int64_t>(step, W - ix));
+      tile(nv, px)(x + ix * C, C, w + n0, Ep, b + n0, e + ix * Ep + n0, a);
+    }
+  }
+}
+
+// One output pixel whose window crosses the row's left or right end.
+template <int R>
+__attribute__((target("avx512f"))) inline void dw_edge(const float* const* rows, int64_t W, int64_t Ep, int64_t ix0,
+                                                       const __m512* wt, __m512 bv, float* y, int64_t c0, __mmask16 m,
+                                                       const Activation& a, __m512 l, __m512 h) {
+  __m512 acc = bv;
+  for (int r = 0; r < R; ++r) {
+    if (!rows[r]) continue;
+    for (int s = 0; s < R; ++s) {
+      const int64_t ix = ix0 + s;
+      if (ix < 0 || ix >= W) continue;
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(rows[r] + ix * Ep + c0), wt[r * R + s], acc);
+    }
+  }
+  _mm512_mask_storeu_ps(y, m, activate(acc, a, l, h));
+}
+
+// One output row of the depthwise convolution from the R expanded rows it
+// reads (null: a row of padding). Taps in the order r, then s, at every
+// pixel (skipped taps add nothing).
+template <int R, int B, int SW>
+__attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t W, int64_t Ep, int64_t e0,
+                                               int64_t e1, int64_t E, int64_t OW, int64_t, int64_t pl, const float* w, const float* b,
+                                               float* y, const Activation& a) {
+  const __m512 l = _mm512_set1_ps(a.lo), h = _mm512_set1_ps(a.hi);
+  // Output pixels whose window lies inside the row: [ox_in0, ox_in1).
+  const int64_t ox_in0 = std::min<int64_t>(OW, (pl + SW - 1) / SW);
+  const int64_t ox_in1 = std::max<int64_t>(ox_in0, std::min<int64_t>(OW, W + pl - R >= 0 ? (W + pl - R) / SW + 1 : 0));
+  for (int64_t c0 = e0; c0 < e1; c0 += 16) {
+    const __mmask16 m = E - c0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (E - c0)) - 1);
+    __m512 wt[R * R];
+#pragma GCC unroll 25
+    for (int t = 0; t < R * R; ++t) wt[t] = _mm512_loadu_ps(w + t * Ep + c0);
+    const __m512 bv = _mm512_loadu_ps(b + c0);
+    for (int64_t ox = 0; ox < ox_in0; ++ox) dw_edge<R>(rows, W, Ep, ox * SW - pl, wt, bv, y + ox * E + c0, c0, m, a, l, h);
+    // Inner pixels B at a time: B independent sums hide the FMA latency.
+    int64_t ox = ox_in0;
+    for (; ox + B <= ox_in1; ox += B) {
+      __m512 acc[B];
+#pragma GCC unroll 8
+      for (int j = 0; j < B; ++j) acc[j] = bv;
+      const int64_t ix0 = ox * SW - pl;
+#pragma GCC unroll 5
+      for (int r = 0; r < R; ++r) {
+        if (!rows[r]) continue;
+        // Each input vector of the row loaded once, used by every pixel
+        // and tap that reads it.
+        const float* rp = rows[r] + ix0 * Ep + c0;
+        __m512 in[(B - 1) * SW + R];
+#pragma GCC unroll 20
+        for (int i = 0; i < (B - 1) * SW + R; ++i) in[i] = _mm512_load_ps(rp + i * Ep);
+#pragma GCC unroll 5
+        for (int s = 0; s < R; ++s)
+#pragma GCC unroll 8
+          for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(in[j * SW + s], wt[r * R + s], acc[j]);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < B; ++j)
+        _mm512_mask_storeu_ps(y + (ox + j) * E + c0, m, activate(acc[j], a, l, h));
+    }
+    for (; ox < ox_in1; ++ox) dw_edge<R>(rows, W, Ep, ox * SW - pl, wt, bv, y + ox * E + c0, c0, m, a, l, h);
+    for (int64_t ox = ox_in1; ox < OW; ++ox) dw_edge<R>(rows, W, Ep, ox * SW - pl, wt, bv, y + ox * E + c0, c0, m, a, l, h);
+  }
+}
+
+}  // namespace
+
+bool ExpandDepthwise::supported() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
+  if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.dil_h != 1 || p.dil_w != 1 ||
+      p.pad_top || p.pad_left || p.pad_bottom || p.pad_right || p.OH != p.H || p.OW != p.W)
+    return false;
+  if (dw.groups != dw.C || dw.K != dw.C || dw.C != p.K || dw.N != p.N || dw.H != p.OH || dw.W != p.OW)
+    return false;
+  if (dw.R != dw.S || (dw.R != 3 && dw.R != 5) || dw.stride_h != dw.stride_w || dw.stride_h < 1 || dw.stride_h > 2 ||
+      dw.dil_h != 1 || dw.dil_w != 1)
+    return false;
+  for (int64_t pad : {dw.pad_top, dw.pad_left, dw.pad_bottom, dw.pad_right})
+    if (pad < 0 || pad >= dw.R) return false;
+  return dw.OH == (dw.H + dw.pad_top + dw.pad_bottom - dw.R) / dw.stride_h + 1 &&
+         dw.OW == (dw.W + dw.pad_left + dw.pad_right - dw.S) / dw.stride_w + 1 && dw.OH > 0 && dw.OW > 0;
+}
+
+size_t ExpandDepthwise::ring_bytes(const Conv2dParams& p, const Conv2dParams& dw) {
+  return static_cast<size_t>(dw.R * p.OW * ((p.K + 15) / 16 * 16)) * sizeof(float);
+}
+
+ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2)
+    : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2) {
+  if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
+}
+
+void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float* w2, const float* b2) {
+  const int64_t C = p_.C, E = p_.K, RS = dw_.R * dw_.S;
+  // One buffer, each part on 64-byte lines: [C][Ep], [Ep], [R*S][Ep], [Ep].
+  packed_.assign(static_cast<size_t>((C + RS + 2) * Ep_ + 16), 0.f);
+  float* w1p = align64(packed_.data());
+  float* b1p = w1p + C * Ep_;
+  float* w2p = b1p + Ep_;
+  float* b2p = w2p + RS * Ep_;
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t c = 0; c < C; ++c) w1p[c * Ep_ + e] = w1[e * C + c];
+    for (int64_t t = 0; t < RS; ++t) w2p[t * Ep_ + e] = w2[e * RS + t];
+    if (b1) b1p[e] = b1[e];
+    if (b2) b2p[e] = b2[e];
+  }
+}
+
+void ExpandDepthwise::run(const float* x, float* y) const {
+  const int64_t N = p_.N, C = p_.C, H = p_.H, W = p_.W, E = p_.K, Ep = Ep_;
+  const int64_t R = dw_.R, sh = dw_.stride_h, sw = dw_.stride_w, pt = dw_.pad_top, OH = dw_.OH, OW = dw_.OW;
+  // Work items: images, each cut into `parts` when there are fewer images
+  // than threads: into bands of output rows where the image is tall (each
+  // band recomputes the R - stride expanded rows it shares with the band
+  // above), else into groups of channels (multiples of 16: a depthwise
+  // convolution's channels are independent, so a group expands only its
+  // own and nothing is computed twice, but each pass over the rows does
+  // less work).
+  const int64_t threads = omp_get_max_threads();
+  const int64_t vecs = Ep / 16;
+  const int64_t parts = std::max<int64_t>(1, (threads + N - 1) / N);
+  const bool by_rows = OH >= 16 * parts;
+  const int64_t bands = by_rows ? parts : 1, groups = by_rows ? 1 : std::min(parts, vecs);
+  const int64_t items = N * bands * groups;
+  if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
+  const float* w1 = align64(const_cast<float*>(packed_.data()));
+  const float* b1 = w1 + C * Ep;
+  const float* w2 = b1 + Ep;
+  const float* b2 = w2 + R * dw_.S * Ep;
+  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1> : dw_row<3, 6, 2>) : (sw == 1 ? dw_row<5, 4, 1> : dw_row<5, 4, 2>);
+#pragma omp parallel for schedule(static)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t n = it / (bands * groups), band = it / groups % bands, g = it % groups;
+    const int64_t e0 = 16 * (vecs * g / groups), e1 = 16 * (vecs * (g + 1) / groups);
+    const int64_t oy0 = OH * band / bands, oy1 = OH * (band + 1) / bands;
+    // Rows on 64-byte lines: every vector load and store within one line.
+    thread_local std::vector<float> ring_buf;
+    if (ring_buf.size() < static_cast<size_t>(R * W * Ep + 16)) ring_buf.resize(static_cast<size_t>(R * W * Ep + 16));
+    float* ring = align64(ring_buf.data());
+    int64_t held[kMaxR];  // the input row each ring slot holds (-1: none)
+    std::fill(held, held + kMaxR, -1);
+    const float* rows[kMaxR];
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t iy = oy * sh - pt + r;
+        if (iy < 0 || iy >= H) {
+          rows[r] = nullptr;
+          continue;
+        }
+        // R consecutive rows fall in R different slots.
+        const int64_t slot = iy % R;
+        float* e = ring + slot * W * Ep;
+        if (held[slot] != iy) {
+          expand_row(x + (n * H + iy) * W * C, W, C, w1, b1, Ep, e0, e1, e, a1_);
+          held[slot] = iy;
+        }
+        rows[r] = e;
+      }
+      dw(rows, W, Ep, e0, e1, E, OW, dw_.stride_w, dw_.pad_left, w2, b2, y + (n * OH + oy) * OW * E, a2_);
+    }
+  }
+}
+
+}  // namespace jobflow::cpu

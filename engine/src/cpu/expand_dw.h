@@ -1,0 +1,69 @@
+// cpu/expand_dw.h — a 1x1 "expansion" convolution and the depthwise
+// convolution that alone reads its output, computed together row by row,
+// float32 channels-last on AVX-512, for predict plans (compiler/layout.cpp
+// through LayoutConv). The inverted residual blocks of mobilenet_v2,
+// efficientnet_b0 and ssdlite320's backbone start with this pair.
+//
+// Why: in those networks the expanded tensor between the two (96 channels
+// at 112x112 in mobilenet_v2: 4.8 MB per image) is written to memory by
+// the 1x1 convolution and read back by the depthwise one, which then does
+// almost no arithmetic per byte: both layers are bound by that traffic,
+// not by their kernels (docs/performance.md: a faster depthwise kernel
+// alone changed nothing in the networks). oneDNN 2.6 fuses the pair only
+// with AVX2 (its "dw" post-op; on AVX-512 it chains its two kernels
+// through a full-size buffer). Here each thread keeps the R expanded rows
+// the next output row needs (R x W x E floats: 129 KB for that layer) and
+// computes each expanded row once, just before the depthwise convolution
+// reads it from cache; the expanded tensor never reaches memory.
+//
+// Computes y = act2(dw(act1(x * w1 + b1)) + b2), each act a clamp (relu,
+// relu6, clip), hardswish, swish or nothing. x: (N, C, H, W) channels-last (oneDNN's
+// acdb); y: (N, E, OH, OW) channels-last. Sums run in the same order at
+// any thread count (each output element is computed by one thread).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu/dnnl_kernels.h"
+
+namespace jobflow::cpu {
+
+// What follows a stage: nothing, min(hi, max(lo, v)), hardswish
+// (oneDNN's v * min(max(v + 3, 0), 6) / 6) or swish (v * sigmoid(v)).
+struct Activation {
+  enum Kind { None, Clamp, HardSwish, Swish } kind = None;
+  float lo = 0.f, hi = 0.f;
+};
+
+class ExpandDepthwise {
+ public:
+  // The CPU has AVX-512 (AVX512F).
+  static bool supported();
+  // Shapes this kernel computes: a 1x1 convolution p (stride 1, no pads,
+  // one group) whose output feeds the depthwise convolution dw (groups =
+  // channels = p.K, 3x3 or 5x5, stride 1 or 2, no dilation, pads smaller
+  // than the weights).
+  static bool fits(const Conv2dParams& p, const Conv2dParams& dw);
+  // The expanded rows each thread keeps: R x W x E (rounded up to 16)
+  // floats.
+  static size_t ring_bytes(const Conv2dParams& p, const Conv2dParams& dw);
+
+  // a1, a2: what follows the expansion and the depthwise convolution.
+  ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2);
+  // w1: (E, C) row-major (the 1x1 weights as OIHW), b1: [E] or null;
+  // w2: (E, R, S) (the depthwise weights as OIHW), b2: [E] or null.
+  // Packed and kept.
+  void set_weights(const float* w1, const float* b1, const float* w2, const float* b2);
+  // Parallel over images and bands of output rows with the calling
+  // thread's OpenMP count.
+  void run(const float* x, float* y) const;
+
+ private:
+  Conv2dParams p_, dw_;
+  int64_t Ep_;  // E rounded up to 16
+  Activation a1_, a2_;
+  std::vector<float> packed_;  // w1 [C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], from a 64-byte line
+};
+
+}  // namespace jobflow::cpu
