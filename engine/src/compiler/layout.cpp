@@ -228,13 +228,14 @@ class Pass {
     order_ = std::move(order);
   }
 
-  // A 1x1 convolution and the stride-2 depthwise convolution that alone
-  // reads its output become one node (cpu::LayoutConv::fuses_depthwise):
-  // the 1x1's node takes the depthwise one's weight inputs and output and
-  // its place in the order. Only where the depthwise output goes on to
-  // other convolutions (its blocked format then stays put). Measured on
-  // AVX2 only (nChw8c): where oneDNN has AVX-512 kernels the pair stays as
-  // it is.
+  // A 1x1 convolution and the depthwise convolution that alone reads its
+  // output become one node (cpu::LayoutConv::fuses_depthwise): the 1x1's
+  // node takes the depthwise one's weight inputs and output and its place
+  // in the order. With AVX2 (oneDNN's "dw" post-op on nChw8c): stride 2
+  // only, and only where the depthwise output goes on to other
+  // convolutions (its blocked format then stays put). Where oneDNN has
+  // AVX-512: Jobflow's own kernel (cpu/expand_dw.h), stride 1 or 2,
+  // whatever reads the depthwise output.
   void fuse_depthwise() {
     if (compute_ != dt::f32 || !(cpu::own_avx2_kernels() || cpu::LayoutConv::own_expand_dw())) return;
     auto rd = readers();

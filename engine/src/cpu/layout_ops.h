@@ -172,7 +172,10 @@ class LayoutConv final : public LayoutOp {
   // The input holding the residual (-1: none); the pass may give its buffer
   // to the output (set_in_place), then no copy is made before the sum.
   int residual_input() const { return res_input_; }
-  // Whether oneDNN fuses the depthwise convolution `dw` (with its
+  // Where oneDNN has AVX-512 (own_expand_dw()): whether Jobflow's kernel
+  // computes the pair (ExpandDepthwise::fits, one activation per stage,
+  // the kept rows within 1 MB). Elsewhere: whether oneDNN fuses the
+  // depthwise convolution `dw` (with its
   // fusion `fdw`: bias and post-ops only) into the 1x1 convolution `p`
   // (fusion `f`) on nChw8c float32 memory, and the pair is worth it: a
   // stride-2 3x3 or 5x5 depthwise convolution (measured on the 2-core
