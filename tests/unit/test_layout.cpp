@@ -831,6 +831,54 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
   }
 }
 
+// A squeeze-and-excitation's channel-wise mul feeding a 1x1 convolution
+// (efficientnet_b0's project convolutions) folds into that convolution at
+// batch 1 ("fused=scale": its weights scaled per call by the mul's other
+// input), computed per call (a new input, a new scale); not at batch 2,
+// nor when the activation is smaller than four times the weights, nor
+// when something else reads the mul's output.
+TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolutionAtBatch1) {
+  struct Case {
+    Shape x;
+    int64_t k;
+    bool also_returned;  // the mul's output is returned as well
+    bool folds;
+  };
+  const std::vector<Case> cases = {
+      {{1, 24, 20, 19}, 16, false, true},
+      {{2, 24, 20, 19}, 16, false, false},
+      {{1, 24, 4, 4}, 16, false, false},  // 16 pixels < 4 x 16 output channels
+      {{1, 24, 20, 19}, 16, true, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "sef" + std::to_string(i);
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          {flow::Numpy::Placeholder(c.x)}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+            Blob d = flow::nn::relu(conv(b, n + "_a", c.x[1], 3));
+            Blob g = flow::reduce_mean(d, {2, 3}, true);
+            Blob s = flow::math::sigmoid(conv(flow::nn::relu(conv(g, n + "_r", 8, 1)), n + "_e", c.x[1], 1));
+            Blob m = flow::mul(d, s);
+            Blob y = flow::nn::bias_add(conv(m, n + "_p", c.k, 1), var(n + "_pb", {c.k}), 1);
+            return {y, c.also_returned ? m : flow::reduce_mean(y)};
+          });
+    };
+    auto f = define(true), ref = define(false);
+    for (int call = 0; call < 2; ++call) {
+      const Tensor x = random_float32(c.x, 110 + static_cast<int>(i) * 2 + call);
+      auto [y1, o1] = f(x);
+      auto [y2, o2] = ref(x);
+      EXPECT_LE(rel_diff(y1, y2), 1e-5) << n << " call " << call << "\n" << f.compiled()->describe();
+      EXPECT_LE(rel_diff(o1, o2), 1e-5) << n << " call " << call;
+    }
+    const auto ops = f.compiled()->plan().op_sequence();
+    EXPECT_EQ(any_has(ops, "conv2d", "fused=scale"), c.folds) << n << "\n" << f.compiled()->describe();
+    EXPECT_EQ(count(ops, "mul"), c.folds ? 0 : 1) << n << "\n" << f.compiled()->describe();
+  }
+}
+
 }  // namespace
 
 namespace {

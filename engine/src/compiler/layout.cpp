@@ -203,6 +203,14 @@ class Pass {
         }
         break;
       }
+      // A squeeze-and-excitation's channel-wise mul that alone feeds this
+      // convolution scales the weights instead (cpu::LayoutConv::scales_input).
+      if (const auto [d, scale] = input_scale(n, rd, emit_at, cg); scale >= 0) {
+        emit_at[G.blobs[node.inputs[0]].producer] = -1;
+        inputs[0] = d;
+        cg.f.in_scale = true;
+        inputs.push_back(scale);
+      }
       if (cg.f.residual) inputs.push_back(cg.residual);
       // The fused node keeps the convolution's index and name and takes
       // the place of the last node it absorbed: every input is defined
@@ -226,6 +234,28 @@ class Pass {
       else if (emit_at[n] >= 0) order.push_back(emit_at[n]);
     }
     order_ = std::move(order);
+  }
+
+  // {d, s} when conv node n's input is mul(d, s) with s (N, C, 1, 1), the
+  // mul's output is read by n alone, and LayoutConv::scales_input takes
+  // the convolution (float32); {-1, -1} otherwise.
+  std::pair<int, int> input_scale(int n, const std::vector<std::vector<int>>& rd, const std::vector<int>& emit_at,
+                                  const ConvGroup& cg) const {
+    const std::pair<int, int> none{-1, -1};
+    if (compute_ != dt::f32 || !cpu::LayoutConv::scales_input(cg.p, cg.f)) return none;
+    const int xb = G.nodes[n].inputs[0];
+    const int m = G.blobs[xb].producer;
+    if (m < 0 || kind(m) != OpKind::Mul || !on_cpu(G.nodes[m]) || emit_at[m] != -2 || keep_.count(xb) ||
+        rd[xb].size() != 1 || G.nodes[m].inputs.size() != 2 || G.nodes[m].outputs.size() != 1)
+      return none;
+    const auto& mi = G.nodes[m].inputs;
+    const Shape& x = spec(xb).shape;
+    for (int k = 0; k < 2; ++k) {
+      const int d = mi[k], sc = mi[1 - k];
+      if (d != sc && spec(d) == spec(xb) && f32_4d(spec(sc)) && spec(sc).shape == Shape{x[0], x[1], 1, 1})
+        return {d, sc};
+    }
+    return none;
   }
 
   // A 1x1 convolution and the depthwise convolution that alone reads its
@@ -381,6 +411,10 @@ class Pass {
   }
 
   void assign() {
+    // The loop below holds `Node&`s while it appends reorder nodes: room
+    // for every one of them first (at most two per blob: its plain copy,
+    // and the blocked twin of a returned blob), so G.nodes never moves.
+    G.nodes.reserve(G.nodes.size() + 2 * G.blobs.size());
     desc_.assign(G.blobs.size(), std::nullopt);
     auto rd = readers();
     std::map<int, size_t> pos;  // node -> its place in the order
@@ -452,7 +486,11 @@ class Pass {
         const bool plain_dst = !wants_blocked(y);
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
         bool refresh = false;
-        const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0);
+        const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0) - (cg.f.in_scale ? 1 : 0);
+        if (cg.f.in_scale) {  // the scale, read as plain float32
+          int& b = node.inputs[weights_end];
+          if (blocked[b] >= 0 && plain[b] != b) b = plain_of(b);
+        }
         for (size_t k = 1; k < weights_end; ++k) {
           WeightSource w = weight_source(node.inputs[k]);
           sources[k] = std::move(w.variable);

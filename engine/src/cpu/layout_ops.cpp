@@ -150,6 +150,7 @@ Attrs LayoutOp::attributes() const {
 std::string ConvFusion::text() const {
   std::string s;
   auto add = [&](const std::string& t) { s += (s.empty() ? "" : "+") + t; };
+  if (in_scale) add("scale");
   if (bn) add("bn");
   if (residual) add("sum");
   for (const auto& e : post) add(alg_name(e.alg));
@@ -200,13 +201,17 @@ bool activation_of(const std::vector<EltwiseStep>& post, Activation* a) {
 }
 }  // namespace
 
+bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
+  return p.R == 1 && p.S == 1 && p.groups == 1 && p.N == 1 && !f.dw && p.H * p.W >= 4 * p.K;
+}
+
 bool LayoutConv::own_expand_dw() { return !avx2_at_most() && ExpandDepthwise::supported(); }
 
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
   if (own_expand_dw()) {
     Activation a;
-    if (f.residual || f.dw || fdw.bn || fdw.residual || fdw.dw || !activation_of(f.post, &a) ||
+    if (f.residual || f.dw || f.in_scale || fdw.bn || fdw.residual || fdw.dw || fdw.in_scale || !activation_of(f.post, &a) ||
         !activation_of(fdw.post, &a) || !ExpandDepthwise::fits(p, dw))
       return false;
     // The R expanded rows a thread keeps should stay in its L2 (1-2 MB on
@@ -214,7 +219,7 @@ bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, con
     return ExpandDepthwise::ring_bytes(p, dw) <= (size_t{1} << 20);
   }
   if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.pad_top || p.pad_left ||
-      p.pad_bottom || p.pad_right || f.residual || f.dw)
+      p.pad_bottom || p.pad_right || f.residual || f.dw || f.in_scale)
     return false;
   if (dw.groups != dw.C || dw.K != dw.C || dw.C != p.K || dw.N != p.N || dw.H != p.OH || dw.W != p.OW ||
       dw.R != dw.S || (dw.R != 3 && dw.R != 5) || dw.stride_h != 2 || dw.stride_w != 2 || dw.dil_h != 1 ||
@@ -265,9 +270,13 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   // that case gets a zero bias.
   const bool has_bias = f_.bias || f_.bn || f_.dw;
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
-  if (f_.residual) res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  if (f_.in_scale) scale_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  if (f_.residual)
+    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0) + (f_.in_scale ? 1 : 0);
   versions_.assign(sources_.size(), 0);
-  if (compute == dt::f32 && !plain_dst && Winograd::preferred() && Winograd::worthwhile(p)) {
+  if (f_.in_scale && (compute != dt::f32 || !scales_input(p, f_)))
+    throw std::invalid_argument("LayoutConv: an input scale on a convolution scales_input() does not take");
+  if (compute == dt::f32 && !plain_dst && !f_.in_scale && Winograd::preferred() && Winograd::worthwhile(p)) {
     // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
     // a residual in its own format (nChw8c), at most one clamp.
     const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
@@ -378,6 +387,26 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     src_reorder_.init_reorder(src_user_, src_prim_);
   }
   wei_ = memory(pd.weights_desc(), eng);
+  if (f_.in_scale) {
+    // The input channel of every element of the packed weights: channel
+    // numbers (exact in float32) reordered like the weights; padding 0.
+    std::vector<float> ch(static_cast<size_t>(p.K * p.C));
+    for (int64_t k = 0; k < p.K; ++k)
+      for (int64_t c = 0; c < p.C; ++c) ch[k * p.C + c] = static_cast<float>(c);
+    memory user(user_w_md_, eng, ch.data()), packed(pd.weights_desc(), eng);
+    {
+      // On one thread: an OpenMP team made here, on the compiling thread,
+      // outlives the compile, and with more OpenMP threads than cores
+      // libgomp stops spinning between regions (efficientnet_b0 at half
+      // its speed).
+      ScopedThreads one(1);
+      dnnl::reorder(user, packed).execute(dnnl_stream(), user, packed);
+      dnnl_stream().wait();
+    }
+    const float* pc = static_cast<const float*>(packed.get_data_handle());
+    w_channel_.resize(pd.weights_desc().get_size() / sizeof(float));
+    for (size_t i = 0; i < w_channel_.size(); ++i) w_channel_[i] = static_cast<int32_t>(pc[i]);
+  }
   if (has_bias) bias_ = memory(bias_md, eng);
   dst_mem_ = user_mem(dst_);
   if (f_.residual) {
@@ -467,6 +496,10 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
     memory user(user_w_md_, dnnl_engine(), const_cast<float*>(w));
     dnnl::reorder(user, wei_).execute(dnnl_stream(), user, wei_);
     dnnl_stream().wait();
+    if (f_.in_scale) {
+      const float* packed = static_cast<const float*>(wei_.get_data_handle());
+      base_w_.assign(packed, packed + w_channel_.size());
+    }
   }
   prepared_ = true;
 }
@@ -490,6 +523,11 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
                bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
                f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_);
     return;
+  }
+  if (f_.in_scale) {  // w[k][c] * s[c]: the packed weights from their unscaled copy
+    const float* s = in[scale_input_].data<float>();
+    float* w = static_cast<float*>(wei_.get_data_handle());
+    for (size_t i = 0; i < base_w_.size(); ++i) w[i] = base_w_[i] * s[w_channel_[i]];
   }
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());

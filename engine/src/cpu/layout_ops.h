@@ -146,7 +146,11 @@ struct ConvFusion {
   bool dw = false, dw_bias = false;
   Conv2dParams dw_p{};
   std::vector<EltwiseStep> dw_post;
-  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"
+  // The input arrives as mul(x, s), s (1, C, 1, 1) an input after the
+  // weights (before the residual): the weights are scaled by s at every
+  // call instead (LayoutConv::scales_input).
+  bool in_scale = false;
+  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"; "scale"
 };
 
 class LayoutConv final : public LayoutOp {
@@ -187,6 +191,13 @@ class LayoutConv final : public LayoutOp {
   // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
   // has AVX-512 kernels (its fused kernel there is a reference chain).
   static bool own_expand_dw();
+  // Whether a squeeze-and-excitation's channel-wise mul before the float32
+  // convolution p (fusion f) is folded into it: a 1x1 convolution, one
+  // group, one image, whose weights (K x C) are smaller than a quarter of
+  // its input (H x W x C). The mul then costs a pass over the weights per
+  // call instead of one over the activation (efficientnet_b0's 32
+  // channels at 112x112: 16 x 32 weights against 401,408 values).
+  static bool scales_input(const Conv2dParams& p, const ConvFusion& f);
   // Whether a float32 convolution p asks oneDNN for its Winograd kernel
   // (it falls back to the direct one where oneDNN has none for the shape
   // or the fusion: a clip, channels not multiples of 16, some pads): where
@@ -236,6 +247,12 @@ class LayoutConv final : public LayoutOp {
   float lo_ = 0.f, hi_ = 0.f;
   bool onednn_wino_ = false;  // oneDNN's Winograd kernel (oneDNN_winograd())
   std::unique_ptr<ExpandDepthwise> expdw_;  // Jobflow's expansion + depthwise kernel (own_expand_dw())
+  // f_.in_scale: the prepared weights as packed (unscaled), and the input
+  // channel of each of their elements (made by reordering a tensor of
+  // channel numbers into the weights' format).
+  mutable std::vector<float> base_w_;
+  std::vector<int32_t> w_channel_;
+  int scale_input_ = -1;
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
   // (cpu/simd_kernels.h).
