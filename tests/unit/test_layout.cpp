@@ -760,7 +760,9 @@ namespace {
 // Where oneDNN has AVX-512 kernels, an expansion (1x1) and the depthwise
 // convolution that alone reads it run as one node on Jobflow's own kernel
 // (cpu/expand_dw.h, "algo=expand_dw"), row by row: stride 1 and 2, 3x3
-// and 5x5, symmetric and SAME pads, the activations of mobilenet_v2
+// and 5x5, symmetric and SAME pads, a network's first convolution (3x3,
+// stride 2, on 3 channels, its padding made around the image) in place
+// of the 1x1, the activations of mobilenet_v2
 // (relu6), ssdlite320 (hardswish) and efficientnet_b0 (swish) or none,
 // channel counts that are not multiples of 16, rows that are not a
 // multiple of the kernel's pixel tiles, one to three images, a
@@ -785,12 +787,15 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
     int64_t e, k, stride;
     bool same;
     size_t act;
-    bool se;  // a squeeze-and-excitation after the depthwise convolution
+    bool se;         // a squeeze-and-excitation after the depthwise convolution
+    int64_t k1 = 1;  // the first convolution: 1x1, or a network's first layer (3x3, stride 2, SAME)
   };
   const std::vector<Case> cases = {
-      {{1, 16, 40, 37}, 40, 3, 1, false, 0, false}, {{1, 16, 40, 37}, 40, 3, 2, false, 0, false},
-      {{2, 12, 21, 23}, 72, 5, 1, false, 1, false}, {{3, 12, 22, 22}, 72, 5, 2, true, 1, true},
-      {{1, 24, 7, 7}, 144, 3, 1, false, 2, true},   {{1, 24, 16, 16}, 96, 3, 2, true, 3, false},
+      {{1, 16, 40, 37}, 40, 3, 1, false, 0, false},    {{1, 16, 40, 37}, 40, 3, 2, false, 0, false},
+      {{2, 12, 21, 23}, 72, 5, 1, false, 1, false},    {{3, 12, 22, 22}, 72, 5, 2, true, 1, true},
+      {{1, 24, 7, 7}, 144, 3, 1, false, 2, true},      {{1, 24, 16, 16}, 96, 3, 2, true, 3, false},
+      {{1, 3, 34, 33}, 32, 3, 1, false, 0, false, 3},  {{2, 3, 30, 30}, 16, 3, 1, false, 1, false, 3},
+      {{1, 3, 27, 32}, 24, 3, 2, true, 2, true, 3},
   };
   flow::cpu::ScopedThreads restore(0);  // the OpenMP count back, even when a call throws
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -803,7 +808,7 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
       return flow::global_function(
           flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
           {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
-            Blob e = a.f(flow::nn::bias_add(conv(b, n + "_e", c.e, 1), var(n + "_eb", {c.e}), 1));
+            Blob e = a.f(flow::nn::bias_add(conv(b, n + "_e", c.e, c.k1, 1, c.k1 > 1 ? 2 : 1), var(n + "_eb", {c.e}), 1));
             const int64_t p = c.k / 2;
             Blob w = var(n + "_d", {c.e, 1, c.k, c.k});
             Blob d = c.same ? flow::nn::conv2d(e, w, c.stride, "SAME", 1, c.e)
@@ -826,7 +831,7 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
       EXPECT_TRUE(plan.run({x})[0].equal(got)) << what << " at " << t << " threads";
     }
     flow::session::assign(n + "_d", random_float32({c.e, 1, c.k, c.k}, 90 + static_cast<int>(i)));
-    flow::session::assign(n + "_e", random_float32({c.e, c.x[1], 1, 1}, 95 + static_cast<int>(i)));
+    flow::session::assign(n + "_e", random_float32({c.e, c.x[1], c.k1, c.k1}, 95 + static_cast<int>(i)));
     EXPECT_LE(rel_diff(f(x), ref(x)), 1e-5) << what << " after new weights";
   }
 }

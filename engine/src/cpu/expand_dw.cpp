@@ -13,7 +13,8 @@
 namespace jobflow::cpu {
 namespace {
 
-constexpr int kMaxR = 5;
+constexpr int kMaxR = 5;   // depthwise window rows
+constexpr int kMaxR1 = 7;  // first convolution's window rows
 
 float* align64(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
@@ -30,13 +31,17 @@ __attribute__((target("avx512f"))) inline __m512 activate(__m512 v, const Activa
   }
 }
 
-// PX pixels (input stride C) times NV vectors of 16 expanded channels:
-// e[p][v] = clamp(b[v] + sum_c x[p][c] * w[c][v]). w, b, e start at the
-// tile's first channel; w and e rows are Ep floats apart. 24 accumulators
-// at most (6 x 4), the weights of one c in 4 more registers.
+// PX pixels times NV vectors of 16 output channels of the first
+// convolution: e[p][v] = act(b[v] + sum over its R1 input rows r and the
+// SC = S1 x C values k of each pixel's window in that row of
+// x[r][p * ps + k] * w[r * SC + k][v]). xr[r]: row r at the tile's first
+// pixel's window; ps: floats between pixels (stride x C). w, b, e start at
+// the tile's first channel; w and e rows are Ep floats apart. 24
+// accumulators at most (6 x 4), the weights of one k in 4 more registers.
 template <int NV, int PX>
-__attribute__((target("avx512f"))) void expand_tile(const float* x, int64_t C, const float* w, int64_t Ep,
-                                                    const float* b, float* e, const Activation& a) {
+__attribute__((target("avx512f"))) void expand_tile(const float* const* xr, int R1, int64_t SC, int64_t ps,
+                                                    const float* w, int64_t Ep, const float* b, float* e,
+                                                    const Activation& a) {
   const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
   __m512 acc[PX][NV];
 #pragma GCC unroll 4
@@ -45,15 +50,19 @@ __attribute__((target("avx512f"))) void expand_tile(const float* x, int64_t C, c
 #pragma GCC unroll 8
     for (int p = 0; p < PX; ++p) acc[p][v] = bv;
   }
-  for (int64_t c = 0; c < C; ++c) {
-    __m512 wv[NV];
+  for (int r = 0; r < R1; ++r) {
+    const float* x = xr[r];
+    const float* wr = w + r * SC * Ep;
+    for (int64_t k = 0; k < SC; ++k) {
+      __m512 wv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + c * Ep + 16 * v);
+      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(wr + k * Ep + 16 * v);
 #pragma GCC unroll 8
-    for (int p = 0; p < PX; ++p) {
-      const __m512 xv = _mm512_set1_ps(x[p * C + c]);
+      for (int p = 0; p < PX; ++p) {
+        const __m512 xv = _mm512_set1_ps(x[p * ps + k]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_fmadd_ps(xv, wv[v], acc[p][v]);
+        for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_fmadd_ps(xv, wv[v], acc[p][v]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -63,7 +72,8 @@ __attribute__((target("avx512f"))) void expand_tile(const float* x, int64_t C, c
       _mm512_store_ps(e + p * Ep + 16 * v, activate(acc[p][v], a, lo, hi));
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, const float*, float*, const Activation&);
+using TileFn = void (*)(const float* const*, int, int64_t, int64_t, const float*, int64_t, const float*, float*,
+                       const Activation&);
 
 // Pixels per tile: 6 with 4 vectors (24 sums), 8 with 3 or fewer.
 template <int NV>
@@ -94,23 +104,26 @@ TileFn tile(int nv, int px) {
 
 int px_of(int nv) { return nv == 4 ? kPx<4> : kPx<3>; }
 
-// One input row (W pixels of C channels) into channels [e0, e1) of one
-// expanded row (W pixels, Ep floats apart). Channel tiles outside, pixels
-// inside: a tile's weights (C x 64 floats) stay in L1 while the row's
-// pixels pass.
-__attribute__((target("avx512f"))) void expand_row(const float* x, int64_t W, int64_t C, const float* w,
-                                                   const float* b, int64_t Ep, int64_t e0, int64_t e1, float* e,
-                                                   const Activation& a) {
+// One output row of the first convolution (W1 pixels) into channels
+// [e0, e1) of one kept row (pixels Ep floats apart), from its R1 input
+// rows xr (padded: every window inside). Channel tiles outside, pixels
+// inside: a tile's weights (R1 x SC x 64 floats) stay in L1 while the
+// row's pixels pass.
+__attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R1, int64_t SC, int64_t ps,
+                                                   int64_t W1, const float* w, const float* b, int64_t Ep, int64_t e0,
+                                                   int64_t e1, float* e, const Activation& a) {
   // Channel tiles of at most 4 vectors, as even as they come (144
   // channels: 3 x 48, not 64 + 64 + 16).
   const int64_t vecs = (e1 - e0) / 16, tiles = (vecs + 3) / 4;
+  const float* at[kMaxR1];
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t v0 = vecs * t / tiles, v1 = vecs * (t + 1) / tiles;
     const int nv = static_cast<int>(v1 - v0), step = px_of(nv);
     const int64_t n0 = e0 + 16 * v0;
-    for (int64_t ix = 0; ix < W; ix += step) {
-      const int px = static_cast<int>(std::min<int64_t>(step, W - ix));
-      tile(nv, px)(x + ix * C, C, w + n0, Ep, b + n0, e + ix * Ep + n0, a);
+    for (int64_t ix = 0; ix < W1; ix += step) {
+      const int px = static_cast<int>(std::min<int64_t>(step, W1 - ix));
+      for (int r = 0; r < R1; ++r) at[r] = xr[r] + ix * ps;
+      tile(nv, px)(at, R1, SC, ps, w + n0, Ep, b + n0, e + ix * Ep + n0, a);
     }
   }
 }
@@ -195,8 +208,13 @@ bool ExpandDepthwise::supported() {
 }
 
 bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
-  if (p.R != 1 || p.S != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1 || p.dil_h != 1 || p.dil_w != 1 ||
-      p.pad_top || p.pad_left || p.pad_bottom || p.pad_right || p.OH != p.H || p.OW != p.W)
+  if (p.R != p.S || p.R < 1 || p.R > kMaxR1 || p.stride_h != p.stride_w || p.stride_h < 1 || p.stride_h > 2 ||
+      p.groups != 1 || p.dil_h != 1 || p.dil_w != 1 || p.OH <= 0 || p.OW <= 0)
+    return false;
+  for (int64_t pad : {p.pad_top, p.pad_left, p.pad_bottom, p.pad_right})
+    if (pad < 0 || pad >= p.R) return false;
+  if (p.OH != (p.H + p.pad_top + p.pad_bottom - p.R) / p.stride_h + 1 ||
+      p.OW != (p.W + p.pad_left + p.pad_right - p.S) / p.stride_w + 1)
     return false;
   if (dw.groups != dw.C || dw.K != dw.C || dw.C != p.K || dw.N != p.N || dw.H != p.OH || dw.W != p.OW)
     return false;
@@ -219,16 +237,27 @@ ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, 
   if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
 }
 
+bool ExpandDepthwise::padded_input() const {
+  return p_.R > 1 || p_.pad_top || p_.pad_left || p_.pad_bottom || p_.pad_right;
+}
+
+void ExpandDepthwise::input_dims(int64_t* h, int64_t* w) const {
+  *h = p_.pad_top + p_.H + p_.pad_bottom;
+  *w = p_.pad_left + p_.W + p_.pad_right;
+}
+
 void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float* w2, const float* b2) {
-  const int64_t C = p_.C, E = p_.K, RS = dw_.R * dw_.S;
-  // One buffer, each part on 64-byte lines: [C][Ep], [Ep], [R*S][Ep], [Ep].
-  packed_.assign(static_cast<size_t>((C + RS + 2) * Ep_ + 16), 0.f);
+  const int64_t C = p_.C, E = p_.K, RS1 = p_.R * p_.S, K1 = RS1 * C, RS = dw_.R * dw_.S;
+  // One buffer, each part on 64-byte lines: [R1][S1][C][Ep], [Ep],
+  // [R*S][Ep], [Ep].
+  packed_.assign(static_cast<size_t>((K1 + RS + 2) * Ep_ + 16), 0.f);
   float* w1p = align64(packed_.data());
-  float* b1p = w1p + C * Ep_;
+  float* b1p = w1p + K1 * Ep_;
   float* w2p = b1p + Ep_;
   float* b2p = w2p + RS * Ep_;
   for (int64_t e = 0; e < E; ++e) {
-    for (int64_t c = 0; c < C; ++c) w1p[c * Ep_ + e] = w1[e * C + c];
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t t = 0; t < RS1; ++t) w1p[(t * C + c) * Ep_ + e] = w1[(e * C + c) * RS1 + t];
     for (int64_t t = 0; t < RS; ++t) w2p[t * Ep_ + e] = w2[e * RS + t];
     if (b1) b1p[e] = b1[e];
     if (b2) b2p[e] = b2[e];
@@ -236,7 +265,12 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
 }
 
 void ExpandDepthwise::run(const float* x, float* y) const {
-  const int64_t N = p_.N, C = p_.C, H = p_.H, W = p_.W, E = p_.K, Ep = Ep_;
+  // The first convolution's output (the depthwise input) is H x W here;
+  // its input, x, is Hx x Wx (padded when padded_input()).
+  const int64_t N = p_.N, C = p_.C, H = p_.OH, W = p_.OW, E = p_.K, Ep = Ep_;
+  const int64_t R1 = p_.R, s1 = p_.stride_h, SC = p_.S * C, ps = s1 * C;
+  int64_t Hx, Wx;
+  input_dims(&Hx, &Wx);
   const int64_t R = dw_.R, sh = dw_.stride_h, sw = dw_.stride_w, pt = dw_.pad_top, OH = dw_.OH, OW = dw_.OW;
   // Expanded rows with their left padding (pl) and the right padding the
   // last window reaches (at most pad_right).
@@ -256,7 +290,7 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   const int64_t items = N * bands * groups;
   if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
   const float* w1 = align64(const_cast<float*>(packed_.data()));
-  const float* b1 = w1 + C * Ep;
+  const float* b1 = w1 + R1 * SC * Ep;
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
   const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1> : dw_row<3, 6, 2>) : (sw == 1 ? dw_row<5, 4, 1> : dw_row<5, 4, 2>);
@@ -287,7 +321,9 @@ void ExpandDepthwise::run(const float* x, float* y) const {
         if (held[slot] != iy) {
           for (int64_t ix = 0; ix < pl; ++ix) std::fill(e + ix * Ep + e0, e + ix * Ep + e1, 0.f);
           for (int64_t ix = pl + W; ix < Wp; ++ix) std::fill(e + ix * Ep + e0, e + ix * Ep + e1, 0.f);
-          expand_row(x + (n * H + iy) * W * C, W, C, w1, b1, Ep, e0, e1, e + pl * Ep, a1_);
+          const float* xr[kMaxR1];
+          for (int64_t q = 0; q < R1; ++q) xr[q] = x + ((n * Hx + iy * s1 + q) * Wx) * C;
+          expand_row(xr, static_cast<int>(R1), SC, ps, W, w1, b1, Ep, e0, e1, e + pl * Ep, a1_);
           held[slot] = iy;
         }
         rows[r] = e;

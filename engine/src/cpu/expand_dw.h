@@ -40,10 +40,13 @@ class ExpandDepthwise {
  public:
   // The CPU has AVX-512 (AVX512F).
   static bool supported();
-  // Shapes this kernel computes: a 1x1 convolution p (stride 1, no pads,
-  // one group) whose output feeds the depthwise convolution dw (groups =
+  // Shapes this kernel computes: a convolution p (square weights of 1x1
+  // to 7x7, stride 1 or 2, one group, no dilation, pads smaller than the
+  // weights) whose output feeds the depthwise convolution dw (groups =
   // channels = p.K, 3x3 or 5x5, stride 1 or 2, no dilation, pads smaller
-  // than the weights).
+  // than the weights). p is mostly a 1x1 expansion; a network's first
+  // convolution (3x3, stride 2, on the image) followed by a depthwise one
+  // fits too.
   static bool fits(const Conv2dParams& p, const Conv2dParams& dw);
   // The expanded rows each thread keeps: R x W x E (rounded up to 16)
   // floats.
@@ -51,19 +54,24 @@ class ExpandDepthwise {
 
   // a1, a2: what follows the expansion and the depthwise convolution.
   ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2);
-  // w1: (E, C) row-major (the 1x1 weights as OIHW), b1: [E] or null;
+  // Whether run() reads x with p's padding as zeros around it (p larger
+  // than 1x1, or padded), and the height and width x has (pads included).
+  bool padded_input() const;
+  void input_dims(int64_t* h, int64_t* w) const;
+  // w1: (E, C, R1, S1) row-major (p's weights as OIHW), b1: [E] or null;
   // w2: (E, R, S) (the depthwise weights as OIHW), b2: [E] or null.
   // Packed and kept.
   void set_weights(const float* w1, const float* b1, const float* w2, const float* b2);
-  // Parallel over images and bands of output rows with the calling
-  // thread's OpenMP count.
+  // x: channels-last, input_dims() high and wide (p's padding included,
+  // zeros, when padded_input()). Parallel over images, bands of output
+  // rows or groups of channels with the calling thread's OpenMP count.
   void run(const float* x, float* y) const;
 
  private:
   Conv2dParams p_, dw_;
   int64_t Ep_;  // E rounded up to 16
   Activation a1_, a2_;
-  std::vector<float> packed_;  // w1 [C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], from a 64-byte line
+  std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], from a 64-byte line
 };
 
 }  // namespace jobflow::cpu

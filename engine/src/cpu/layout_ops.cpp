@@ -214,6 +214,9 @@ bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, con
     if (f.residual || f.dw || f.in_scale || fdw.bn || fdw.residual || fdw.dw || fdw.in_scale || !activation_of(f.post, &a) ||
         !activation_of(fdw.post, &a) || !ExpandDepthwise::fits(p, dw))
       return false;
+    // A first convolution larger than 1x1 only on an image's few channels
+    // (a network's first layer); deeper ones are oneDNN's to compute.
+    if (p.R > 1 && p.C > 4) return false;
     // The R expanded rows a thread keeps should stay in its L2 (1-2 MB on
     // these CPUs); mobilenet_v2's largest: 129 KB.
     return ExpandDepthwise::ring_bytes(p, dw) <= (size_t{1} << 20);
@@ -312,12 +315,26 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     impl_ = "expand_dw:avx512";
     const Conv2dParams& q = f_.dw_p;
     dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, dt::f32, tag::acdb);
-    const MemDesc src_nhwc(sd, dt::f32, tag::acdb);
     src_user_ = user_mem(src_md);
-    reorder_src_ = src_md != src_nhwc;
-    if (reorder_src_) {
-      src_prim_ = memory(src_nhwc, eng);
-      src_reorder_.init_reorder(src_user_, src_prim_);
+    if (expdw_->padded_input()) {
+      // The first convolution's input with its padding as zeros around it
+      // (a network's first convolution on the image): made once, the
+      // reorder writes its inside at every call.
+      int64_t hx, wx;
+      expdw_->input_dims(&hx, &wx);
+      const MemDesc padded({p.N, p.C, hx, wx}, dt::f32, tag::acdb);
+      src_prim_ = memory(padded, eng);
+      std::memset(src_prim_.get_data_handle(), 0, padded.get_size());
+      pad_inside_ = memory(padded.submemory_desc(sd, {0, 0, p.pad_top, p.pad_left}), eng, src_prim_.get_data_handle());
+      reorder_src_ = true;
+      src_reorder_.init_reorder(src_user_, pad_inside_);
+    } else {
+      const MemDesc src_nhwc(sd, dt::f32, tag::acdb);
+      reorder_src_ = src_md != src_nhwc;
+      if (reorder_src_) {
+        src_prim_ = memory(src_nhwc, eng);
+        src_reorder_.init_reorder(src_user_, src_prim_);
+      }
     }
     if (f_.bias || f_.bn) bias_ = memory(bias_md, eng);
     return;
