@@ -325,9 +325,13 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       const MemDesc padded({p.N, p.C, hx, wx}, dt::f32, tag::acdb);
       src_prim_ = memory(padded, eng);
       std::memset(src_prim_.get_data_handle(), 0, padded.get_size());
-      pad_inside_ = memory(padded.submemory_desc(sd, {0, 0, p.pad_top, p.pad_left}), eng, src_prim_.get_data_handle());
       reorder_src_ = true;
-      src_reorder_.init_reorder(src_user_, pad_inside_);
+      own_transpose_ = src_md == MemDesc(sd, dt::f32, tag::nchw) && p.C <= 4;  // cpu::nchw_to_nhwc
+      if (!own_transpose_) {
+        pad_inside_ =
+            memory(padded.submemory_desc(sd, {0, 0, p.pad_top, p.pad_left}), eng, src_prim_.get_data_handle());
+        src_reorder_.init_reorder(src_user_, pad_inside_);
+      }
     } else {
       const MemDesc src_nhwc(sd, dt::f32, tag::acdb);
       reorder_src_ = src_md != src_nhwc;
@@ -401,7 +405,9 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   reorder_src_ = src_md != pd.src_desc();
   if (reorder_src_) {
     src_prim_ = memory(pd.src_desc(), eng);
-    src_reorder_.init_reorder(src_user_, src_prim_);
+    // An image (at most 4 channels, row-major) to channels-last: Jobflow's loop.
+    own_transpose_ = p.C <= 4 && src_md == MemDesc(sd, dt::f32, tag::nchw) && pd.src_desc() == MemDesc(sd, dt::f32, tag::acdb);
+    if (!own_transpose_) src_reorder_.init_reorder(src_user_, src_prim_);
   }
   wei_ = memory(pd.weights_desc(), eng);
   if (f_.in_scale) {
@@ -525,7 +531,13 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   prepare(in);
   if (wino_ || expdw_) {
     const void* x = in[0].raw();
-    if (reorder_src_) {
+    if (own_transpose_) {  // into the inside of the padded copy
+      int64_t hx, wx;
+      expdw_->input_dims(&hx, &wx);
+      nchw_to_nhwc(in[0].data<float>(), p_.N, p_.C, p_.H, p_.W,
+                   static_cast<float*>(src_prim_.get_data_handle()) + (p_.pad_top * wx + p_.pad_left) * p_.C, hx, wx);
+      x = src_prim_.get_data_handle();
+    } else if (reorder_src_) {
       src_user_.set_data_handle(in[0].raw());
       src_reorder_.execute();
       dnnl_stream().wait();
@@ -548,7 +560,11 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   }
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
-  if (reorder_src_) src_reorder_.execute();
+  if (own_transpose_)
+    nchw_to_nhwc(in[0].data<float>(), p_.N, p_.C, p_.H, p_.W, static_cast<float*>(src_prim_.get_data_handle()), p_.H,
+                 p_.W);
+  else if (reorder_src_)
+    src_reorder_.execute();
   if (f_.residual && in_place_ < 0) {  // in place: the destination holds the residual already
     res_user_.set_data_handle(in[res_input_].raw());
     res_reorder_.execute();

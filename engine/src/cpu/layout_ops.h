@@ -237,6 +237,7 @@ class LayoutConv final : public LayoutOp {
   mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
   mutable dnnl::memory dw_wei_, dw_bias_;  // the fused depthwise convolution's
   mutable dnnl::memory pad_inside_;        // expdw_ with padded_input(): src_prim_'s inside
+  bool own_transpose_ = false;             // the source reorder is cpu::nchw_to_nhwc (an image's few channels)
   PerThreadCount src_reorder_, res_reorder_;
   bool reorder_src_ = false;
   mutable bool prepared_ = false;

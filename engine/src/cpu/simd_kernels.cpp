@@ -364,4 +364,16 @@ void swish_inplace(float* y, int64_t n) {
 
 void swish_inplace_bf16(uint16_t* y, int64_t n) { in_chunks(y, n, swish_span_bf16); }
 
+void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy) {
+#pragma omp parallel for schedule(static)
+  for (int64_t nh = 0; nh < N * H; ++nh) {
+    const int64_t n = nh / H, h = nh % H;
+    float* d = y + (n * Hy + h) * Wy * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float* s = x + ((n * C + c) * H + h) * W;
+      for (int64_t w = 0; w < W; ++w) d[w * C + c] = s[w];
+    }
+  }
+}
+
 }  // namespace jobflow::cpu
