@@ -280,16 +280,21 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   // last window reaches (at most pad_right).
   const int64_t pl = dw_.pad_left, Wp = std::max(pl + W, (OW - 1) * sw + R);
   // Work items: images, each cut into `parts` when there are fewer images
-  // than threads: into bands of output rows where the image is tall (each
-  // band recomputes the R - stride expanded rows it shares with the band
-  // above), else into groups of channels (multiples of 16: a depthwise
-  // convolution's channels are independent, so a group expands only its
-  // own and nothing is computed twice, but each pass over the rows does
-  // less work).
+  // than threads: into bands of output rows (each band recomputes the R -
+  // stride expanded rows it shares with the band above) or into groups
+  // of channels (multiples of 16: a depthwise convolution's channels are
+  // independent, so a group expands only its own and nothing is computed
+  // twice, but the groups may be uneven).
   const int64_t threads = omp_get_max_threads();
   const int64_t vecs = Ep / 16;
   const int64_t parts = std::max<int64_t>(1, (threads + N - 1) / N);
-  const bool by_rows = OH >= 16 * parts;
+  // Whichever leaves the busiest thread less over an even share: bands
+  // (the tallest band's expanded rows, halo included, against H / parts)
+  // or groups (the widest group's vectors against vecs / parts; 144
+  // channels in 2 groups: 5 against 4.5).
+  const double band_load = static_cast<double>(std::min(H, ((OH + parts - 1) / parts - 1) * sh + R)) * parts / H;
+  const double group_load = static_cast<double>((vecs + parts - 1) / parts) * parts / vecs;
+  const bool by_rows = parts > 1 && band_load < group_load;
   const int64_t bands = by_rows ? parts : 1, groups = by_rows ? 1 : std::min(parts, vecs);
   const int64_t items = N * bands * groups;
   if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
