@@ -288,13 +288,17 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   const int64_t threads = omp_get_max_threads();
   const int64_t vecs = Ep / 16;
   const int64_t parts = std::max<int64_t>(1, (threads + N - 1) / N);
-  // Whichever leaves the busiest thread less over an even share: bands
-  // (the tallest band's expanded rows, halo included, against H / parts)
-  // or groups (the widest group's vectors against vecs / parts; 144
-  // channels in 2 groups: 5 against 4.5).
+  // Bands where the busiest thread's share is within 25% of an even one
+  // (the tallest band's expanded rows, halo included, against H / parts),
+  // or anyway less than with groups (the widest group's vectors against
+  // vecs / parts; 144 channels in 2 groups: 5 against 4.5). Bands keep
+  // each thread on its own rows of x and y: with groups both threads read
+  // all of x and write every pixel, and choosing by the estimate alone
+  // made mobilenet_v2 and ssdlite320 at batch 1 5-8% slower (their
+  // 112x112 to 40x40 layers went to groups).
   const double band_load = static_cast<double>(std::min(H, ((OH + parts - 1) / parts - 1) * sh + R)) * parts / H;
   const double group_load = static_cast<double>((vecs + parts - 1) / parts) * parts / vecs;
-  const bool by_rows = parts > 1 && band_load < group_load;
+  const bool by_rows = parts > 1 && (band_load <= 1.25 || band_load < group_load);
   const int64_t bands = by_rows ? parts : 1, groups = by_rows ? 1 : std::min(parts, vecs);
   const int64_t items = N * bands * groups;
   if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
@@ -314,12 +318,15 @@ void ExpandDepthwise::run(const float* x, float* y) const {
     const size_t ring_floats = static_cast<size_t>(R * Wp * Ep + 16);
     if (ring_buf.size() < ring_floats) ring_buf.resize(ring_floats);
     float* ring = align64(ring_buf.data());
-    // Chunks of at most 64 channels (as even as they come), each through
-    // every row of the item: a chunk's first-stage weights (up to 7 x 7 x
-    // C x 64 floats; 40 KB for a 160-channel 1x1) stay in cache for all
-    // its rows. Whole-width tiles re-read all the weights (614 KB for
-    // mobilenet_v2's 160 -> 960 expansion) from L2 for every 7-pixel row.
-    const int64_t gvecs = (e1 - e0) / 16, chunks = (gvecs + 3) / 4;
+    // With groups (small images), chunks of at most 64 channels (as even
+    // as they come), each through every row of the item: a chunk's
+    // first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for a
+    // 160-channel 1x1) stay in cache for all its rows, where whole-width
+    // rows re-read all of them (614 KB for mobilenet_v2's 160 -> 960
+    // expansion) for every 7-pixel row. With bands (tall images) one chunk:
+    // there x's rows would come from memory once per chunk (ssdlite320 and
+    // mobilenet_v2 at batch 1 were 3-5% slower with chunks everywhere).
+    const int64_t gvecs = (e1 - e0) / 16, chunks = by_rows ? 1 : (gvecs + 3) / 4;
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t c0 = e0 + 16 * (gvecs * ch / chunks), c1 = e0 + 16 * (gvecs * (ch + 1) / chunks);
       int64_t held[kMaxR];  // the input row each ring slot holds (-1: none)
