@@ -836,6 +836,23 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
   }
 }
 
+// A chain of 1-channel 3x3 convolutions: each fits both as a depthwise
+// stage and as a first stage on an image; each joins one pair at most
+// (a node taken twice once threw out of the compile).
+TEST_F(Layout, AChainOfSingleChannelConvolutionsPairsEachOnce) {
+  const Tensor x = random_float32({1, 1, 32, 32}, 150);
+  for (int len : {2, 3, 4}) {
+    const std::string n = "chain1_" + std::to_string(len);
+    auto r = run_both(n, x, [&](Blob b) {
+      for (int i = 0; i < len; ++i) b = flow::nn::relu(conv(b, n + "_w" + std::to_string(i), 1, 3));
+      return conv(b, n + "_p", 4, 1);
+    });
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+    if (flow::cpu::LayoutConv::own_expand_dw())
+      EXPECT_EQ(count(r.ops, "conv2d"), len / 2 + len % 2 + 1) << n << "\n" << r.plan;
+  }
+}
+
 // A squeeze-and-excitation's channel-wise mul feeding a 1x1 convolution
 // (efficientnet_b0's project convolutions) folds into that convolution at
 // batch 1 ("fused=scale": its weights scaled per call by the mul's other
@@ -881,6 +898,8 @@ TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolutionAtBatch1) {
     const auto ops = f.compiled()->plan().op_sequence();
     EXPECT_EQ(any_has(ops, "conv2d", "fused=scale"), c.folds) << n << "\n" << f.compiled()->describe();
     EXPECT_EQ(count(ops, "mul"), c.folds ? 0 : 1) << n << "\n" << f.compiled()->describe();
+    // The scale is written plain for the convolution that reads it plain.
+    if (c.folds) EXPECT_EQ(count(ops, "reorder"), 0) << n << "\n" << f.compiled()->describe();
   }
 }
 

@@ -270,12 +270,13 @@ class Pass {
     if (compute_ != dt::f32 || !(cpu::own_avx2_kernels() || cpu::LayoutConv::own_expand_dw())) return;
     auto rd = readers();
     std::map<int, int> into;  // depthwise node -> the 1x1 node it joins
+    std::set<int> used;       // nodes in a pair already (a chain of 1-channel 3x3 convolutions fits both ways)
     for (auto& [a, ga] : groups_) {
       const int y = G.nodes[a].outputs[0];
-      if (keep_.count(y) || rd[y].size() != 1) continue;
+      if (used.count(a) || keep_.count(y) || rd[y].size() != 1) continue;
       const int b = rd[y][0];
       auto it = groups_.find(b);
-      if (it == groups_.end() || b == a || into.count(b) || G.nodes[b].inputs[0] != y) continue;
+      if (it == groups_.end() || b == a || used.count(b) || G.nodes[b].inputs[0] != y) continue;
       const int yb = G.nodes[b].outputs[0];
       if (keep_.count(yb) || rd[yb].empty()) continue;
       bool to_convs = true;
@@ -284,6 +285,8 @@ class Pass {
       // kernels read as well: a squeeze-and-excitation's pool and mul.)
       if (!(to_convs || cpu::LayoutConv::own_expand_dw()) || !cpu::LayoutConv::fuses_depthwise(ga.p, ga.f, it->second.p, it->second.f)) continue;
       into[b] = a;
+      used.insert(a);
+      used.insert(b);
     }
     for (const auto& [b, a] : into) {
       ConvGroup& ga = groups_[a];
@@ -423,9 +426,17 @@ class Pass {
     // plain form (-1: not made yet).
     std::vector<int> blocked(G.blobs.size(), -1), plain(G.blobs.size());
     for (size_t b = 0; b < plain.size(); ++b) plain[b] = static_cast<int>(b);
+    // (A convolution reads its input scale plain: not a blocked reader of it.)
     auto wants_blocked = [&](int b) {
-      for (int r : rd[b])
-        if (capability(r) != Cap::None) return true;
+      for (int r : rd[b]) {
+        if (capability(r) == Cap::None) continue;
+        auto g = groups_.find(r);
+        const auto& in = G.nodes[r].inputs;
+        if (g != groups_.end() && g->second.f.in_scale && in[0] != b &&
+            in[in.size() - 1 - (g->second.f.residual ? 1 : 0)] == b)
+          continue;
+        return true;
+      }
       return false;
     };
     std::vector<int> out;
@@ -503,6 +514,9 @@ class Pass {
         } catch (const dnnl::error& e) {
           throw Error("[compile] job '" + opts_.job_name + "': node '" + node.name +
                       "': oneDNN has no convolution for " + cg.orig->attrs() +
+                      (cg.f.text().empty() ? "" : " fused with " + cg.f.text()) + ": " + e.what());
+        } catch (const std::invalid_argument& e) {  // a Jobflow kernel refusing what the pass gave it: a pass bug
+          throw Error("[compile] job '" + opts_.job_name + "': node '" + node.name + "': " + cg.orig->attrs() +
                       (cg.f.text().empty() ? "" : " fused with " + cg.f.text()) + ": " + e.what());
         }
         // The residual's buffer becomes the destination when this is its

@@ -125,7 +125,7 @@ __attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R
     const int64_t ptiles = (W1 + px_of(nv) - 1) / px_of(nv);
     for (int64_t t = 0; t < ptiles; ++t) {
       const int64_t ix = W1 * t / ptiles;
-      const int px = static_cast<int>(W1 * (t + 1) / ptiles - ix);
+      const int px = static_cast<int>(W1 * (t + 1) / ptiles - ix);  // <= px_of(nv): tile() has that tile
       for (int r = 0; r < R1; ++r) at[r] = xr[r] + ix * ps;
       tile(nv, px)(at, R1, SC, ps, w + n0, Ep, b + n0, e + ix * Ep + n0, a);
     }
@@ -217,7 +217,10 @@ bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
     return false;
   for (int64_t pad : {p.pad_top, p.pad_left, p.pad_bottom, p.pad_right})
     if (pad < 0 || pad >= p.R) return false;
-  if (p.OH != (p.H + p.pad_top + p.pad_bottom - p.R) / p.stride_h + 1 ||
+  // (Every window inside the padded input: C++'s division truncates
+  // toward zero, so a too-small input would still give one output row.)
+  if (p.H + p.pad_top + p.pad_bottom < p.R || p.W + p.pad_left + p.pad_right < p.S ||
+      p.OH != (p.H + p.pad_top + p.pad_bottom - p.R) / p.stride_h + 1 ||
       p.OW != (p.W + p.pad_left + p.pad_right - p.S) / p.stride_w + 1)
     return false;
   if (dw.groups != dw.C || dw.K != dw.C || dw.C != p.K || dw.N != p.N || dw.H != p.OH || dw.W != p.OW)
@@ -227,7 +230,8 @@ bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
     return false;
   for (int64_t pad : {dw.pad_top, dw.pad_left, dw.pad_bottom, dw.pad_right})
     if (pad < 0 || pad >= dw.R) return false;
-  return dw.OH == (dw.H + dw.pad_top + dw.pad_bottom - dw.R) / dw.stride_h + 1 &&
+  return dw.H + dw.pad_top + dw.pad_bottom >= dw.R && dw.W + dw.pad_left + dw.pad_right >= dw.S &&
+         dw.OH == (dw.H + dw.pad_top + dw.pad_bottom - dw.R) / dw.stride_h + 1 &&
          dw.OW == (dw.W + dw.pad_left + dw.pad_right - dw.S) / dw.stride_w + 1 && dw.OH > 0 && dw.OW > 0;
 }
 
@@ -318,15 +322,16 @@ void ExpandDepthwise::run(const float* x, float* y) const {
     const size_t ring_floats = static_cast<size_t>(R * Wp * Ep + 16);
     if (ring_buf.size() < ring_floats) ring_buf.resize(ring_floats);
     float* ring = align64(ring_buf.data());
-    // With groups (small images), chunks of at most 64 channels (as even
-    // as they come), each through every row of the item: a chunk's
-    // first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for a
-    // 160-channel 1x1) stay in cache for all its rows, where whole-width
+    // With groups (small images at batch 1), chunks of at most 64 channels
+    // (as even as they come), each through every row of the item: a
+    // chunk's first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for
+    // a 160-channel 1x1) stay in cache for all its rows, where whole-width
     // rows re-read all of them (614 KB for mobilenet_v2's 160 -> 960
-    // expansion) for every 7-pixel row. With bands (tall images) one chunk:
-    // there x's rows would come from memory once per chunk (ssdlite320 and
-    // mobilenet_v2 at batch 1 were 3-5% slower with chunks everywhere).
-    const int64_t gvecs = (e1 - e0) / 16, chunks = by_rows ? 1 : (gvecs + 3) / 4;
+    // expansion) for every 7-pixel row. Otherwise (bands, whole images)
+    // one chunk: x's rows would come from memory once per chunk
+    // (ssdlite320 and mobilenet_v2 at batch 1 were 3-5% slower with chunks
+    // everywhere).
+    const int64_t gvecs = (e1 - e0) / 16, chunks = groups > 1 ? (gvecs + 3) / 4 : 1;
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t c0 = e0 + 16 * (gvecs * ch / chunks), c1 = e0 + 16 * (gvecs * (ch + 1) / chunks);
       int64_t held[kMaxR];  // the input row each ring slot holds (-1: none)

@@ -48,8 +48,8 @@ class ExpandDepthwise {
   // convolution (3x3, stride 2, on the image) followed by a depthwise one
   // fits too.
   static bool fits(const Conv2dParams& p, const Conv2dParams& dw);
-  // The expanded rows each thread keeps: R x W x E (rounded up to 16)
-  // floats.
+  // The expanded rows each thread keeps at most: R rows of the padded
+  // width ((OW - 1) x stride + R pixels) x E rounded up to 16 floats.
   static size_t ring_bytes(const Conv2dParams& p, const Conv2dParams& dw);
 
   // a1, a2: what follows the expansion and the depthwise convolution.

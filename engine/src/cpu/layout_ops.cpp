@@ -306,8 +306,11 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     }
   }
   if (f_.dw && own_expand_dw()) {
+    if (compute != dt::f32) throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16");
     // Jobflow's expansion + depthwise kernel (cpu/expand_dw.h), channels-last
-    // in and out; fuses_depthwise() checked that the post-ops are clamps.
+    // in and out; fuses_depthwise() checked that each stage's post-ops come
+    // to one activation (clamp, hardswish, swish) and that the pass plans
+    // float32.
     Activation a1, a2;
     activation_of(f_.post, &a1);
     activation_of(f_.dw_post, &a2);

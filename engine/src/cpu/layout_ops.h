@@ -178,7 +178,8 @@ class LayoutConv final : public LayoutOp {
   int residual_input() const { return res_input_; }
   // Where oneDNN has AVX-512 (own_expand_dw()): whether Jobflow's kernel
   // computes the pair (ExpandDepthwise::fits, one activation per stage,
-  // the kept rows within 1 MB). Elsewhere: whether oneDNN fuses the
+  // no residual or input scale, a first stage larger than 1x1 only on at
+  // most 4 channels, the kept rows within 1 MB). Elsewhere: whether oneDNN fuses the
   // depthwise convolution `dw` (with its
   // fusion `fdw`: bias and post-ops only) into the 1x1 convolution `p`
   // (fusion `f`) on nChw8c float32 memory, and the pair is worth it: a
