@@ -6,7 +6,14 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace jobflow::cpu {
+
+// The mask of the first min(n, 16) lanes (n >= 0).
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
 
 // v * sigmoid(v) = v / (1 + exp(-v)): exp by range reduction to
 // [-ln 2 / 2, ln 2 / 2], a degree-6 polynomial and vscalefps (relative

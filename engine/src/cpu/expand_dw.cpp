@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cpu/aligned.h"
 #include "cpu/avx512_math.h"
 
 namespace jobflow::cpu {
@@ -16,9 +17,6 @@ namespace {
 constexpr int kMaxR = 5;   // depthwise window rows
 constexpr int kMaxR1 = 7;  // first convolution's window rows
 
-float* align64(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
-}
 
 // The activation of one vector (a branch the predictor learns: one kind
 // per call).
@@ -175,7 +173,7 @@ __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t
                                                const Activation& a) {
   const __m512 l = _mm512_set1_ps(a.lo), h = _mm512_set1_ps(a.hi);
   for (int64_t c0 = e0; c0 < e1; c0 += 16) {
-    const __mmask16 m = E - c0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (E - c0)) - 1);
+    const __mmask16 m = lanes(E - c0);
     __m512 wt[R * R];
 #pragma GCC unroll 25
     for (int t = 0; t < R * R; ++t) wt[t] = _mm512_load_ps(w + t * Ep + c0);
@@ -258,8 +256,8 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
   const int64_t C = p_.C, E = p_.K, RS1 = p_.R * p_.S, K1 = RS1 * C, RS = dw_.R * dw_.S;
   // One buffer, each part on 64-byte lines: [R1][S1][C][Ep], [Ep],
   // [R*S][Ep], [Ep].
-  packed_.assign(static_cast<size_t>((K1 + RS + 2) * Ep_ + 16), 0.f);
-  float* w1p = align64(packed_.data());
+  packed_.clear();
+  float* w1p = align64(packed_, static_cast<size_t>((K1 + RS + 2) * Ep_));
   float* b1p = w1p + K1 * Ep_;
   float* w2p = b1p + Ep_;
   float* b2p = w2p + RS * Ep_;
@@ -306,7 +304,7 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   const int64_t bands = by_rows ? parts : 1, groups = by_rows ? 1 : std::min(parts, vecs);
   const int64_t items = N * bands * groups;
   if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
-  const float* w1 = align64(const_cast<float*>(packed_.data()));
+  const float* w1 = align64(packed_);
   const float* b1 = w1 + R1 * SC * Ep;
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
@@ -319,9 +317,7 @@ void ExpandDepthwise::run(const float* x, float* y) const {
     // Rows on 64-byte lines (every vector load and store within one
     // line), each with its padding as zero pixels on both sides.
     thread_local std::vector<float> ring_buf;
-    const size_t ring_floats = static_cast<size_t>(R * Wp * Ep + 16);
-    if (ring_buf.size() < ring_floats) ring_buf.resize(ring_floats);
-    float* ring = align64(ring_buf.data());
+    float* ring = align64(ring_buf, static_cast<size_t>(R * Wp * Ep));
     // With groups (small images at batch 1), chunks of at most 64 channels
     // (as even as they come), each through every row of the item: a
     // chunk's first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for

@@ -273,9 +273,11 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   // that case gets a zero bias.
   const bool has_bias = f_.bias || f_.bn || f_.dw;
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
-  if (f_.in_scale) scale_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
-  if (f_.residual)
-    res_input_ = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0) + (f_.in_scale ? 1 : 0);
+  // Inputs: x, w, [bias], [bn: mean, var, [offset], [scale]], then (never
+  // with a fused depthwise convolution) [input scale], [residual].
+  const int after_weights = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  if (f_.in_scale) scale_input_ = after_weights;
+  if (f_.residual) res_input_ = after_weights + (f_.in_scale ? 1 : 0);
   versions_.assign(sources_.size(), 0);
   if (f_.in_scale && (compute != dt::f32 || !scales_input(p, f_)))
     throw std::invalid_argument("LayoutConv: an input scale on a convolution scales_input() does not take");
@@ -283,14 +285,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
     // a residual in its own format (nChw8c), at most one clamp.
     const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
-    float lo = -INFINITY, hi = INFINITY;
-    bool ok = (!f_.residual || *res_md == blocked) && f_.post.size() <= 1;
-    for (const EltwiseStep& e : f_.post) {
-      if (e.alg == dnnl::algorithm::eltwise_relu && e.alpha == 0.f) lo = 0.f;
-      else if (e.alg == dnnl::algorithm::eltwise_clip) lo = e.alpha, hi = e.beta;
-      else ok = false;
-    }
+    Activation act;
+    const bool ok = (!f_.residual || *res_md == blocked) && activation_of(f_.post, &act) &&
+                    (act.kind == Activation::None || act.kind == Activation::Clamp);
     if (ok) {
+      const float lo = act.kind == Activation::Clamp ? act.lo : -INFINITY;
+      const float hi = act.kind == Activation::Clamp ? act.hi : INFINITY;
       wino_ = std::make_unique<Winograd>(p);
       impl_ = p.R == 3 ? "winograd_4x4_3x3:avx2" : "winograd_2x2_5x5:avx2";
       lo_ = lo, hi_ = hi;

@@ -46,13 +46,10 @@ __attribute__((target("avx2,fma"))) void swish_span(float* y, int64_t n) {
   for (; i < n; ++i) y[i] = y[i] / (1.f + std::exp(-y[i]));
 }
 
-// AVX-512 helpers: the mask of the first min(n, 16) lanes, and 16 bfloat16
-// values widened to float32 / rounded back to nearest even (what oneDNN's
-// bf16 kernels store). The maskz forms throughout: GCC 12 warns about the
+// AVX-512 helpers: 16 bfloat16 values widened to float32 / rounded back to
+// nearest even (what oneDNN's bf16 kernels store); lanes() is in
+// cpu/avx512_math.h. The maskz forms throughout: GCC 12 warns about the
 // undefined vector the plain ones start from.
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_bf16(__mmask16 m, const uint16_t* p) {
   const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, p));

@@ -45,6 +45,8 @@
 // to 1.4e-5 of the output's largest magnitude.
 #include "cpu/winograd.h"
 
+#include "cpu/aligned.h"
+
 #include "cpu/simd_kernels.h"
 
 #include <immintrin.h>
@@ -67,15 +69,6 @@ constexpr int64_t kMinBlock = 24;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-float* align64(std::vector<float>& v, size_t n) {
-  if (v.size() < n + 16) v.assign(n + 16, 0.f);
-  auto p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
-}
-const float* align64(const std::vector<float>& v) {
-  auto p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<const float*>((p + 63) & ~uintptr_t{63});
-}
 
 // ---------------------------------------------------------------- kernels
 
