@@ -251,7 +251,7 @@ void CheckPoint::save(const std::string& dir, const CompiledJob& job) {
   std::map<std::string, Tensor> all = VariableStore::get().snapshot(&entries), mine;
   for (const std::string& name : used) {
     auto it = all.find(name);
-    if (it != all.end()) mine.emplace(name, it->second);
+    if (it != all.end()) mine.emplace(job.definition().saved_name(name), it->second);
   }
   internal::HeldVariables held(entries, false);
   checkpoint_io::save(dir, mine);

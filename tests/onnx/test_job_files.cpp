@@ -791,3 +791,130 @@ TEST_F(JobFiles, LoadOptionErrorsNameTheField) {
   std::ofstream(file, std::ios::trunc) << "not a model";
   EXPECT_EQ(field("mse", "sgd:lr=0.1").rfind("(not an option: ", 0), 0u);
 }
+
+// ------------------------------------------------------------------ ordinary models' variables
+
+namespace {
+
+// An ordinary ONNX model as exporters write them: y = x (2, 3) . W, with W
+// an initializer named by a counter ("onnx::MatMul_7") that another model
+// may use for another tensor. W: (3, cols) holding scale * (i + 1).
+std::string counter_named_model(const fs::path& dir, const std::string& file, int64_t cols, float scale) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("torch_jit");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* xt = x->mutable_type()->mutable_tensor_type();
+  xt->set_elem_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 3}) xt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* w = g->add_initializer();
+  w->set_name("onnx::MatMul_7");
+  w->set_data_type(::onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_dims(cols);
+  for (int64_t i = 0; i < 3 * cols; ++i) w->add_float_data(scale * static_cast<float>(i + 1));
+  auto* n = g->add_node();
+  n->set_op_type("MatMul");
+  n->add_input("x");
+  n->add_input("onnx::MatMul_7");
+  n->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  auto* yt = y->mutable_type()->mutable_tensor_type();
+  yt->set_elem_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t(2), cols}) yt->mutable_shape()->add_dim()->set_dim_value(d);
+  const fs::path p = dir / file;
+  std::ofstream f(p, std::ios::binary);
+  m.SerializeToOstream(&f);
+  return p.string();
+}
+
+// x . W for the model above.
+Tensor expected_product(const Tensor& x, int64_t cols, float scale) {
+  Tensor y({2, cols}, flow::Float32);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float s = 0.f;
+      for (int64_t k = 0; k < 3; ++k) s += x.data<float>()[r * 3 + k] * scale * static_cast<float>(k * cols + c + 1);
+      y.data<float>()[r * cols + c] = s;
+    }
+  return y;
+}
+
+}  // namespace
+
+TEST_F(JobFiles, OrdinaryModelsWithTheSameInitializerNamesKeepTheirOwnWeights) {
+  const fs::path d = tmp_dir("ordinary_names");
+  const Tensor x = Tensor::from<float>({2, 3}, {0.5f, -1.f, 2.f, 1.5f, 0.25f, -3.f});
+  // Two models of one architecture with different weights (two fine-tuned
+  // checkpoints), and a third whose tensor of that name has another shape.
+  auto a = flow::onnx::load(counter_named_model(d, "a.onnx", 2, 1.f));
+  auto b = flow::onnx::load(counter_named_model(d, "b.onnx", 2, -0.5f));
+  // Each runs with its own weights, whatever was loaded after it.
+  auto y = [&](flow::CompiledJob& job) {
+    std::vector<Tensor> r = job.run({x});
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? Tensor({0}, flow::Float32) : r[0];
+  };
+  EXPECT_TRUE(y(*a).equal(expected_product(x, 2, 1.f))) << "a ran with b's weights";
+  auto c = flow::onnx::load(counter_named_model(d, "c.onnx", 4, 2.f));
+  auto again = flow::onnx::load(counter_named_model(d, "a_copy.onnx", 2, 1.f));
+  for (int pass = 0; pass < 2; ++pass) {
+    EXPECT_TRUE(y(*a).equal(expected_product(x, 2, 1.f)));
+    EXPECT_TRUE(y(*b).equal(expected_product(x, 2, -0.5f)));
+    EXPECT_TRUE(y(*c).equal(expected_product(x, 4, 2.f)));
+    EXPECT_TRUE(y(*again).equal(expected_product(x, 2, 1.f)));
+  }
+  // The first keeps the initializer's name in the session (the same weights
+  // loaded again share it); the others have a scope of their own.
+  EXPECT_EQ(a->definition().variable_scope, "");
+  EXPECT_EQ(again->definition().variable_scope, "");
+  EXPECT_EQ(b->definition().variable_scope.rfind("torch_jit#", 0), 0u) << b->definition().variable_scope;
+  EXPECT_NE(c->definition().variable_scope, b->definition().variable_scope);
+  const Tensor wa = flow::session::variable("onnx::MatMul_7");
+  EXPECT_EQ(wa.at(1), 2.0);
+  const Tensor wb = flow::session::variable(b->definition().variable_scope + "onnx::MatMul_7");
+  EXPECT_EQ(wb.at(1), -1.0);
+
+  // A scoped model's checkpoints and saved files use the file's names: a
+  // checkpoint of b loads into b's file in a fresh process (session).
+  flow::onnx::LoadOptions train;
+  train.type = flow::Train;
+  train.loss = "mse";
+  train.optimizer = "sgd:lr=0.01,momentum=0.9";
+  auto bt = flow::onnx::load((d / "b.onnx").string(), train);
+  ASSERT_NE(bt->definition().variable_scope, "");
+  bt->run({x, Tensor::from<float>({2, 2}, {1.f, 2.f, 3.f, 4.f})});
+  const Tensor trained = flow::session::variable(bt->definition().variable_scope + "onnx::MatMul_7").clone();
+  const Tensor velocity = flow::session::variable(bt->definition().variable_scope + "onnx::MatMul_7-momentum").clone();
+  EXPECT_FALSE(trained.equal(wb));
+  flow::CheckPoint().save((d / "ckpt").string(), *bt);
+  EXPECT_TRUE(fs::exists(d / "ckpt" / "onnx::MatMul_7" / "out"));
+  flow::onnx::save(*bt, (d / "bt.onnx").string());
+  const ::onnx::ModelProto saved = read_model(d / "bt.onnx");
+  std::set<std::string> inits;
+  for (const auto& t : saved.graph().initializer()) inits.insert(t.name());
+  EXPECT_TRUE(inits.count("onnx::MatMul_7")) << "initializers of the saved file are the model's names";
+  EXPECT_EQ(metadata(saved)[u::kTrainable], "onnx::MatMul_7");
+  // With the optimizer's state (it used to refuse "onnx::MatMul_7-momentum"
+  // as a variable the model does not have); a predict load takes the
+  // weights alone.
+  flow::session::reset();
+  flow::onnx::LoadOptions from_ckpt = train;
+  from_ckpt.checkpoint = (d / "ckpt").string();
+  auto restored = flow::onnx::load((d / "b.onnx").string(), from_ckpt);
+  EXPECT_EQ(restored->definition().variable_scope, "");
+  EXPECT_TRUE(flow::session::variable("onnx::MatMul_7").equal(trained));
+  EXPECT_TRUE(flow::session::variable("onnx::MatMul_7-momentum").equal(velocity));
+  EXPECT_FALSE(velocity.equal(Tensor::from<float>({3, 2}, std::vector<float>(6, 0.f))));
+  flow::session::reset();
+  flow::onnx::LoadOptions predict_ckpt;
+  predict_ckpt.checkpoint = (d / "ckpt").string();
+  auto served = flow::onnx::load((d / "b.onnx").string(), predict_ckpt);
+  EXPECT_TRUE(flow::session::variable("onnx::MatMul_7").equal(trained));
+  EXPECT_FALSE(flow::session::has_variable("onnx::MatMul_7-momentum"));
+  fs::remove_all(d);
+}

@@ -104,6 +104,16 @@ struct JobDefinition {
   uint64_t seed = 0;
   std::string default_device = "cpu";
   bool bf16 = false;  // FunctionConfig::enable_auto_mixed_precision (the file's jobflow.precision)
+  // An ordinary ONNX model loaded while the session holds other values under
+  // its initializers' names (onnx::load) has variables of its own, named
+  // "<variable_scope><initializer>" in the session; checkpoints and saved
+  // files name them without the scope. Empty for every other job.
+  std::string variable_scope;
+  // The name a checkpoint or a saved file gives session variable `variable`.
+  std::string saved_name(const std::string& variable) const {
+    return !variable_scope.empty() && variable.rfind(variable_scope, 0) == 0 ? variable.substr(variable_scope.size())
+                                                                              : variable;
+  }
 };
 
 class CompiledJob {

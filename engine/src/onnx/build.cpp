@@ -5,8 +5,10 @@
 // through its import row; then the signature, loss, optimizer and the
 // jobflow.* metadata of a job file.
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "import_internal.h"
@@ -18,6 +20,7 @@
 #include "jobflow/session.h"
 #include "model_check.h"
 #include "onnx_util.h"
+#include "session_internal.h"
 
 namespace jobflow::onnx {
 namespace {
@@ -100,7 +103,12 @@ class Build {
     choose_type();
     const std::vector<PlaceholderSpec> specs = placeholder_specs();
     const FunctionConfig cfg = config();
+    // Loads of ordinary models name their variables one at a time: two
+    // loads at once would both find the names free and share them.
+    std::unique_lock<std::mutex> naming;
+    if (!job_file_ && !inspect_) naming = std::unique_lock<std::mutex>(naming_mutex());
     Importer I(what_, opts_, P_.model, P_.base_dir);
+    I.var_scope = variable_scope();
     I.graph = &g_;
     I.opset = P_.opset;
     I.inspect_mode = inspect_;
@@ -134,6 +142,11 @@ class Build {
       return R;
     }
     R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1", out_names_);
+    if (!I.var_scope.empty()) {
+      JobDefinition d = R.job->definition();
+      d.variable_scope = I.var_scope;
+      R.job->set_definition(std::move(d));
+    }
     restore_progress(*R.job);
     return R;
   }
@@ -159,6 +172,7 @@ class Build {
   bool have_in_struct_ = false;
   std::string name_;
   std::map<std::string, int64_t> ckpt_steps_;  // train step variables found in the checkpoint
+  std::map<std::string, Tensor> ckpt_state_;   // an ordinary model's optimizer state in the checkpoint
   std::shared_ptr<optimizer::Optimizer> opt_;
   std::vector<Blob> outs_;
   std::vector<std::string> out_names_;  // the graph outputs' names (or "loss")
@@ -210,6 +224,21 @@ class Build {
         continue;
       }
       auto it = inits_.find(name);
+      if (it == inits_.end() && !job_file_) {
+        // An ordinary model trained by Jobflow: its checkpoint also holds
+        // the optimizer's state of each weight ("<weight>-momentum", Adam's
+        // "-m" and "-v"), which a train load restores (restore_progress).
+        const size_t dash = name.rfind('-');
+        const std::string suffix = dash == std::string::npos ? "" : name.substr(dash + 1);
+        auto w = dash == std::string::npos ? inits_.end() : inits_.find(name.substr(0, dash));
+        if (w != inits_.end() && (suffix == "momentum" || suffix == "m" || suffix == "v")) {
+          if (w->second.shape() != v.shape() || w->second.dtype() != v.dtype())
+            fail(what_, "checkpoint variable '" + name + "' is " + spec_str({v.shape(), v.dtype()}) +
+                            " but the model's '" + w->first + "' is " + spec_str({w->second.shape(), w->second.dtype()}));
+          ckpt_state_[name] = v;
+          continue;
+        }
+      }
       if (it == inits_.end())
         fail(what_, "checkpoint '" + opts_.checkpoint + "' has variable '" + name + "', which the model does not have");
       if (it->second.shape() != v.shape() || it->second.dtype() != v.dtype())
@@ -363,6 +392,44 @@ class Build {
       cfg.accuracy(idx[0], idx[1]);
     }
     return cfg;
+  }
+
+  static std::mutex& naming_mutex() {
+    static std::mutex m;
+    return m;
+  }
+
+  // The prefix of an ordinary model's variables in the session
+  // (JobDefinition::variable_scope). Its initializers keep their names, so
+  // that session::variable(name) finds them and a train and a predict
+  // element loading one model file at start share its weights, unless the
+  // session holds other values under some of those names: exporters name
+  // initializers by counters ("onnx::Conv_650"), so different models often
+  // share names, and sharing would run one model with the other's weights
+  // (or fail on a shape). Then the model's variables get a scope of their
+  // own. Job files share by name as OneFlow's jobs do (docs/elements.md).
+  std::string variable_scope() const {
+    if (job_file_ || inspect_) return "";
+    auto& store = internal::VariableStore::get();
+    std::vector<std::pair<std::shared_ptr<internal::VariableEntry>, const Tensor*>> found;
+    for (const auto& [n, t] : inits_)
+      if (is_floating(t.dtype()))
+        if (auto e = store.find(n)) found.emplace_back(std::move(e), &t);
+    if (found.empty()) return "";
+    bool same = true;
+    {
+      std::vector<internal::VariableEntry*> entries;
+      for (auto& f : found) entries.push_back(f.first.get());
+      internal::HeldVariables held(entries, false);  // a train step may be writing them
+      for (auto& [e, t] : found)
+        if (!e->initialized || e->spec != TensorSpec{t->shape(), t->dtype()} || !e->value.equal(*t)) {
+          same = false;
+          break;
+        }
+    }
+    if (same) return "";
+    static std::atomic<int> scopes{0};
+    return name_ + "#" + std::to_string(++scopes) + "/";
   }
 
   // The variables the optimizer trains: jobflow.trainable, or for an
@@ -554,6 +621,10 @@ class Build {
       auto it = inits_.find(n);
       if (it == inits_.end()) fail(what_, "jobflow.optimizer_state names '" + n + "', which is not an initializer");
       if (session::has_variable(n)) session::assign(n, it->second);
+    }
+    for (const auto& [n, t] : ckpt_state_) {
+      const std::string v = job.definition().variable_scope + n;
+      if (session::has_variable(v)) session::assign(v, t);
     }
   }
 };

@@ -239,10 +239,12 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     put(onnx_util::kLoss, names_[def_.loss]);
     put(onnx_util::kOptimizer, onnx_util::optimizer_to_text(*def_.optimizer));
     put(onnx_util::kSchedule, onnx_util::schedule_to_text(def_.optimizer->scheduler()));
-    put(onnx_util::kTrainable, join(def_.trainable));
+    std::vector<std::string> trainable;
+    for (const std::string& n : def_.trainable) trainable.push_back(def_.saved_name(n));
+    put(onnx_util::kTrainable, join(trainable));
     std::vector<std::string> state;
     for (size_t i = def_.forward_nodes; i < g_->nodes.size(); ++i)
-      if (auto* v = dynamic_cast<const internal::VariableOp*>(g_->nodes[i].op.get())) state.push_back(v->entry()->name);
+      if (auto* v = dynamic_cast<const internal::VariableOp*>(g_->nodes[i].op.get())) state.push_back(def_.saved_name(v->entry()->name));
     std::sort(state.begin(), state.end());
     state.erase(std::unique(state.begin(), state.end()), state.end());
     put(onnx_util::kState, join(state));
@@ -308,7 +310,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
     if (!live_[i]) continue;
     const Node& nd = g_->nodes[i];
     if (auto* v = dynamic_cast<const internal::VariableOp*>(nd.op.get())) {
-      const std::string& vn = v->entry()->name;
+      const std::string vn = def_.saved_name(v->entry()->name);
       if (used_names_.count(vn)) fail("variable '" + vn + "' has the name of another tensor");
       used_names_.insert(vn);
       names_[nd.outputs[0]] = vn;
@@ -319,7 +321,7 @@ void Exporter::add_metadata(::onnx::ModelProto& m) {
   if (sig.type == JobType::Train)
     for (size_t i = F; i < g_->nodes.size(); ++i)
       if (auto* v = dynamic_cast<const internal::VariableOp*>(g_->nodes[i].op.get())) {
-        const std::string& vn = v->entry()->name;
+        const std::string vn = def_.saved_name(v->entry()->name);
         if (vars_.count(vn)) continue;
         if (used_names_.count(vn)) fail("variable '" + vn + "' has the name of another tensor");
         used_names_.insert(vn);

@@ -266,8 +266,8 @@ Blob Importer::blob_of(const std::string& name) {
   if (v.blob.defined()) return v.blob;
   if (v.variable && !inspect_mode) {
     const Tensor& t = v.konst;
-    v.blob = get_variable(name, t.shape(), t.dtype(), zeros_initializer(), trainable.count(name) > 0);
-    session::assign(name, t);
+    v.blob = get_variable(var_scope + name, t.shape(), t.dtype(), zeros_initializer(), trainable.count(name) > 0);
+    session::assign(var_scope + name, t);
   } else {
     v.blob = constant(v.konst, name);
   }

@@ -112,6 +112,9 @@ class Importer {
   std::string base_dir_;
   int64_t opset = 0;
   bool inspect_mode = false;  // initializers as constants, nothing in the session
+  // Prefix of the session names of the model's variables (JobDefinition::
+  // variable_scope): empty but for a model that must not share them.
+  std::string var_scope;
   bool train = false;         // building a train job
   bool job_file = false;
   std::map<std::string, Value> values;
