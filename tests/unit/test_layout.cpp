@@ -449,18 +449,27 @@ TEST(Winograd, MatchesTheDirectConvolution) {
       {3, 1, 32, 40, 11, 7, 0, true, true, false, -inf, inf}, {3, 3, 8, 16, 6, 5, 2, false, true, true, 0.f, 6.f},
       {3, 1, 64, 64, 14, 14, 1, true, true, false, 0.f, inf}, {5, 2, 32, 64, 14, 14, 2, true, false, false, 0.f, inf},
       {5, 1, 8, 16, 9, 6, 4, false, true, true, -inf, inf},   {5, 1, 16, 8, 7, 11, 0, true, true, false, 0.f, 6.f},
+      {3, 3, 16, 48, 6, 5, 2, false, true, true, 0.f, 6.f},   {5, 1, 16, 16, 9, 6, 4, false, true, true, -inf, inf},
   };
-  for (const Case& c : cases) {
+  // Each case at 8 lanes (AVX2, nChw8c) and, where the CPU has AVX-512 and
+  // the channels are multiples of 16, at 16 (nChw16c).
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  int runs16 = 0;
+  for (const Case& c : cases)
+  for (const int64_t L : {8, 16}) {
+    if (L == 16 && (!avx512 || c.C % 16 != 0 || c.K % 16 != 0)) continue;
+    runs16 += L == 16;
     const std::string name = std::to_string(c.r) + "x" + std::to_string(c.r) + " N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " K" + std::to_string(c.K) +
-                             " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " pad " + std::to_string(c.pad);
+                             " " + std::to_string(c.H) + "x" + std::to_string(c.W) + " pad " + std::to_string(c.pad) +
+                             " lanes " + std::to_string(L);
     const int64_t OH = c.H + 2 * c.pad - (c.r - 1), OW = c.W + 2 * c.pad - (c.r - 1);
     flow::cpu::Conv2dParams p{c.N, c.C, c.H, c.W, c.K, c.r, c.r, OH, OW, 1, 1, c.pad, c.pad, c.pad, c.pad, 1, 1, 1};
     ASSERT_TRUE(flow::cpu::Winograd::fits(p)) << name;
     const Tensor x = random_float32({c.N, c.C, c.H, c.W}, 30), w = random_float32({c.K, c.C, c.r, c.r}, 31, -0.5f, 0.5f);
     const Tensor b = random_float32({c.K}, 32), r = random_float32({c.N, c.K, OH, OW}, 33, -2.f, 2.f);
-    // nChw8c offsets (channels are multiples of 8).
-    auto blk = [](int64_t C, int64_t H, int64_t W, int64_t n, int64_t ch, int64_t h, int64_t w_) {
-      return (((n * (C / 8) + ch / 8) * H + h) * W + w_) * 8 + ch % 8;
+    // nChw<L>c offsets (channels are multiples of L).
+    auto blk = [L](int64_t C, int64_t H, int64_t W, int64_t n, int64_t ch, int64_t h, int64_t w_) {
+      return (((n * (C / L) + ch / L) * H + h) * W + w_) * L + ch % L;
     };
     std::vector<float> xb(static_cast<size_t>(x.numel())), yb(static_cast<size_t>(c.N * c.K * OH * OW)), rb(yb.size());
     for (int64_t n = 0; n < c.N; ++n)
@@ -473,7 +482,8 @@ TEST(Winograd, MatchesTheDirectConvolution) {
         for (int64_t h = 0; h < OH; ++h)
           for (int64_t q = 0; q < OW; ++q)
             rb[blk(c.K, OH, OW, n, k, h, q)] = r.data<float>()[((n * c.K + k) * OH + h) * OW + q];
-    flow::cpu::Winograd wg(p);
+    flow::cpu::Winograd wg(p, static_cast<int>(L));
+    ASSERT_EQ(wg.lanes(), L);
     wg.set_weights(w.data<float>());
     if (c.in_place) yb = rb;
     wg.run(xb.data(), yb.data(), c.bias ? b.data<float>() : nullptr,
@@ -503,6 +513,7 @@ TEST(Winograd, MatchesTheDirectConvolution) {
       EXPECT_EQ(lowest, 0.f) << name;  // relu / relu6 clamped
     }
   }
+  if (avx512) EXPECT_EQ(runs16, 4);
   // Shapes it does not take.
   flow::cpu::Conv2dParams s2{1, 8, 8, 8, 8, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   EXPECT_FALSE(flow::cpu::Winograd::fits(s2));  // stride 2
@@ -535,8 +546,11 @@ TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
     EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu")) << r.plan;
     EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;  // the pooled result only
   }
-  if (flow::cpu::LayoutConv::oneDNN_winograd(flow::cpu::Conv2dParams{2, 64, 14, 14, 64, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1,
-                                                                      1, 1, 1})) {
+  if (flow::cpu::Winograd::preferred() && __builtin_cpu_supports("avx512f")) {
+    // 16 lanes in oneDNN's nChw16c, the residual taken as it is.
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu in_place=1 layout=f32:aBcd16b algo=winograd")) << r.plan;
+  } else if (flow::cpu::LayoutConv::oneDNN_winograd(flow::cpu::Conv2dParams{2, 64, 14, 14, 64, 3, 3, 14, 14, 1, 1, 1, 1,
+                                                                             1, 1, 1, 1, 1})) {
     // oneDNN's Winograd kernel (AVX-512) where it takes the fusion (relu,
     // the residual sum); its direct kernel for the clip it does not take.
     EXPECT_TRUE(any_has(r.ops, "conv2d", "relu=1 layout=f32:aBcd16b algo=onednn_winograd")) << r.plan;

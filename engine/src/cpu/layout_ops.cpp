@@ -283,16 +283,19 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     throw std::invalid_argument("LayoutConv: an input scale on a convolution scales_input() does not take");
   if (compute == dt::f32 && !plain_dst && !f_.in_scale && Winograd::preferred() && Winograd::worthwhile(p)) {
     // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
-    // a residual in its own format (nChw8c), at most one clamp.
-    const MemDesc blocked(dd, dt::f32, tag::aBcd8b), src_blocked(sd, dt::f32, tag::aBcd8b);
+    // a residual in its own format (nChw16c with AVX-512, else nChw8c: the
+    // formats oneDNN's kernels around it choose), at most one clamp.
+    const int lanes = Winograd::lanes_for(p);
+    const tag btag = lanes == 16 ? tag::aBcd16b : tag::aBcd8b;
+    const MemDesc blocked(dd, dt::f32, btag), src_blocked(sd, dt::f32, btag);
     Activation act;
     const bool ok = (!f_.residual || *res_md == blocked) && activation_of(f_.post, &act) &&
                     (act.kind == Activation::None || act.kind == Activation::Clamp);
     if (ok) {
       const float lo = act.kind == Activation::Clamp ? act.lo : -INFINITY;
       const float hi = act.kind == Activation::Clamp ? act.hi : INFINITY;
-      wino_ = std::make_unique<Winograd>(p);
-      impl_ = p.R == 3 ? "winograd_4x4_3x3:avx2" : "winograd_2x2_5x5:avx2";
+      wino_ = std::make_unique<Winograd>(p, lanes);
+      impl_ = std::string(p.R == 3 ? "winograd_4x4_3x3:" : "winograd_2x2_5x5:") + (lanes == 16 ? "avx512" : "avx2");
       lo_ = lo, hi_ = hi;
       dst_ = blocked;
       src_user_ = user_mem(src_md);

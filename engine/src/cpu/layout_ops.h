@@ -218,7 +218,8 @@ class LayoutConv final : public LayoutOp {
   // (resnet18 against ONNX Runtime: at most 2.6e-6 relative).
   static bool oneDNN_winograd(const Conv2dParams& p);
   // oneDNN's implementation ("brg:avx512_core", "jit_dw:avx512_core_bf16"),
-  // or "winograd_4x4_3x3:avx2" / "winograd_2x2_5x5:avx2" for Jobflow's own.
+  // or "winograd_4x4_3x3:avx512" / "winograd_2x2_5x5:avx2" (the vector
+  // width it runs) for Jobflow's own.
   const std::string& impl() const { return impl_; }
 
  protected:

@@ -45,6 +45,8 @@
 // to 1.4e-5 of the output's largest magnitude.
 #include "cpu/winograd.h"
 
+#include "cpu/winograd_block.h"
+
 #include "cpu/aligned.h"
 
 #include "cpu/simd_kernels.h"
@@ -54,12 +56,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace jobflow::cpu {
 
 namespace {
 
-constexpr int kAlpha = 36;  // 6x6 positions
+using wino::kAlpha;
 constexpr int64_t kL2Budget = 512 * 1024;  // bytes of V and M per block
 // Fewest tiles per block: each block reads all 36 C K transformed weights,
 // which for 256 channels and more come from L3 (measured: 12 tiles per
@@ -70,175 +73,6 @@ constexpr int64_t kMinBlock = 24;
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 
-// ---------------------------------------------------------------- kernels
-
-#define JF_AVX2 __attribute__((target("avx2,fma")))
-
-// B^T z for six vectors (one row or column of a 6x6 input tile), as
-// values: arrays of vectors made GCC copy them through memory.
-#define JF_BT6(z0, z1, z2, z3, z4, z5, r0, r1, r2, r3, r4, r5)                          \
-  do {                                                                                  \
-    const __m256 four_ = _mm256_set1_ps(4.f), five_ = _mm256_set1_ps(5.f);             \
-    const __m256 s12_ = _mm256_add_ps(z1, z2), d12_ = _mm256_sub_ps(z1, z2);            \
-    const __m256 s34_ = _mm256_add_ps(z3, z4), d43_ = _mm256_sub_ps(z4, z3);            \
-    const __m256 d31_ = _mm256_sub_ps(z3, z1), d42_ = _mm256_sub_ps(z4, z2);            \
-    r0 = _mm256_fnmadd_ps(five_, z2, _mm256_fmadd_ps(four_, z0, z4));                   \
-    r1 = _mm256_fnmadd_ps(four_, s12_, s34_);                                           \
-    r2 = _mm256_fmadd_ps(four_, d12_, d43_);                                            \
-    r3 = _mm256_fmadd_ps(_mm256_set1_ps(2.f), d31_, d42_);                              \
-    r4 = _mm256_fnmadd_ps(_mm256_set1_ps(2.f), d31_, d42_);                             \
-    r5 = _mm256_fnmadd_ps(five_, z3, _mm256_fmadd_ps(four_, z1, z5));                   \
-  } while (0)
-
-// A^T m for six vectors: four results.
-#define JF_AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)                                  \
-  do {                                                                                  \
-    const __m256 s12_ = _mm256_add_ps(m1, m2), d12_ = _mm256_sub_ps(m1, m2);            \
-    const __m256 s34_ = _mm256_add_ps(m3, m4), d34_ = _mm256_sub_ps(m3, m4);            \
-    o0 = _mm256_add_ps(_mm256_add_ps(m0, s12_), s34_);                                  \
-    o1 = _mm256_fmadd_ps(_mm256_set1_ps(2.f), d34_, d12_);                              \
-    o2 = _mm256_fmadd_ps(_mm256_set1_ps(4.f), s34_, s12_);                              \
-    o3 = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), d34_, d12_), m5);           \
-  } while (0)
-
-// The first two rows of A^T (F(2x2, 5x5) uses the same six points, with
-// infinity in its last output).
-#define JF_AT2(m0, m1, m2, m3, m4, m5, o0, o1)                                          \
-  do {                                                                                  \
-    o0 = _mm256_add_ps(_mm256_add_ps(m0, _mm256_add_ps(m1, m2)), _mm256_add_ps(m3, m4)); \
-    o1 = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(2.f), _mm256_sub_ps(m3, m4), _mm256_sub_ps(m1, m2)), m5); \
-  } while (0)
-
-// M (R x 8*NV, row stride ldm) = V (R x C, row stride C) * U (C x 8*NV).
-template <int R, int NV>
-JF_AVX2 void gemm_kernel(const float* v, int64_t C, const float* u, float* m, int64_t ldm) {
-  __m256 acc[R][NV];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int q = 0; q < NV; ++q) acc[r][q] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < C; ++c) {
-    __m256 w[NV];
-#pragma GCC unroll 2
-    for (int q = 0; q < NV; ++q) w[q] = _mm256_load_ps(u + (c * NV + q) * 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 b = _mm256_broadcast_ss(v + r * C + c);
-#pragma GCC unroll 2
-      for (int q = 0; q < NV; ++q) acc[r][q] = _mm256_fmadd_ps(b, w[q], acc[r][q]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int q = 0; q < NV; ++q) _mm256_storeu_ps(m + r * ldm + q * 8, acc[r][q]);
-}
-
-using GemmFn = void (*)(const float*, int64_t, const float*, float*, int64_t);
-template <int NV>
-constexpr GemmFn kGemm[7] = {nullptr,
-                             gemm_kernel<1, NV>,
-                             gemm_kernel<2, NV>,
-                             gemm_kernel<3, NV>,
-                             gemm_kernel<4, NV>,
-                             gemm_kernel<5, NV>,
-                             gemm_kernel<6, NV>};
-
-struct Geometry {
-  int64_t N, C, H, W, K, OH, OW, pt, pl, th, tw;
-  int64_t m;  // output tile (4 for 3x3 weights, 2 for 5x5)
-};
-
-// V[a][i][c] for the tiles t0 .. t0 + tb - 1 (i = t - t0), row stride C,
-// position stride tbs * C.
-JF_AVX2 void input_transform(const Geometry& g, const float* x, int64_t t0, int64_t tb, int64_t tbs, float* V) {
-  const int64_t CB = g.C / 8, per_image = g.th * g.tw, pos = tbs * g.C;
-  for (int64_t i = 0; i < tb; ++i) {
-    const int64_t t = t0 + i, n = t / per_image, ty = (t % per_image) / g.tw, tx = t % g.tw;
-    const int64_t ih0 = ty * g.m - g.pt, iw0 = tx * g.m - g.pl;
-    const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + 6 <= g.H && iw0 + 6 <= g.W;
-    for (int64_t cb = 0; cb < CB; ++cb) {
-      const float* plane = x + (n * CB + cb) * g.H * g.W * 8;
-      // Columns (tmp = B^T d), then rows (V = tmp B).
-      alignas(32) float tmp[6][6][8];
-      for (int c = 0; c < 6; ++c) {
-        __m256 z[6];
-        const int64_t w = iw0 + c;
-        for (int r = 0; r < 6; ++r) {
-          const int64_t h = ih0 + r;
-          z[r] = (inside || (h >= 0 && h < g.H && w >= 0 && w < g.W)) ? _mm256_loadu_ps(plane + (h * g.W + w) * 8)
-                                                                       : _mm256_setzero_ps();
-        }
-        __m256 r0, r1, r2, r3, r4, r5;
-        JF_BT6(z[0], z[1], z[2], z[3], z[4], z[5], r0, r1, r2, r3, r4, r5);
-        _mm256_store_ps(tmp[0][c], r0);
-        _mm256_store_ps(tmp[1][c], r1);
-        _mm256_store_ps(tmp[2][c], r2);
-        _mm256_store_ps(tmp[3][c], r3);
-        _mm256_store_ps(tmp[4][c], r4);
-        _mm256_store_ps(tmp[5][c], r5);
-      }
-      float* out = V + i * g.C + cb * 8;
-      for (int r = 0; r < 6; ++r) {
-        __m256 v0, v1, v2, v3, v4, v5;
-        JF_BT6(_mm256_load_ps(tmp[r][0]), _mm256_load_ps(tmp[r][1]), _mm256_load_ps(tmp[r][2]),
-               _mm256_load_ps(tmp[r][3]), _mm256_load_ps(tmp[r][4]), _mm256_load_ps(tmp[r][5]), v0, v1, v2, v3, v4, v5);
-        float* o = out + r * 6 * pos;
-        _mm256_store_ps(o, v0);
-        _mm256_store_ps(o + pos, v1);
-        _mm256_store_ps(o + 2 * pos, v2);
-        _mm256_store_ps(o + 3 * pos, v3);
-        _mm256_store_ps(o + 4 * pos, v4);
-        _mm256_store_ps(o + 5 * pos, v5);
-      }
-    }
-  }
-}
-
-// Y tiles (M x M) from M[a][i][k] (row stride K, position stride tbs * K),
-// with bias, residual and clamp.
-template <int TM>
-JF_AVX2 void output_transform(const Geometry& g, const float* M, int64_t t0, int64_t tb, int64_t tbs, float* y,
-                              const float* bias, const float* res, float lo, float hi) {
-  const int64_t KB = g.K / 8, per_image = g.th * g.tw, pos = tbs * g.K;
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (int64_t i = 0; i < tb; ++i) {
-    const int64_t t = t0 + i, n = t / per_image, ty = (t % per_image) / g.tw, tx = t % g.tw;
-    const int64_t oh0 = ty * TM, ow0 = tx * TM;
-    const int64_t rows = std::min<int64_t>(TM, g.OH - oh0), cols = std::min<int64_t>(TM, g.OW - ow0);
-    for (int64_t kb = 0; kb < KB; ++kb) {
-      const float* in = M + i * g.K + kb * 8;
-      alignas(32) float tmp[TM][6][8];  // A^T m, per column
-      for (int c = 0; c < 6; ++c) {
-        const float* col = in + c * pos;
-        const __m256 m0 = _mm256_load_ps(col), m1 = _mm256_load_ps(col + 6 * pos), m2 = _mm256_load_ps(col + 12 * pos);
-        const __m256 m3 = _mm256_load_ps(col + 18 * pos), m4 = _mm256_load_ps(col + 24 * pos);
-        const __m256 m5 = _mm256_load_ps(col + 30 * pos);
-        __m256 o[TM];
-        if constexpr (TM == 4) JF_AT6(m0, m1, m2, m3, m4, m5, o[0], o[1], o[2], o[3]);
-        else JF_AT2(m0, m1, m2, m3, m4, m5, o[0], o[1]);
-        for (int r = 0; r < TM; ++r) _mm256_store_ps(tmp[r][c], o[r]);
-      }
-      const __m256 b = bias ? _mm256_loadu_ps(bias + kb * 8) : _mm256_setzero_ps();
-      const int64_t plane = (n * KB + kb) * g.OH * g.OW * 8;
-      for (int r = 0; r < rows; ++r) {  // rows: Y = tmp A
-        const __m256 m0 = _mm256_load_ps(tmp[r][0]), m1 = _mm256_load_ps(tmp[r][1]), m2 = _mm256_load_ps(tmp[r][2]);
-        const __m256 m3 = _mm256_load_ps(tmp[r][3]), m4 = _mm256_load_ps(tmp[r][4]), m5 = _mm256_load_ps(tmp[r][5]);
-        __m256 o[TM];
-        if constexpr (TM == 4) JF_AT6(m0, m1, m2, m3, m4, m5, o[0], o[1], o[2], o[3]);
-        else JF_AT2(m0, m1, m2, m3, m4, m5, o[0], o[1]);
-        for (int c = 0; c < cols; ++c) {
-          const int64_t off = plane + ((oh0 + r) * g.OW + ow0 + c) * 8;
-          __m256 v = _mm256_add_ps(o[c], b);
-          if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + off));
-          v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
-          _mm256_storeu_ps(y + off, v);
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 bool Winograd::supported() {
@@ -246,7 +80,10 @@ bool Winograd::supported() {
   return ok;
 }
 
-bool Winograd::preferred() { return own_avx2_kernels(); }
+bool Winograd::preferred() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return supported() && (own_avx2_kernels() || avx512);
+}
 
 bool Winograd::fits(const Conv2dParams& p) {
   return (p.R == 3 || p.R == 5) && p.S == p.R && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
@@ -261,10 +98,27 @@ bool Winograd::worthwhile(const Conv2dParams& p) {
   // Transformed weights (36 C K floats, 4x the direct kernel's for 3x3) are
   // read once per tile block: with few tiles they cost more than the
   // multiplications save (resnet18's 7x7 stage at batch 1: 4 tiles, even).
+  // With AVX-512 only at 16 lanes: oneDNN's kernels around it use nChw16c,
+  // and an 8-lane layer would sit between two reorders.
+  // Against oneDNN's AVX-512 kernels, the transformed weights must also be
+  // small for the tiles: at most 128 KB per tile (resnet18 at batch 1: the
+  // 56x56 and 28x28 layers, 3 and 48 KB, ran 1.2-1.9x faster in the
+  // network; the 14x14 ones, 590 KB, 1.5x slower than oneDNN's F(2x2, 3x3),
+  // which reads a quarter of those bytes; batch 8: the 7x7 ones, 1.2 MB,
+  // 1.45x slower than its direct kernel).
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512 && (lanes_for(p) != 16 || kAlpha * 4 * p.C * p.K > (int64_t(128) << 10) * tiles)) return false;
   return fits(p) && p.C >= 32 && p.K >= 32 && tiles >= 12;
 }
 
-Winograd::Winograd(const Conv2dParams& p) : p_(p), m_(p.R == 3 ? 4 : 2) {
+int Winograd::lanes_for(const Conv2dParams& p) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512 && p.C % 16 == 0 && p.K % 16 == 0 ? 16 : 8;
+}
+
+Winograd::Winograd(const Conv2dParams& p, int lanes) : p_(p), m_(p.R == 3 ? 4 : 2), lanes_(lanes ? lanes : lanes_for(p)) {
+  if (lanes_ != 8 && lanes_ != 16) throw std::invalid_argument("Winograd: lanes must be 8 or 16");
+  if (lanes_ == 16 && (lanes_for(p) != 16)) throw std::invalid_argument("Winograd: 16 lanes need AVX512F and channels in multiples of 16");
   tiles_h_ = ceil_div(p.OH, m_);
   tiles_w_ = ceil_div(p.OW, m_);
 }
@@ -300,42 +154,31 @@ void Winograd::set_weights(const float* w) {
 }
 
 void Winograd::run(const float* x, float* y, const float* bias, const float* res, float lo, float hi) const {
-  const Geometry g{p_.N, p_.C, p_.H, p_.W, p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};
+  const wino::Geometry g{p_.N, p_.C, p_.H, p_.W, p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};
   const int64_t T = g.N * g.th * g.tw;
   const int threads = std::max(1, omp_get_max_threads());
+  const int64_t rows = lanes_ == 16 ? wino::avx512::kRows : wino::avx2::kRows;
+  const wino::BlockFn block = lanes_ == 16 ? wino::avx512::block : wino::avx2::block;
   // Tiles per block: V and M of a block within the L2 budget, but at least
   // kMinBlock (each block reads all the transformed weights), a multiple of
-  // the kernel's 6 rows, and at least one block per thread.
+  // the matrix-product kernel's rows, and at least one block per thread.
   int64_t tb_max = kL2Budget / (kAlpha * 4 * (g.C + g.K));
-  tb_max = std::clamp<int64_t>(tb_max / 6 * 6, kMinBlock, 120);
-  int64_t blocks = std::max<int64_t>(ceil_div(T, tb_max), std::min<int64_t>(threads, ceil_div(T, 6)));
-  const int64_t tbs = ceil_div(ceil_div(T, blocks), 6) * 6;  // block stride (tiles), a multiple of 6
+  tb_max = std::clamp<int64_t>(tb_max / rows * rows, ceil_div(kMinBlock, rows) * rows, 120);
+  // Blocks in multiples of the threads (resnet18's 28x28 stage at batch 1:
+  // 49 tiles in 3 blocks of 24 left one thread a third of the work).
+  int64_t blocks = std::max<int64_t>(ceil_div(T, tb_max), std::min<int64_t>(threads, ceil_div(T, rows)));
+  if (blocks > threads) blocks = ceil_div(blocks, threads) * threads;
+  const int64_t tbs = ceil_div(T, blocks);  // block stride (tiles)
   blocks = ceil_div(T, tbs);
   const int64_t per_thread = kAlpha * tbs * (g.C + g.K) + 16;
   float* scratch = align64(scratch_, static_cast<size_t>(per_thread * threads));
   const float* u = align64(u_);
-  const int64_t C = g.C, K = g.K;
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     float* V = scratch + per_thread * omp_get_thread_num();
-    float* M = V + kAlpha * tbs * C;
-    const int64_t t0 = blk * tbs, tb = std::min(tbs, T - t0);
-    input_transform(g, x, t0, tb, tbs, V);
-    for (int a = 0; a < kAlpha; ++a) {
-      const float* va = V + a * tbs * C;
-      float* ma = M + a * tbs * K;
-      const float* ua = u + a * C * K;
-      for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        const int64_t nb = std::min<int64_t>(16, K - k0);
-        const float* ub = ua + C * k0;
-        for (int64_t i = 0; i < tb; i += 6) {
-          const int rows = static_cast<int>(std::min<int64_t>(6, tb - i));
-          (nb == 16 ? kGemm<2> : kGemm<1>)[rows](va + i * C, C, ub, ma + i * K + k0, K);
-        }
-      }
-    }
-    if (g.m == 4) output_transform<4>(g, M, t0, tb, tbs, y, bias, res, lo, hi);
-    else output_transform<2>(g, M, t0, tb, tbs, y, bias, res, lo, hi);
+    float* M = V + kAlpha * tbs * g.C;
+    const int64_t t0 = blk * tbs;
+    block(g, x, u, V, M, t0, std::min(tbs, T - t0), tbs, y, bias, res, lo, hi);
   }
 }
 
