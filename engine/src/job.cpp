@@ -32,6 +32,7 @@ struct JobBuilder::State {
   std::shared_ptr<optimizer::Optimizer> opt;
   std::unique_ptr<GraphScope> scope;
   JobBuilder* prev = nullptr;
+  std::string variable_scope;
 };
 
 namespace {
@@ -173,6 +174,7 @@ JobBuilder::JobBuilder(JobType type, const FunctionConfig& config, const std::ve
 JobBuilder::~JobBuilder() = default;
 
 Blob JobBuilder::input(int i) const { return st_->inputs.at(i); }
+void JobBuilder::set_variable_scope(std::string scope) { st_->variable_scope = std::move(scope); }
 const std::vector<PlaceholderSpec>& JobBuilder::specs() const { return st_->specs; }
 
 void JobBuilder::enter() {
@@ -307,7 +309,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   if (S.type == JobType::Train) {
     // OneFlow's step counter: a variable, so checkpoints carry it and a
     // resumed job continues its learning-rate schedule.
-    po.step_variable = session::train_step_variable(job);
+    po.step_variable = S.variable_scope + session::train_step_variable(job);
     internal::VariableStore::get().define(po.step_variable, {{1}, DType::Int64}, zeros_initializer(), false);
   }
   std::vector<int> in_ids, out_ids;
@@ -338,6 +340,7 @@ std::shared_ptr<CompiledJob> JobBuilder::finish(std::vector<Blob> outputs, Struc
   def.seed = S.config.seed();
   def.default_device = S.config.default_placement().device;
   def.bf16 = S.config.enable_auto_mixed_precision();
+  def.variable_scope = S.variable_scope;
   compiled->set_definition(std::move(def));
   if (summary_loss >= 0) install_summary(*compiled, S.config.summary_dir(), summary_loss, S.opt->scheduler());
   std::weak_ptr<CompiledJob> weak = compiled;

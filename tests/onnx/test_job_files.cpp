@@ -891,8 +891,18 @@ TEST_F(JobFiles, OrdinaryModelsWithTheSameInitializerNamesKeepTheirOwnWeights) {
   const Tensor trained = flow::session::variable(bt->definition().variable_scope + "onnx::MatMul_7").clone();
   const Tensor velocity = flow::session::variable(bt->definition().variable_scope + "onnx::MatMul_7-momentum").clone();
   EXPECT_FALSE(trained.equal(wb));
+  // Its train step counter is its own too: a train job of the same name on
+  // a's weights counts its steps apart.
+  auto at = flow::onnx::load((d / "a.onnx").string(), train);
+  EXPECT_EQ(at->definition().variable_scope, "");
+  at->run({x, Tensor::from<float>({2, 2}, {1.f, 2.f, 3.f, 4.f})});
+  at->run({x, Tensor::from<float>({2, 2}, {1.f, 2.f, 3.f, 4.f})});
+  const std::string step = flow::session::train_step_variable("torch_jit");
+  EXPECT_EQ(flow::session::variable(bt->definition().variable_scope + step).at(0), 1.0);
+  EXPECT_EQ(flow::session::variable(step).at(0), 2.0);
   flow::CheckPoint().save((d / "ckpt").string(), *bt);
   EXPECT_TRUE(fs::exists(d / "ckpt" / "onnx::MatMul_7" / "out"));
+  EXPECT_TRUE(fs::exists(d / "ckpt" / step / "out"));
   flow::onnx::save(*bt, (d / "bt.onnx").string());
   const ::onnx::ModelProto saved = read_model(d / "bt.onnx");
   std::set<std::string> inits;
@@ -909,6 +919,7 @@ TEST_F(JobFiles, OrdinaryModelsWithTheSameInitializerNamesKeepTheirOwnWeights) {
   EXPECT_EQ(restored->definition().variable_scope, "");
   EXPECT_TRUE(flow::session::variable("onnx::MatMul_7").equal(trained));
   EXPECT_TRUE(flow::session::variable("onnx::MatMul_7-momentum").equal(velocity));
+  EXPECT_EQ(restored->steps_run(), 1);
   EXPECT_FALSE(velocity.equal(Tensor::from<float>({3, 2}, std::vector<float>(6, 0.f))));
   flow::session::reset();
   flow::onnx::LoadOptions predict_ckpt;

@@ -192,6 +192,10 @@ class JobBuilder {
   // The blob of flat placeholder `i` (in declaration order, tuples expanded).
   Blob input(int i) const;
   const std::vector<PlaceholderSpec>& specs() const;
+  // The session names of the job's variables and of its train step
+  // counter get this prefix (JobDefinition::variable_scope; onnx::load
+  // sets it for an ordinary model that must not share). Before finish().
+  void set_variable_scope(std::string scope);
   // Runs under the builder's graph scope.
   void enter();
   void leave();

@@ -118,6 +118,7 @@ class Build {
     make_optimizer();
 
     detail::JobBuilder B(type_, cfg, specs);
+    B.set_variable_scope(I.var_scope);
     B.enter();
     BuildResult R;
     try {
@@ -142,11 +143,6 @@ class Build {
       return R;
     }
     R.job = B.finish(outs_, out_struct_, meta(ou::kCallback) == "1", out_names_);
-    if (!I.var_scope.empty()) {
-      JobDefinition d = R.job->definition();
-      d.variable_scope = I.var_scope;
-      R.job->set_definition(std::move(d));
-    }
     restore_progress(*R.job);
     return R;
   }
