@@ -57,6 +57,7 @@ class Pass {
   void run(std::vector<size_t>& bytes) {
     fuse_convs();
     fuse_depthwise();
+    fuse_projection();
     assign();
     bytes.assign(G.blobs.size(), 0);
     for (size_t b = 0; b < desc_.size(); ++b)
@@ -315,6 +316,57 @@ class Pass {
     order_ = std::move(order);
   }
 
+  // An expansion + depthwise pair on Jobflow's kernel and the 1x1
+  // projection that alone reads its output become one node
+  // (cpu::LayoutConv::fuses_projection: an inverted residual block of
+  // mobilenet_v2 on tall images, its residual add included): the pair's
+  // node takes the projection's weight inputs (then its residual, last),
+  // output and place in the order. The depthwise output, written and read
+  // back by the projection otherwise, stays in the kernel's row buffer.
+  void fuse_projection() {
+    if (compute_ != dt::f32 || !cpu::LayoutConv::own_expand_dw()) return;
+    auto rd = readers();
+    std::map<int, int> into;  // projection node -> the pair node it joins
+    for (auto& [a, ga] : groups_) {
+      if (!ga.f.dw) continue;
+      const int y = G.nodes[a].outputs[0];
+      if (keep_.count(y) || rd[y].size() != 1) continue;
+      const int b = rd[y][0];
+      auto it = groups_.find(b);
+      if (it == groups_.end() || b == a || it->second.f.dw || G.nodes[b].inputs[0] != y) continue;
+      if (it->second.f.residual && it->second.residual == y) continue;  // (adds its own input)
+      if (!cpu::LayoutConv::fuses_projection(ga.f, it->second.p, it->second.f)) continue;
+      into[b] = a;
+    }
+    for (const auto& [b, a] : into) {
+      ConvGroup& ga = groups_[a];
+      const ConvGroup& gb = groups_[b];
+      ga.f.pw = true;
+      ga.f.pw_bias = gb.f.bias;
+      ga.f.pw_p = gb.p;
+      ga.f.pw_post = gb.f.post;
+      ga.f.residual = gb.f.residual;
+      ga.residual = gb.residual;
+      Node& na = G.nodes[a];
+      const Node& nb = G.nodes[b];
+      na.inputs.insert(na.inputs.end(), nb.inputs.begin() + 1, nb.inputs.end());  // w, [bias], [residual]
+      na.outputs = nb.outputs;
+      G.blobs[na.outputs[0]].producer = a;
+      G.blobs[na.outputs[0]].out_index = 0;
+      groups_.erase(b);
+    }
+    if (into.empty()) return;
+    std::set<int> moved;
+    for (const auto& [b, a] : into) moved.insert(a);
+    std::vector<int> order;
+    for (int n : order_) {
+      if (moved.count(n)) continue;
+      auto it = into.find(n);
+      order.push_back(it == into.end() ? n : it->second);
+    }
+    order_ = std::move(order);
+  }
+
   // ------------------------------------------------------------ 2. formats
 
   // Kernels that read and write blocked memory (when one of their inputs is
@@ -523,7 +575,7 @@ class Pass {
         // last reader (a residual block's input is read by the block's
         // first convolution, then by the add): oneDNN's sum post-op then
         // adds into it, with no copy of the residual first.
-        if (cg.f.residual) {
+        if (cg.f.residual && !cg.f.pw) {  // (Jobflow's kernel reads the residual while bands of y are written)
           const int r = node.inputs.back();
           if (reads_last(r, n) && desc_[r] && blocked[r] == r && *desc_[r] == op->dst_desc() &&
               std::count(node.inputs.begin(), node.inputs.end(), r) == 1)

@@ -36,10 +36,15 @@ __attribute__((target("avx512f"))) inline __m512 activate(__m512 v, const Activa
 // pixel's window; ps: floats between pixels (stride x C). w, b, e start at
 // the tile's first channel; w and e rows are Ep floats apart. 24
 // accumulators at most (6 x 4), the weights of one k in 4 more registers.
+//
+// The same tile serves the projection after the depthwise convolution
+// (R1 = 1, the depthwise row as x): there e rows are ld floats apart (the
+// output's K channels), `valid` channels of the tile exist (masked stores),
+// and res (rows ld apart, or null) is added before the activation.
 template <int NV, int PX>
 __attribute__((target("avx512f"))) void expand_tile(const float* const* xr, int R1, int64_t SC, int64_t ps,
-                                                    const float* w, int64_t Ep, const float* b, float* e,
-                                                    const Activation& a) {
+                                                    const float* w, int64_t Ep, const float* b, float* e, int64_t ld,
+                                                    int64_t valid, const float* res, const Activation& a) {
   const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
   __m512 acc[PX][NV];
 #pragma GCC unroll 4
@@ -63,15 +68,21 @@ __attribute__((target("avx512f"))) void expand_tile(const float* const* xr, int 
       }
     }
   }
+  __mmask16 m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) m[v] = lanes(valid - 16 * v);
 #pragma GCC unroll 8
   for (int p = 0; p < PX; ++p)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      _mm512_store_ps(e + p * Ep + 16 * v, activate(acc[p][v], a, lo, hi));
+    for (int v = 0; v < NV; ++v) {
+      __m512 r = acc[p][v];
+      if (res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m[v], res + p * ld + 16 * v));
+      _mm512_mask_storeu_ps(e + p * ld + 16 * v, m[v], activate(r, a, lo, hi));
+    }
 }
 
 using TileFn = void (*)(const float* const*, int, int64_t, int64_t, const float*, int64_t, const float*, float*,
-                       const Activation&);
+                       int64_t, int64_t, const float*, const Activation&);
 
 // Pixels per tile: 6 with 4 vectors (24 sums), 8 with 3 or fewer.
 template <int NV>
@@ -107,9 +118,13 @@ int px_of(int nv) { return nv == 4 ? kPx<4> : kPx<3>; }
 // rows xr (padded: every window inside). Channel tiles outside, pixels
 // inside: a tile's weights (R1 x SC x 64 floats) stay in L1 while the
 // row's pixels pass.
+//
+// For the projection: e (and res, or null) rows ld floats apart, channels
+// from K on not written (ld = Ep, K = e1 for the expansion).
 __attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R1, int64_t SC, int64_t ps,
                                                    int64_t W1, const float* w, const float* b, int64_t Ep, int64_t e0,
-                                                   int64_t e1, float* e, const Activation& a) {
+                                                   int64_t e1, float* e, int64_t ld, int64_t K, const float* res,
+                                                   const Activation& a) {
   // Channel tiles of at most 4 vectors, as even as they come (144
   // channels: 3 x 48, not 64 + 64 + 16).
   const int64_t vecs = (e1 - e0) / 16, tiles = (vecs + 3) / 4;
@@ -125,7 +140,8 @@ __attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R
       const int64_t ix = W1 * t / ptiles;
       const int px = static_cast<int>(W1 * (t + 1) / ptiles - ix);  // <= px_of(nv): tile() has that tile
       for (int r = 0; r < R1; ++r) at[r] = xr[r] + ix * ps;
-      tile(nv, px)(at, R1, SC, ps, w + n0, Ep, b + n0, e + ix * Ep + n0, a);
+      tile(nv, px)(at, R1, SC, ps, w + n0, Ep, b + n0, e + ix * ld + n0, ld, K - n0, res ? res + ix * ld + n0 : nullptr,
+                   a);
     }
   }
 }
@@ -238,9 +254,21 @@ size_t ExpandDepthwise::ring_bytes(const Conv2dParams& p, const Conv2dParams& dw
   return static_cast<size_t>(dw.R * Wp * ((p.K + 15) / 16 * 16)) * sizeof(float);
 }
 
-ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2)
-    : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2) {
+bool ExpandDepthwise::fits_projection(const Conv2dParams& dw, const Conv2dParams& pw) {
+  return pw.R == 1 && pw.S == 1 && pw.stride_h == 1 && pw.stride_w == 1 && pw.groups == 1 && pw.dil_h == 1 &&
+         pw.dil_w == 1 && !pw.pad_top && !pw.pad_left && !pw.pad_bottom && !pw.pad_right && pw.N == dw.N &&
+         pw.C == dw.K && pw.H == dw.OH && pw.W == dw.OW && pw.OH == dw.OH && pw.OW == dw.OW && pw.K > 0;
+}
+
+ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
+                                 const Conv2dParams* pw, Activation a3)
+    : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2), projects_(pw != nullptr), a3_(a3) {
   if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
+  if (pw) {
+    if (!fits_projection(dw, *pw)) throw std::invalid_argument("ExpandDepthwise: a projection it does not compute");
+    pw_ = *pw;
+    Kp_ = (pw->K + 15) / 16 * 16;
+  }
 }
 
 bool ExpandDepthwise::padded_input() const {
@@ -252,15 +280,26 @@ void ExpandDepthwise::input_dims(int64_t* h, int64_t* w) const {
   *w = p_.pad_left + p_.W + p_.pad_right;
 }
 
-void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float* w2, const float* b2) {
+void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float* w2, const float* b2,
+                                  const float* w3, const float* b3) {
   const int64_t C = p_.C, E = p_.K, RS1 = p_.R * p_.S, K1 = RS1 * C, RS = dw_.R * dw_.S;
+  if (projects_ && !w3) throw std::invalid_argument("ExpandDepthwise::set_weights: the projection's weights are missing");
   // One buffer, each part on 64-byte lines: [R1][S1][C][Ep], [Ep],
-  // [R*S][Ep], [Ep].
+  // [R*S][Ep], [Ep], then the projection's [Ep][Kp] (rows from E on and
+  // columns from K on zero), [Kp].
   packed_.clear();
-  float* w1p = align64(packed_, static_cast<size_t>((K1 + RS + 2) * Ep_));
+  float* w1p = align64(packed_, static_cast<size_t>((K1 + RS + 2) * Ep_ + (Ep_ + 1) * Kp_));
   float* b1p = w1p + K1 * Ep_;
   float* w2p = b1p + Ep_;
   float* b2p = w2p + RS * Ep_;
+  if (projects_) {
+    float* w3p = b2p + Ep_;
+    float* b3p = w3p + Ep_ * Kp_;
+    for (int64_t k = 0; k < pw_.K; ++k) {
+      for (int64_t e = 0; e < E; ++e) w3p[e * Kp_ + k] = w3[k * E + e];
+      if (b3) b3p[k] = b3[k];
+    }
+  }
   for (int64_t e = 0; e < E; ++e) {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t t = 0; t < RS1; ++t) w1p[(t * C + c) * Ep_ + e] = w1[(e * C + c) * RS1 + t];
@@ -270,7 +309,8 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
   }
 }
 
-void ExpandDepthwise::run(const float* x, float* y) const {
+void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
+  if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
   // The first convolution's output (the depthwise input) is H x W here;
   // its input, x, is Hx x Wx (padded when padded_input()).
   const int64_t N = p_.N, C = p_.C, H = p_.OH, W = p_.OW, E = p_.K, Ep = Ep_;
@@ -300,7 +340,9 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   // 112x112 to 40x40 layers went to groups).
   const double band_load = static_cast<double>(std::min(H, ((OH + parts - 1) / parts - 1) * sh + R)) * parts / H;
   const double group_load = static_cast<double>((vecs + parts - 1) / parts) * parts / vecs;
-  const bool by_rows = parts > 1 && (band_load <= 1.25 || band_load < group_load);
+  // With a projection every thread needs all channels of a depthwise row:
+  // bands (fuses_projection() takes tall images only).
+  const bool by_rows = parts > 1 && (projects_ || band_load <= 1.25 || band_load < group_load);
   const int64_t bands = by_rows ? parts : 1, groups = by_rows ? 1 : std::min(parts, vecs);
   const int64_t items = N * bands * groups;
   if (packed_.empty()) throw std::logic_error("ExpandDepthwise::run before set_weights");
@@ -309,6 +351,9 @@ void ExpandDepthwise::run(const float* x, float* y) const {
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
   const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1> : dw_row<3, 6, 2>) : (sw == 1 ? dw_row<5, 4, 1> : dw_row<5, 4, 2>);
+  const float* w3 = b2 + Ep;
+  const float* b3 = w3 + Ep * Kp_;
+  const int64_t K3 = pw_.K;
 #pragma omp parallel for schedule(static)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t n = it / (bands * groups), band = it / groups % bands, g = it % groups;
@@ -317,7 +362,11 @@ void ExpandDepthwise::run(const float* x, float* y) const {
     // Rows on 64-byte lines (every vector load and store within one
     // line), each with its padding as zero pixels on both sides.
     thread_local std::vector<float> ring_buf;
-    float* ring = align64(ring_buf, static_cast<size_t>(R * Wp * Ep));
+    float* ring = align64(ring_buf, static_cast<size_t>(R * Wp * Ep + (projects_ ? OW * Ep : 0)));
+    // With a projection, the depthwise row (all Ep channels: the padding
+    // ones come out 0, their projection weights are 0 too) goes here, then
+    // through the projection into y.
+    float* drow = ring + R * Wp * Ep;
     // With groups (small images at batch 1), chunks of at most 64 channels
     // (as even as they come), each through every row of the item: a
     // chunk's first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for
@@ -348,12 +397,19 @@ void ExpandDepthwise::run(const float* x, float* y) const {
             for (int64_t ix = pl + W; ix < Wp; ++ix) std::fill(e + ix * Ep + c0, e + ix * Ep + c1, 0.f);
             const float* xr[kMaxR1];
             for (int64_t q = 0; q < R1; ++q) xr[q] = x + ((n * Hx + iy * s1 + q) * Wx) * C;
-            expand_row(xr, static_cast<int>(R1), SC, ps, W, w1, b1, Ep, c0, c1, e + pl * Ep, a1_);
+            expand_row(xr, static_cast<int>(R1), SC, ps, W, w1, b1, Ep, c0, c1, e + pl * Ep, Ep, c1, nullptr, a1_);
             held[slot] = iy;
           }
           rows[r] = e;
         }
-        dw(rows, Ep, c0, c1, E, OW, w2, b2, y + (n * OH + oy) * OW * E, a2_);
+        if (!projects_) {
+          dw(rows, Ep, c0, c1, E, OW, w2, b2, y + (n * OH + oy) * OW * E, a2_);
+          continue;
+        }
+        dw(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
+        const float* in[1] = {drow};
+        const int64_t at = (n * OH + oy) * OW * K3;
+        expand_row(in, 1, Ep, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
       }
     }
   }

@@ -52,26 +52,44 @@ class ExpandDepthwise {
   // width ((OW - 1) x stride + R pixels) x E rounded up to 16 floats.
   static size_t ring_bytes(const Conv2dParams& p, const Conv2dParams& dw);
 
-  // a1, a2: what follows the expansion and the depthwise convolution.
-  ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2);
+  // A projection pw after dw: a 1x1 convolution (stride 1, no pads, one
+  // group) of dw's output.
+  static bool fits_projection(const Conv2dParams& dw, const Conv2dParams& pw);
+
+  // a1, a2: what follows the expansion and the depthwise convolution. pw
+  // (optional): a projection of the depthwise output computed row by row
+  // with it (a3 after it, a residual added before a3), so the depthwise
+  // output never reaches memory either; y is then pw's output.
+  ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
+                  const Conv2dParams* pw = nullptr, Activation a3 = {});
+  bool projects() const { return projects_; }
   // Whether run() reads x with p's padding as zeros around it (p larger
   // than 1x1, or padded), and the height and width x has (pads included).
   bool padded_input() const;
   void input_dims(int64_t* h, int64_t* w) const;
   // w1: (E, C, R1, S1) row-major (p's weights as OIHW), b1: [E] or null;
-  // w2: (E, R, S) (the depthwise weights as OIHW), b2: [E] or null.
+  // w2: (E, R, S) (the depthwise weights as OIHW), b2: [E] or null;
+  // w3: (K, E) (the projection's OIHW), b3: [K] or null, with a projection.
   // Packed and kept.
-  void set_weights(const float* w1, const float* b1, const float* w2, const float* b2);
+  void set_weights(const float* w1, const float* b1, const float* w2, const float* b2, const float* w3 = nullptr,
+                   const float* b3 = nullptr);
   // x: channels-last, input_dims() high and wide (p's padding included,
   // zeros, when padded_input()). Parallel over images, bands of output
   // rows or groups of channels with the calling thread's OpenMP count.
-  void run(const float* x, float* y) const;
+  // With a projection, y = act3(pw(...) + res): res (pw's output shape,
+  // channels-last, not y itself) or null; with one the work is always
+  // split into bands of rows.
+  void run(const float* x, float* y, const float* res = nullptr) const;
 
  private:
   Conv2dParams p_, dw_;
   int64_t Ep_;  // E rounded up to 16
   Activation a1_, a2_;
-  std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], from a 64-byte line
+  bool projects_ = false;
+  Conv2dParams pw_{};
+  int64_t Kp_ = 0;  // pw's K rounded up to 16
+  Activation a3_;
+  std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], [w3 [Ep][Kp], b3 [Kp]], from a 64-byte line
 };
 
 }  // namespace jobflow::cpu

@@ -158,6 +158,10 @@ std::string ConvFusion::text() const {
     add("dw");
     for (const auto& e : dw_post) add(alg_name(e.alg));
   }
+  if (pw) {
+    add("pw");
+    for (const auto& e : pw_post) add(alg_name(e.alg));
+  }
   return s;
 }
 
@@ -200,6 +204,12 @@ bool activation_of(const std::vector<EltwiseStep>& post, Activation* a) {
   return true;
 }
 }  // namespace
+
+bool LayoutConv::fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw) {
+  Activation a;
+  return own_expand_dw() && f.dw && !f.pw && !f.residual && !fpw.bn && !fpw.dw && !fpw.in_scale &&
+         activation_of(fpw.post, &a) && ExpandDepthwise::fits_projection(f.dw_p, pw) && f.dw_p.OH >= 28;
+}
 
 bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
   return p.R == 1 && p.S == 1 && p.groups == 1 && p.N == 1 && !f.dw && p.H * p.W >= 4 * p.K;
@@ -275,7 +285,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
   // Inputs: x, w, [bias], [bn: mean, var, [offset], [scale]], then (never
   // with a fused depthwise convolution) [input scale], [residual].
-  const int after_weights = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0);
+  const int after_weights = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0) +
+                            (f_.dw ? 1 + f_.dw_bias : 0) + (f_.pw ? 1 + f_.pw_bias : 0);
   if (f_.in_scale) scale_input_ = after_weights;
   if (f_.residual) res_input_ = after_weights + (f_.in_scale ? 1 : 0);
   versions_.assign(sources_.size(), 0);
@@ -314,13 +325,22 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     // in and out; fuses_depthwise() checked that each stage's post-ops come
     // to one activation (clamp, hardswish, swish) and that the pass plans
     // float32.
-    Activation a1, a2;
+    Activation a1, a2, a3;
     activation_of(f_.post, &a1);
     activation_of(f_.dw_post, &a2);
-    expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2);
+    activation_of(f_.pw_post, &a3);  // fuses_projection() checked it
+    expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2, f_.pw ? &f_.pw_p : nullptr, a3);
     impl_ = "expand_dw:avx512";
-    const Conv2dParams& q = f_.dw_p;
+    const Conv2dParams& q = f_.pw ? f_.pw_p : f_.dw_p;
     dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, dt::f32, tag::acdb);
+    if (f_.residual) {  // the projection's, read channels-last (a copy when it comes in another format)
+      if (!f_.pw || !res_md) throw std::invalid_argument("LayoutConv: a residual on the expansion + depthwise kernel");
+      if (*res_md != dst_) {
+        res_user_ = user_mem(*res_md);
+        res_buf_ = memory(dst_, eng);
+        res_reorder_.init_reorder(res_user_, res_buf_);
+      }
+    }
     src_user_ = user_mem(src_md);
     if (expdw_->padded_input()) {
       // The first convolution's input with its padding as zeros around it
@@ -510,7 +530,9 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
     const float* dw_w = in[next++].data<float>();
     const float* dw_b = f_.dw_bias ? in[next++].data<float>() : nullptr;
     if (expdw_) {
-      expdw_->set_weights(w, bias, dw_w, dw_b);
+      const float* pw_w = f_.pw ? in[next++].data<float>() : nullptr;
+      const float* pw_b = f_.pw && f_.pw_bias ? in[next++].data<float>() : nullptr;
+      expdw_->set_weights(w, bias, dw_w, dw_b, pw_w, pw_b);
       prepared_ = true;
       return;
     }
@@ -550,7 +572,16 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
       x = src_prim_.get_data_handle();
     }
     if (expdw_) {
-      expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()));
+      const float* res = nullptr;
+      if (f_.residual && res_buf_) {
+        res_user_.set_data_handle(in[res_input_].raw());
+        res_reorder_.execute();
+        dnnl_stream().wait();
+        res = static_cast<const float*>(res_buf_.get_data_handle());
+      } else if (f_.residual) {
+        res = in[res_input_].data<float>();
+      }
+      expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), res);
       return;
     }
     // The residual is read where it is (no copy into the destination first).

@@ -146,6 +146,12 @@ struct ConvFusion {
   bool dw = false, dw_bias = false;
   Conv2dParams dw_p{};
   std::vector<EltwiseStep> dw_post;
+  // After a fused depthwise convolution on Jobflow's kernel: the 1x1
+  // projection that alone reads its output (fuses_projection), with its
+  // bias and post-ops; `residual` is then the projection's.
+  bool pw = false, pw_bias = false;
+  Conv2dParams pw_p{};
+  std::vector<EltwiseStep> pw_post;
   // The input arrives as mul(x, s), s (1, C, 1, 1) an input after the
   // weights (before the residual): the weights are scaled by s at every
   // call instead (LayoutConv::scales_input).
@@ -188,6 +194,14 @@ class LayoutConv final : public LayoutOp {
   // 112x112 then the stride-2 depthwise 9.2 -> 6.1 ms; with stride 1 the
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
+  // Whether Jobflow's expansion + depthwise kernel of the pair f (f.dw set,
+  // own_expand_dw()) also computes the 1x1 projection pw (fusion fpw) that
+  // alone reads the depthwise output: a projection it fits
+  // (ExpandDepthwise::fits_projection), bias, a residual and at most one
+  // activation (no batch norm, no input scale), and depthwise output rows
+  // for bands: at least 28 rows (the kernel then always splits an image
+  // into bands of rows, and each band recomputes R - stride expanded rows).
+  static bool fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw);
   // Where a fused depthwise convolution runs Jobflow's own kernel
   // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
   // has AVX-512 kernels (its fused kernel there is a reference chain).
@@ -237,6 +251,7 @@ class LayoutConv final : public LayoutOp {
   PerThreadCount conv_;
   MemDesc user_w_md_;
   mutable dnnl::memory src_user_, src_prim_, wei_, bias_, dst_mem_, res_user_;
+  dnnl::memory res_buf_;  // expand_dw with a projection: its residual channels-last, when it comes otherwise
   mutable dnnl::memory dw_wei_, dw_bias_;  // the fused depthwise convolution's
   mutable dnnl::memory pad_inside_;        // expdw_ with padded_input(): src_prim_'s inside
   bool own_transpose_ = false;             // the source reorder is cpu::nchw_to_nhwc (an image's few channels)
