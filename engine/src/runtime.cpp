@@ -504,7 +504,15 @@ CompiledJob::CompiledJob(std::shared_ptr<Plan> plan, Signature sig, size_t max_i
 CompiledJob::CompiledJob(std::shared_ptr<Program> program, Signature sig, size_t max_in_flight, int num_threads)
     : impl_(std::make_unique<detail::CompiledJobImpl>(std::move(program), std::move(sig), max_in_flight,
                                                       num_threads)) {}
-CompiledJob::~CompiledJob() = default;
+CompiledJob::~CompiledJob() {
+  // The impl delivers every pending result as it goes; then the variables
+  // only this job had (its variable scope: an ordinary ONNX model's own
+  // weights and step counter) leave the session with it, so a jobfunction
+  // element that reloads such a model does not keep every copy.
+  const std::string scope = impl_ ? impl_->def_.variable_scope : std::string();
+  impl_.reset();
+  internal::VariableStore::get().forget_scope(scope);
+}
 const Signature& CompiledJob::signature() const { return impl_->sig_; }
 const JobDefinition& CompiledJob::definition() const { return impl_->def_; }
 void CompiledJob::set_definition(JobDefinition d) { impl_->def_ = std::move(d); }

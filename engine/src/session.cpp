@@ -191,6 +191,15 @@ std::vector<std::string> VariableStore::names() {
   return r;
 }
 
+void VariableStore::forget_scope(const std::string& scope) {
+  if (scope.empty()) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto mine = [&](const auto& kv) { return kv.first.rfind(scope, 0) == 0; };
+  std::erase_if(vars_, mine);
+  std::erase_if(pending_, mine);
+  std::erase_if(pending_untyped_, mine);
+}
+
 void VariableStore::reset() {
   std::lock_guard<std::mutex> lk(mu_);
   vars_.clear();

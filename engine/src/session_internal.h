@@ -79,6 +79,9 @@ class VariableStore {
             std::map<std::string, Tensor> untyped = {});
   std::vector<std::string> names();
   void reset();
+  // Forgets the variables whose names start with `scope` (not empty): a
+  // job's own (JobDefinition::variable_scope), when the job is destroyed.
+  void forget_scope(const std::string& scope);
   // Jobs register a way to wait for their calls in flight; the function
   // returns false once its job is gone, and is then dropped. `owner` is the
   // job: the entries of jobs that are gone are dropped on the next add too,

@@ -23,9 +23,13 @@ def export(job, path, checkpoint_dir="", opset=17):
 def load(path, type=None, loss="", loss_output="", optimizer="", checkpoint="", device="cpu", max_in_flight=4,
          num_threads=0, name="", precision=""):
     """A job file (or an ordinary ONNX model: a predict job, or with type="train",
-    `loss` and `optimizer` a train job) as a callable job. Its variables join
-    the session, shared by name with the jobs defined here. `precision`:
-    "fp32" or "bf16" (LoadOptions::precision; empty: the file's)."""
+    `loss` and `optimizer` a train job) as a callable job. A job file's
+    variables join the session, shared by name with the jobs defined here; an
+    ordinary model's keep their initializer names unless the session holds
+    other values under them, then they are the model's own, named
+    "<job>#<n>:<initializer>" (docs/job-files.md, "Whose variables").
+    `precision`: "fp32" or "bf16" (LoadOptions::precision; empty: the
+    file's)."""
     if not _C.has_onnx:
         raise _C.Error("[onnx.load] this build has no ONNX support (libonnx-dev, libprotobuf-dev)")
     t = None if type is None else (_C.JobType.train if type == "train" else _C.JobType.predict)

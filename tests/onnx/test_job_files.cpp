@@ -799,7 +799,8 @@ namespace {
 // An ordinary ONNX model as exporters write them: y = x (2, 3) . W, with W
 // an initializer named by a counter ("onnx::MatMul_7") that another model
 // may use for another tensor. W: (3, cols) holding scale * (i + 1).
-std::string counter_named_model(const fs::path& dir, const std::string& file, int64_t cols, float scale) {
+std::string counter_named_model(const fs::path& dir, const std::string& file, int64_t cols, float scale,
+                                const std::string& weight = "onnx::MatMul_7") {
   ::onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -811,7 +812,7 @@ std::string counter_named_model(const fs::path& dir, const std::string& file, in
   xt->set_elem_type(::onnx::TensorProto::FLOAT);
   for (int64_t d : {2, 3}) xt->mutable_shape()->add_dim()->set_dim_value(d);
   auto* w = g->add_initializer();
-  w->set_name("onnx::MatMul_7");
+  w->set_name(weight);
   w->set_data_type(::onnx::TensorProto::FLOAT);
   w->add_dims(3);
   w->add_dims(cols);
@@ -819,7 +820,7 @@ std::string counter_named_model(const fs::path& dir, const std::string& file, in
   auto* n = g->add_node();
   n->set_op_type("MatMul");
   n->add_input("x");
-  n->add_input("onnx::MatMul_7");
+  n->add_input(weight);
   n->add_output("y");
   auto* y = g->add_output();
   y->set_name("y");
@@ -927,5 +928,54 @@ TEST_F(JobFiles, OrdinaryModelsWithTheSameInitializerNamesKeepTheirOwnWeights) {
   auto served = flow::onnx::load((d / "b.onnx").string(), predict_ckpt);
   EXPECT_TRUE(flow::session::variable("onnx::MatMul_7").equal(trained));
   EXPECT_FALSE(flow::session::has_variable("onnx::MatMul_7-momentum"));
+  fs::remove_all(d);
+}
+
+// What the scopes of ordinary models must also keep working: a checkpoint
+// of the whole session (variable names are folder names), train step
+// counters of same-named models whose weights have other names, and the
+// session letting go of a scoped job's variables with the job (an element
+// that reloads a trained model would otherwise keep every copy).
+TEST_F(JobFiles, OrdinaryModelScopesKeepCheckpointsStepsAndMemoryRight) {
+  const fs::path d = tmp_dir("ordinary_scopes");
+  const Tensor x = Tensor::from<float>({2, 3}, {0.5f, -1.f, 2.f, 1.5f, 0.25f, -3.f});
+  const Tensor t = Tensor::from<float>({2, 2}, {1.f, 2.f, 3.f, 4.f});
+  auto a = flow::onnx::load(counter_named_model(d, "a.onnx", 2, 1.f));
+  auto b = flow::onnx::load(counter_named_model(d, "b.onnx", 2, -0.5f));
+  ASSERT_NE(b->definition().variable_scope, "");
+  const std::string wb = b->definition().variable_scope + "onnx::MatMul_7";
+  flow::CheckPoint().save((d / "all").string());
+  EXPECT_TRUE(fs::exists(d / "all" / wb / "out"));
+  flow::session::assign(wb, Tensor::from<float>({3, 2}, std::vector<float>(6, 7.f)));
+  flow::CheckPoint().load((d / "all").string());
+  EXPECT_EQ(flow::session::variable(wb).at(1), -1.0);
+
+  // Same graph name (torch_jit), weights of other names: no variable scope,
+  // but a step counter of its own for the second.
+  flow::onnx::LoadOptions train;
+  train.type = flow::Train;
+  train.loss = "mse";
+  train.optimizer = "sgd:lr=0.01";
+  auto p = flow::onnx::load(counter_named_model(d, "p.onnx", 2, 1.f, "fc.weight"), train);
+  auto q = flow::onnx::load(counter_named_model(d, "q.onnx", 2, 2.f, "head.weight"), train);
+  EXPECT_EQ(p->definition().variable_scope, "");
+  ASSERT_NE(q->definition().variable_scope, "");
+  EXPECT_TRUE(flow::session::has_variable("head.weight"));  // the weights keep their names
+  for (int i = 0; i < 3; ++i) p->run({x, t});
+  q->run({x, t});
+  EXPECT_EQ(p->steps_run(), 3);
+  EXPECT_EQ(q->steps_run(), 1);
+  flow::CheckPoint().save((d / "q").string(), *q);
+  EXPECT_TRUE(fs::exists(d / "q" / flow::session::train_step_variable("torch_jit") / "out"));
+
+  // A scoped job's own variables leave the session with it.
+  const std::string wq = q->definition().variable_scope + flow::session::train_step_variable("torch_jit");
+  EXPECT_TRUE(flow::session::has_variable(wq));
+  q.reset();
+  EXPECT_FALSE(flow::session::has_variable(wq));
+  EXPECT_TRUE(flow::session::has_variable("head.weight"));
+  b.reset();
+  EXPECT_FALSE(flow::session::has_variable(wb));
+  EXPECT_TRUE(a->run({x})[0].equal(expected_product(x, 2, 1.f)));
   fs::remove_all(d);
 }

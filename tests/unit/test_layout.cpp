@@ -485,9 +485,16 @@ TEST(Winograd, MatchesTheDirectConvolution) {
     flow::cpu::Winograd wg(p, static_cast<int>(L));
     ASSERT_EQ(wg.lanes(), L);
     wg.set_weights(w.data<float>());
-    if (c.in_place) yb = rb;
-    wg.run(xb.data(), yb.data(), c.bias ? b.data<float>() : nullptr,
-           c.residual ? (c.in_place ? yb.data() : rb.data()) : nullptr, c.lo, c.hi);
+    // At 1, 2 and 3 threads (other splits into tile blocks): the same bits.
+    std::vector<float> first;
+    for (int t : {3, 2, 1}) {
+      flow::cpu::ScopedThreads at(t);
+      if (c.in_place) yb = rb;
+      wg.run(xb.data(), yb.data(), c.bias ? b.data<float>() : nullptr,
+             c.residual ? (c.in_place ? yb.data() : rb.data()) : nullptr, c.lo, c.hi);
+      if (first.empty()) first = yb;
+      EXPECT_TRUE(yb == first) << name << " at " << t << " threads";
+    }
     double worst = 0, scale = 1e-30;
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t k = 0; k < c.K; ++k)

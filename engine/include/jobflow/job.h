@@ -192,9 +192,10 @@ class JobBuilder {
   // The blob of flat placeholder `i` (in declaration order, tuples expanded).
   Blob input(int i) const;
   const std::vector<PlaceholderSpec>& specs() const;
-  // The session names of the job's variables and of its train step
-  // counter get this prefix (JobDefinition::variable_scope; onnx::load
-  // sets it for an ordinary model that must not share). Before finish().
+  // The prefix of the session names the job does not share
+  // (JobDefinition::variable_scope): finish() gives it to the train step
+  // counter; onnx::load names an ordinary model's variables with it too
+  // when they must not be shared. Before finish().
   void set_variable_scope(std::string scope);
   // Runs under the builder's graph scope.
   void enter();

@@ -106,8 +106,10 @@ struct JobDefinition {
   bool bf16 = false;  // FunctionConfig::enable_auto_mixed_precision (the file's jobflow.precision)
   // An ordinary ONNX model loaded while the session holds other values under
   // its initializers' names (onnx::load) has variables of its own, named
-  // "<variable_scope><initializer>" in the session; checkpoints and saved
-  // files name them without the scope. Empty for every other job.
+  // "<variable_scope><initializer>" in the session, and so is its train step
+  // counter when another job of its name has one; checkpoints and saved
+  // files name them without the scope, and they leave the session when the
+  // job is destroyed. Empty for every other job.
   std::string variable_scope;
   // The name a checkpoint or a saved file gives session variable `variable`.
   std::string saved_name(const std::string& variable) const {

@@ -1,5 +1,6 @@
-// cpu/winograd.cpp — F(4x4, 3x3) and F(2x2, 5x5) convolutions on AVX2 (see
-// winograd.h).
+// cpu/winograd.cpp — F(4x4, 3x3) and F(2x2, 5x5) convolutions on AVX2 or
+// AVX-512 (see winograd.h): the weight transform and the split into tile
+// blocks; a block's work is wino::<isa>::block() (winograd_block.inc).
 //
 // Transforms of F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
 // Convolutional Neural Networks", 2015; interpolation points 0, +-1, +-2,
@@ -18,9 +19,10 @@
 // image).
 // Per block: the input transform writes V[a][t][c] (a = 6x6 position, t =
 // tile of the block, c = input channel), 36 matrix products M[a] = V[a] U[a]
-// run on a 6x16 register-blocked kernel (6 tiles x 16 output channels, the
-// transformed weights of one 16-channel block for one position, C x 16
-// floats, stay in L1 across the block's tiles), and the output transform
+// run on a register-blocked kernel (8 lanes: 6 tiles x 16 output channels;
+// 16 lanes: 12 tiles x 32; the transformed weights of those channels for
+// one position, C x 16 or C x 32 floats, stay in L1 across the block's
+// tiles), and the output transform
 // reads M[a][t][k] for the 36 positions and writes the 4x4 tile. Blocks are
 // sized so V and M of a block stay in the core's L2 cache unless that would
 // make them too few tiles for the weights they read (kMinBlock), and run in
@@ -49,6 +51,7 @@
 
 #include "cpu/aligned.h"
 
+#include "cpu/isa.h"
 #include "cpu/simd_kernels.h"
 
 #include <immintrin.h>
@@ -72,6 +75,14 @@ constexpr int64_t kMinBlock = 24;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The 16-lane kernel's condition: the CPU has AVX512F and oneDNN runs its
+// AVX-512 kernels (ONEDNN_MAX_CPU_ISA may cap them at AVX2: then the chain
+// around this kernel is nChw8c, and so is this kernel).
+bool avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && !avx2_at_most();
+  return yes;
+}
+
 
 }  // namespace
 
@@ -80,10 +91,7 @@ bool Winograd::supported() {
   return ok;
 }
 
-bool Winograd::preferred() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return supported() && (own_avx2_kernels() || avx512);
-}
+bool Winograd::preferred() { return supported() && (own_avx2_kernels() || avx512()); }
 
 bool Winograd::fits(const Conv2dParams& p) {
   return (p.R == 3 || p.R == 5) && p.S == p.R && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
@@ -106,14 +114,12 @@ bool Winograd::worthwhile(const Conv2dParams& p) {
   // network; the 14x14 ones, 590 KB, 1.5x slower than oneDNN's F(2x2, 3x3),
   // which reads a quarter of those bytes; batch 8: the 7x7 ones, 1.2 MB,
   // 1.45x slower than its direct kernel).
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && (lanes_for(p) != 16 || kAlpha * 4 * p.C * p.K > (int64_t(128) << 10) * tiles)) return false;
+  if (avx512() && (lanes_for(p) != 16 || kAlpha * 4 * p.C * p.K > (int64_t(128) << 10) * tiles)) return false;
   return fits(p) && p.C >= 32 && p.K >= 32 && tiles >= 12;
 }
 
 int Winograd::lanes_for(const Conv2dParams& p) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && p.C % 16 == 0 && p.K % 16 == 0 ? 16 : 8;
+  return avx512() && p.C % 16 == 0 && p.K % 16 == 0 ? 16 : 8;
 }
 
 Winograd::Winograd(const Conv2dParams& p, int lanes) : p_(p), m_(p.R == 3 ? 4 : 2), lanes_(lanes ? lanes : lanes_for(p)) {
@@ -159,18 +165,21 @@ void Winograd::run(const float* x, float* y, const float* bias, const float* res
   const int threads = std::max(1, omp_get_max_threads());
   const int64_t rows = lanes_ == 16 ? wino::avx512::kRows : wino::avx2::kRows;
   const wino::BlockFn block = lanes_ == 16 ? wino::avx512::block : wino::avx2::block;
-  // Tiles per block: V and M of a block within the L2 budget, but at least
-  // kMinBlock (each block reads all the transformed weights), a multiple of
-  // the matrix-product kernel's rows, and at least one block per thread.
+  // Tiles per block: at most what keeps V and M of a block within the L2
+  // budget, though at least kMinBlock (each block reads all the
+  // transformed weights) rounded to the product kernel's rows; at least
+  // one block per thread, and blocks in multiples of the threads
+  // (resnet18's 28x28 stage at batch 1: 49 tiles in 3 blocks of 24 left
+  // one thread two thirds of the work). Blocks are as even as they come,
+  // a multiple of the kernel's rows where that keeps their count.
   int64_t tb_max = kL2Budget / (kAlpha * 4 * (g.C + g.K));
   tb_max = std::clamp<int64_t>(tb_max / rows * rows, ceil_div(kMinBlock, rows) * rows, 120);
-  // Blocks in multiples of the threads (resnet18's 28x28 stage at batch 1:
-  // 49 tiles in 3 blocks of 24 left one thread a third of the work).
   int64_t blocks = std::max<int64_t>(ceil_div(T, tb_max), std::min<int64_t>(threads, ceil_div(T, rows)));
   if (blocks > threads) blocks = ceil_div(blocks, threads) * threads;
-  const int64_t tbs = ceil_div(T, blocks);  // block stride (tiles)
+  int64_t tbs = ceil_div(T, blocks);  // block stride (tiles)
+  if (const int64_t whole = ceil_div(tbs, rows) * rows; ceil_div(T, whole) == blocks) tbs = whole;
   blocks = ceil_div(T, tbs);
-  const int64_t per_thread = kAlpha * tbs * (g.C + g.K) + 16;
+  const int64_t per_thread = kAlpha * tbs * (g.C + g.K);  // floats: a multiple of 16, so every V and M is 64-byte aligned
   float* scratch = align64(scratch_, static_cast<size_t>(per_thread * threads));
   const float* u = align64(u_);
 #pragma omp parallel for schedule(static) num_threads(threads)

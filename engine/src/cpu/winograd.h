@@ -61,8 +61,9 @@ class Winograd {
   static bool worthwhile(const Conv2dParams& p);
 
   // The vector width it runs p at by default: 16 lanes (AVX-512,
-  // activations in nChw16c) where the CPU has AVX512F and both channel
-  // counts are multiples of 16, else 8 (AVX2, nChw8c).
+  // activations in nChw16c) where the CPU has AVX512F, oneDNN runs its
+  // AVX-512 kernels and both channel counts are multiples of 16, else 8
+  // (AVX2, nChw8c).
   static int lanes_for(const Conv2dParams& p);
   // lanes: 8, 16 (the CPU must have AVX512F, channels multiples of 16) or
   // 0 for lanes_for(p).

@@ -1,7 +1,5 @@
 // cpu/winograd_avx2.cpp — wino::avx2::block(): the Winograd kernel's block
 // on AVX2 + FMA, 8 lanes, nChw8c (winograd_block.h).
-#pragma GCC target("avx2,fma")
-
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,6 +7,15 @@
 #include <utility>
 
 #include "cpu/winograd_block.h"
+
+// Everything defined from here on is compiled for avx2,fma (the headers
+// above are not: nothing of the standard library gets these instructions).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
 
 namespace jobflow::cpu::wino::avx2 {
 namespace {
@@ -33,3 +40,9 @@ inline Vec vfnmadd(Vec a, Vec b, Vec c) { return _mm256_fnmadd_ps(a, b, c); }
 #include "cpu/winograd_block.inc"
 
 }  // namespace jobflow::cpu::wino::avx2
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

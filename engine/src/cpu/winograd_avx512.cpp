@@ -1,7 +1,5 @@
 // cpu/winograd_avx512.cpp — wino::avx512::block(): the Winograd kernel's block
 // on AVX-512 (AVX512F), 16 lanes, nChw16c (winograd_block.h).
-#pragma GCC target("avx512f,avx2,fma")
-
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,6 +7,15 @@
 #include <utility>
 
 #include "cpu/winograd_block.h"
+
+// Everything defined from here on is compiled for avx512f,avx2,fma (the headers
+// above are not: nothing of the standard library gets these instructions).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
 
 namespace jobflow::cpu::wino::avx512 {
 namespace {
@@ -34,3 +41,9 @@ inline Vec vfnmadd(Vec a, Vec b, Vec c) { return _mm512_fnmadd_ps(a, b, c); }
 #include "cpu/winograd_block.inc"
 
 }  // namespace jobflow::cpu::wino::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

@@ -5,6 +5,7 @@
 // through its import row; then the signature, loss, optimizer and the
 // jobflow.* metadata of a job file.
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -103,12 +104,14 @@ class Build {
     choose_type();
     const std::vector<PlaceholderSpec> specs = placeholder_specs();
     const FunctionConfig cfg = config();
-    // Loads of ordinary models name their variables one at a time: two
-    // loads at once would both find the names free and share them.
+    // Loads of ordinary models name their variables one at a time, until the
+    // job exists (finish() defines the step counter): two loads at once
+    // would both find the names free and share them. (So such loads, their
+    // compile included, run one after the other.)
     std::unique_lock<std::mutex> naming;
     if (!job_file_ && !inspect_) naming = std::unique_lock<std::mutex>(naming_mutex());
     Importer I(what_, opts_, P_.model, P_.base_dir);
-    I.var_scope = variable_scope();
+    I.var_scope = var_scope_ = variable_scope();
     I.graph = &g_;
     I.opset = P_.opset;
     I.inspect_mode = inspect_;
@@ -118,7 +121,7 @@ class Build {
     make_optimizer();
 
     detail::JobBuilder B(type_, cfg, specs);
-    B.set_variable_scope(I.var_scope);
+    B.set_variable_scope(job_scope(I.var_scope));
     B.enter();
     BuildResult R;
     try {
@@ -169,6 +172,7 @@ class Build {
   std::string name_;
   std::map<std::string, int64_t> ckpt_steps_;  // train step variables found in the checkpoint
   std::map<std::string, Tensor> ckpt_state_;   // an ordinary model's optimizer state in the checkpoint
+  std::string var_scope_;  // the prefix of the session names of the model's variables (variable_scope())
   std::shared_ptr<optimizer::Optimizer> opt_;
   std::vector<Blob> outs_;
   std::vector<std::string> out_names_;  // the graph outputs' names (or "loss")
@@ -424,8 +428,26 @@ class Build {
         }
     }
     if (same) return "";
+    return new_scope();
+  }
+
+  // "<job name>#<n>:", n counting the scopes of the process; a prefix that
+  // keeps a variable name a valid checkpoint folder (no '/', no '..').
+  std::string new_scope() const {
     static std::atomic<int> scopes{0};
-    return name_ + "#" + std::to_string(++scopes) + "/";
+    std::string s;
+    for (char c : name_) s += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
+    return s + "#" + std::to_string(++scopes) + ":";
+  }
+
+  // The prefix of the job's own session names (JobDefinition::
+  // variable_scope): its variables' scope, or for an ordinary train model
+  // whose variables keep their names, a scope of its own when a step
+  // counter of its name exists already (two models exported under one
+  // graph name, torch_jit, would count each other's steps).
+  std::string job_scope(const std::string& var_scope) const {
+    if (!var_scope.empty() || job_file_ || inspect_ || type_ != JobType::Train) return var_scope;
+    return internal::VariableStore::get().find(session::train_step_variable(name_)) ? new_scope() : "";
   }
 
   // The variables the optimizer trains: jobflow.trainable, or for an
@@ -619,7 +641,7 @@ class Build {
       if (session::has_variable(n)) session::assign(n, it->second);
     }
     for (const auto& [n, t] : ckpt_state_) {
-      const std::string v = job.definition().variable_scope + n;
+      const std::string v = var_scope_ + n;
       if (session::has_variable(v)) session::assign(v, t);
     }
   }
