@@ -828,7 +828,7 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
     int64_t dw_rows = 0;
     auto define = [&](bool fusion) {
       return flow::global_function(
-          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion).num_threads(2),
           {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
             Blob e = a.f(flow::nn::bias_add(conv(b, n + "_e", c.e, c.k1, 1, c.k1 > 1 ? 2 : 1), var(n + "_eb", {c.e}), 1));
             const int64_t p = c.k / 2;
@@ -846,8 +846,9 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
     EXPECT_LE(rel_diff(got, ref(x)), 1e-5) << what << "\n" << f.compiled()->describe();
     if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
     const auto ops = f.compiled()->plan().op_sequence();
-    // The 1x1 convolution after it joins too on tall images (see the next test).
-    const bool projected = !c.se && dw_rows >= 28;
+    // The 1x1 convolution after it joins too with an image per thread or on
+    // tall images (see the next test).
+    const bool projected = !c.se && (c.x[0] >= 2 || dw_rows >= 28);
     EXPECT_EQ(count(ops, "conv2d"), projected ? 1 : 2) << what << "\n" << f.compiled()->describe();
     EXPECT_TRUE(any_has(ops, "conv2d", "algo=expand_dw")) << what << "\n" << f.compiled()->describe();
     auto& plan = const_cast<flow::Plan&>(f.compiled()->plan());
@@ -869,8 +870,9 @@ TEST_F(Layout, ExpansionAndDepthwiseRunTogetherOnAvx512) {
 // written, with the residual in another format (the placeholder, plain) and
 // in the kernel's own (a second block after the first), projections to
 // channel counts that are not multiples of 16 and with an activation, 1-3
-// images, the same bits at 1 and 2 threads, new weights. Short images
-// (fewer than 28 depthwise rows) keep the projection as its own node.
+// images, the same bits at 1 and 2 threads, new weights. A short image
+// alone (fewer than 14 depthwise rows per thread: plans of 2 threads here)
+// keeps the projection as its own node.
 TEST_F(Layout, ExpansionDepthwiseAndProjectionRunTogetherOnAvx512) {
   struct Case {
     Shape x;
@@ -899,7 +901,7 @@ TEST_F(Layout, ExpansionDepthwiseAndProjectionRunTogetherOnAvx512) {
     };
     auto define = [&](bool fusion) {
       return flow::global_function(
-          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion).num_threads(2),
           {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
             Blob y = block(b, n + "a", c.stride);
             if (c.blocks == 2) y = block(y, n + "b", 1);
@@ -920,6 +922,17 @@ TEST_F(Layout, ExpansionDepthwiseAndProjectionRunTogetherOnAvx512) {
     for (int t : {1, 2}) {
       omp_set_num_threads(t);
       EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
+    }
+    if (c.e % 16 != 0) {
+      // An infinite input: relu6 makes it finite in the graph as written; the
+      // kernel's padding channels (40 of 48) must not turn it into NaN.
+      Tensor xi = x.clone();
+      xi.data<float>()[5] = INFINITY;
+      const Tensor yf = f(xi), yr = ref(xi);
+      int64_t nan_f = 0, nan_r = 0;
+      for (int64_t k = 0; k < yf.numel(); ++k) nan_f += std::isnan(yf.data<float>()[k]);
+      for (int64_t k = 0; k < yr.numel(); ++k) nan_r += std::isnan(yr.data<float>()[k]);
+      EXPECT_EQ(nan_f, nan_r) << n << " with an infinite input";
     }
     omp_set_num_threads(2);
     flow::session::assign(n + "a_p", random_float32({c.out, c.e, 1, 1}, 170 + static_cast<int>(i)));

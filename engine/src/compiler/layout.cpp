@@ -335,7 +335,7 @@ class Pass {
       auto it = groups_.find(b);
       if (it == groups_.end() || b == a || it->second.f.dw || G.nodes[b].inputs[0] != y) continue;
       if (it->second.f.residual && it->second.residual == y) continue;  // (adds its own input)
-      if (!cpu::LayoutConv::fuses_projection(ga.f, it->second.p, it->second.f)) continue;
+      if (!cpu::LayoutConv::fuses_projection(ga.f, it->second.p, it->second.f, fixed_threads_)) continue;
       into[b] = a;
     }
     for (const auto& [b, a] : into) {

@@ -311,6 +311,8 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
 
 void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
+  if (projects_ && (res == y || x == y))
+    throw std::invalid_argument("ExpandDepthwise::run: the output in place of the input or the residual");
   // The first convolution's output (the depthwise input) is H x W here;
   // its input, x, is Hx x Wx (padded when padded_input()).
   const int64_t N = p_.N, C = p_.C, H = p_.OH, W = p_.OW, E = p_.K, Ep = Ep_;
@@ -409,7 +411,10 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
         dw(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
         const float* in[1] = {drow};
         const int64_t at = (n * OH + oy) * OW * K3;
-        expand_row(in, 1, Ep, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
+        // Over the E real channels only: a padding channel holds act(0)
+        // times zero weights, but from an infinite input NaN, which its zero
+        // projection weight would carry into every output channel.
+        expand_row(in, 1, E, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
       }
     }
   }

@@ -152,14 +152,15 @@ std::string ConvFusion::text() const {
   auto add = [&](const std::string& t) { s += (s.empty() ? "" : "+") + t; };
   if (in_scale) add("scale");
   if (bn) add("bn");
-  if (residual) add("sum");
+  if (residual && !pw) add("sum");
   for (const auto& e : post) add(alg_name(e.alg));
   if (dw) {
     add("dw");
     for (const auto& e : dw_post) add(alg_name(e.alg));
   }
-  if (pw) {
+  if (pw) {  // the residual is the projection's, added before its activation
     add("pw");
+    if (residual) add("sum");
     for (const auto& e : pw_post) add(alg_name(e.alg));
   }
   return s;
@@ -205,10 +206,12 @@ bool activation_of(const std::vector<EltwiseStep>& post, Activation* a) {
 }
 }  // namespace
 
-bool LayoutConv::fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw) {
+bool LayoutConv::fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw, int threads) {
   Activation a;
+  const int64_t t = std::max(1, threads);
   return own_expand_dw() && f.dw && !f.pw && !f.residual && !fpw.bn && !fpw.dw && !fpw.in_scale &&
-         activation_of(fpw.post, &a) && ExpandDepthwise::fits_projection(f.dw_p, pw) && f.dw_p.OH >= 28;
+         activation_of(fpw.post, &a) && ExpandDepthwise::fits_projection(f.dw_p, pw) &&
+         (f.dw_p.N >= t || f.dw_p.OH >= 14 * t);
 }
 
 bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
@@ -283,8 +286,9 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   // that case gets a zero bias.
   const bool has_bias = f_.bias || f_.bn || f_.dw;
   const MemDesc src_any(sd, compute, tag::any), wei_any(wd, compute, tag::any), bias_md({p.K}, dt::f32, tag::a);
-  // Inputs: x, w, [bias], [bn: mean, var, [offset], [scale]], then (never
-  // with a fused depthwise convolution) [input scale], [residual].
+  // Inputs: x, w, [bias], [bn: mean, var, [offset], [scale]], [depthwise:
+  // w, [bias]], [projection: w, [bias]], [input scale (never with a
+  // depthwise convolution)], [residual (with one, only the projection's)].
   const int after_weights = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0) +
                             (f_.dw ? 1 + f_.dw_bias : 0) + (f_.pw ? 1 + f_.pw_bias : 0);
   if (f_.in_scale) scale_input_ = after_weights;

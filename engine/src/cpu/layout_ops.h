@@ -161,7 +161,8 @@ struct ConvFusion {
 
 class LayoutConv final : public LayoutOp {
  public:
-  // Inputs: x, w, [bias], [mean, variance, [offset], [scale]], [residual].
+  // Inputs: x, w, [bias], [mean, variance, [offset], [scale]], [depthwise
+  // w, [bias]], [projection w, [bias]], [input scale], [residual].
   // `sources[i]`: the variable input i reads (its version keys the
   // prepared weights), null for other inputs; `refresh` = some weight input
   // is neither a variable nor a constant (prepared at every call).
@@ -199,9 +200,11 @@ class LayoutConv final : public LayoutOp {
   // alone reads the depthwise output: a projection it fits
   // (ExpandDepthwise::fits_projection), bias, a residual and at most one
   // activation (no batch norm, no input scale), and depthwise output rows
-  // for bands: at least 28 rows (the kernel then always splits an image
-  // into bands of rows, and each band recomputes R - stride expanded rows).
-  static bool fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw);
+  // for bands: whole images for each of the plan's `threads`, or at least
+  // 14 depthwise output rows per thread (the kernel then always splits an
+  // image into bands of rows, each recomputing R - stride expanded rows:
+  // with 2 threads, images of 28 rows and up).
+  static bool fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw, int threads);
   // Where a fused depthwise convolution runs Jobflow's own kernel
   // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
   // has AVX-512 kernels (its fused kernel there is a reference chain).
