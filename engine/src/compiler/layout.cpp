@@ -296,24 +296,8 @@ class Pass {
       ga.f.dw_bias = gb.f.bias;
       ga.f.dw_p = gb.p;
       ga.f.dw_post = gb.f.post;
-      Node& na = G.nodes[a];
-      const Node& nb = G.nodes[b];
-      na.inputs.insert(na.inputs.end(), nb.inputs.begin() + 1, nb.inputs.end());
-      na.outputs = nb.outputs;
-      G.blobs[na.outputs[0]].producer = a;
-      G.blobs[na.outputs[0]].out_index = 0;
-      groups_.erase(b);
     }
-    if (into.empty()) return;
-    std::set<int> moved;
-    for (const auto& [b, a] : into) moved.insert(a);
-    std::vector<int> order;
-    for (int n : order_) {
-      if (moved.count(n)) continue;
-      auto it = into.find(n);
-      order.push_back(it == into.end() ? n : it->second);
-    }
-    order_ = std::move(order);
+    join_nodes(into);
   }
 
   // An expansion + depthwise pair on Jobflow's kernel and the 1x1
@@ -347,9 +331,19 @@ class Pass {
       ga.f.pw_post = gb.f.post;
       ga.f.residual = gb.f.residual;
       ga.residual = gb.residual;
+    }
+    join_nodes(into);
+  }
+
+  // Node b (a convolution reading node a's output, its input 0) joins node
+  // a, for each b -> a of `into` (their groups' fusions merged already): a
+  // takes b's other inputs after its own, b's output, and b's place in the
+  // order (every input is defined by then).
+  void join_nodes(const std::map<int, int>& into) {
+    for (const auto& [b, a] : into) {
       Node& na = G.nodes[a];
       const Node& nb = G.nodes[b];
-      na.inputs.insert(na.inputs.end(), nb.inputs.begin() + 1, nb.inputs.end());  // w, [bias], [residual]
+      na.inputs.insert(na.inputs.end(), nb.inputs.begin() + 1, nb.inputs.end());
       na.outputs = nb.outputs;
       G.blobs[na.outputs[0]].producer = a;
       G.blobs[na.outputs[0]].out_index = 0;

@@ -62,7 +62,6 @@ class ExpandDepthwise {
   // output never reaches memory either; y is then pw's output.
   ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
                   const Conv2dParams* pw = nullptr, Activation a3 = {});
-  bool projects() const { return projects_; }
   // Whether run() reads x with p's padding as zeros around it (p larger
   // than 1x1, or padded), and the height and width x has (pads included).
   bool padded_input() const;

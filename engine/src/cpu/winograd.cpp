@@ -54,11 +54,9 @@
 #include "cpu/isa.h"
 #include "cpu/simd_kernels.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 namespace jobflow::cpu {
@@ -124,7 +122,7 @@ int Winograd::lanes_for(const Conv2dParams& p) {
 
 Winograd::Winograd(const Conv2dParams& p, int lanes) : p_(p), m_(p.R == 3 ? 4 : 2), lanes_(lanes ? lanes : lanes_for(p)) {
   if (lanes_ != 8 && lanes_ != 16) throw std::invalid_argument("Winograd: lanes must be 8 or 16");
-  if (lanes_ == 16 && (lanes_for(p) != 16)) throw std::invalid_argument("Winograd: 16 lanes need AVX512F and channels in multiples of 16");
+  if (lanes_ == 16 && lanes_for(p) != 16) throw std::invalid_argument("Winograd: 16 lanes need AVX512F and channels in multiples of 16");
   tiles_h_ = ceil_div(p.OH, m_);
   tiles_w_ = ceil_div(p.OW, m_);
 }
