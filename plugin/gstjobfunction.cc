@@ -343,6 +343,8 @@ GstFlowReturn handle_buffer(GstJobFunction* self, SerialQueue::Item& item) {
     frames.push_back(&m);
     calls.push_back(static_cast<const Call*>(m.data.get()));
   }
+  GST_LOG_OBJECT(self, "call of %" G_GUINT64_FORMAT " rows: buffers %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT,
+                 rows, call.step, calls.back()->step);
   std::vector<Tensor> result;
   try {
     result = l.job->run_here(more.empty() ? call.inputs : concat_inputs(calls, rows));
@@ -968,6 +970,11 @@ static void gst_job_function_init(GstJobFunction* self) {
 
   SerialQueue::Handler handler;
   handler.item = [self](SerialQueue::Item& item) { return handle_item(self, item); };
+  /* The calls ran on the task's thread (run_here): its OpenMP threads go
+   * with it, not back to GStreamer's thread pool, where they would make
+   * libgomp wait briefly in every other job of the process (see
+   * jobflow::release_calling_thread). */
+  handler.leave = [] { jobflow::release_calling_thread(); };
   self->impl = new Impl(GST_ELEMENT(self), self->srcpad, std::move(handler));
 }
 

@@ -142,7 +142,7 @@ gboolean SerialQueue::flush_stop(GstEvent* event, const std::function<void(const
   }
   set_flushing(false);
   const gboolean ok = gst_pad_push_event(srcpad_, event);
-  gst_pad_start_task(srcpad_, task, this, nullptr);
+  start_task();
   return ok;
 }
 
@@ -156,7 +156,7 @@ gboolean SerialQueue::activate(GstPadMode mode, gboolean active) {
   if (mode != GST_PAD_MODE_PUSH) return FALSE;
   if (active) {
     set_flushing(false);
-    return gst_pad_start_task(srcpad_, task, this, nullptr);
+    return start_task();
   }
   set_flushing(true);
   const gboolean ok = gst_pad_stop_task(srcpad_);
@@ -200,6 +200,23 @@ std::vector<SerialQueue::Item> SerialQueue::take_buffers(const std::function<boo
 }
 
 void SerialQueue::task(gpointer self) { static_cast<SerialQueue*>(self)->iterate(); }
+
+void SerialQueue::leave(GstTask*, GThread*, gpointer self) { static_cast<SerialQueue*>(self)->handler_.leave(); }
+
+gboolean SerialQueue::start_task() {
+  if (!gst_pad_start_task(srcpad_, task, this, nullptr)) return FALSE;
+  if (!handler_.leave) return TRUE;
+  /* The task reads its leave callback when it leaves, under its lock: set
+   * now, it is there for that (a restarted pad makes a new task). */
+  GST_OBJECT_LOCK(srcpad_);
+  GstTask* t = GST_PAD_TASK(srcpad_) ? GST_TASK(gst_object_ref(GST_PAD_TASK(srcpad_))) : nullptr;
+  GST_OBJECT_UNLOCK(srcpad_);
+  if (t) {
+    gst_task_set_leave_callback(t, leave, this, nullptr);
+    gst_object_unref(t);
+  }
+  return TRUE;
+}
 
 void SerialQueue::iterate() {
   Item item;

@@ -68,6 +68,10 @@ class SerialQueue {
     std::function<GstFlowReturn(Item&)> item;
     /* The time set with wake_at() came before the next item (optional). */
     std::function<GstFlowReturn()> wake;
+    /* Runs on the task's thread as the task leaves it (stopped: the pad
+     * deactivated), before the thread goes back to GStreamer's pool: frees
+     * what the thread built for its work (optional). */
+    std::function<void()> leave;
   };
 
   SerialQueue(GstElement* element, GstPad* srcpad, Handler handler);
@@ -120,6 +124,8 @@ class SerialQueue {
 
  private:
   static void task(gpointer self);
+  static void leave(GstTask* task, GThread* thread, gpointer self);
+  gboolean start_task();  // gst_pad_start_task, with the Handler's leave
   void iterate();
   void stop_with(GstFlowReturn ret);
   void set_flushing(bool flushing);

@@ -550,4 +550,13 @@ size_t CompiledJob::blocked_callers() const { return impl_->blocked_callers(); }
 int64_t CompiledJob::steps_run() const { return impl_->steps_run(); }
 void CompiledJob::set_steps_run(int64_t steps) { impl_->set_steps_run(steps); }
 
+void release_calling_thread() {
+#ifdef _LIBGOMP_OMP_LOCK_DEFINED
+  // libgomp frees only the calling thread's pool here (other runtimes pause
+  // every thread of the process, which a job running elsewhere would not
+  // survive); it refuses inside a parallel region.
+  if (!omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
+#endif
+}
+
 }  // namespace jobflow

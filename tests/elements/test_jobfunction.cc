@@ -913,6 +913,68 @@ TEST_F(JobFunction, PlayingNullPlayingCyclesInAPipeline) {
   gst_object_unref(pipeline);
 }
 
+namespace {
+// Threads of this process whose name is `name` (Linux keeps 15 characters;
+// a thread started by another takes its name: OpenMP threads take their
+// master's).
+int threads_named(const std::string& name) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string comm;
+    if (std::getline(f, comm) && comm == name) ++n;
+  }
+  return n;
+}
+}  // namespace
+
+// The element computes on its task's thread, which GStreamer takes from its
+// thread pool and gives back when the element stops: the OpenMP threads the
+// calls started there must not stay behind (libgomp makes every thread wait
+// differently once a process has more of them than cores).
+TEST_F(JobFunction, TheTaskLeavesNoOpenMPThreadsBehind) {
+  constexpr int64_t kN = 1 << 20;  // big enough for a parallel loop
+  const std::string file = fresh_path("omp_affine.onnx");
+  {
+    auto job = flow::global_function(flow::Predict, flow::function_config().name("omp_affine"),
+                                     {flow::Numpy::Placeholder({kN}, flow::Float, "x")},
+                                     [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
+    flow::onnx::save(*job.compiled(), file);
+  }
+  GError* err = nullptr;
+  gchar* launch = g_strdup_printf(
+      "appsrc name=in format=time caps=\"other/tensors,format=static,num_tensors=1,dimensions=(string)%lld,"
+      "types=(string)float32\" ! jobfunction name=omp num-threads=2 job=\"%s\" ! jobsink name=out",
+      static_cast<long long>(kN), file.c_str());
+  GstElement* pipeline = gst_parse_launch(launch, &err);
+  g_free(launch);
+  ASSERT_NE(pipeline, nullptr) << (err ? err->message : "");
+  ASSERT_EQ(err, nullptr) << err->message;
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "in");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  Tensor x({kN}, flow::Float);
+  for (int64_t i = 0; i < kN; ++i) x.data<float>()[i] = static_cast<float>(i % 5);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(gst_app_src_push_buffer(GST_APP_SRC(src), buffer_of({x})), GST_FLOW_OK);
+  for (int i = 0; i < 2; ++i) {
+    GstSample* s = job_sink_try_pull_result(sink, 30 * GST_SECOND);
+    ASSERT_NE(s, nullptr) << i;
+    const std::vector<float> y = tensor<float>(gst_sample_get_buffer(s), 0);
+    ASSERT_EQ(y.size(), static_cast<size_t>(kN));
+    EXPECT_EQ(y[3], 7.0f);
+    EXPECT_EQ(y[kN - 1], static_cast<float>((kN - 1) % 5) * 2 + 1);
+    gst_sample_unref(s);
+  }
+  // While it runs: the task's thread and the second OpenMP thread it started.
+  EXPECT_EQ(threads_named("omp:src"), 2);
+  ASSERT_EQ(gst_element_set_state(pipeline, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  // Stopped: at most the pooled thread itself, which keeps the name.
+  EXPECT_LE(threads_named("omp:src"), 1);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+}
+
 // ------------------------------------------------------------ train and eval
 
 namespace {

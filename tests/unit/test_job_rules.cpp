@@ -270,6 +270,44 @@ TEST_F(JobRules, RunHereRunsAfterEarlierCallsOnTheCallingThread) {
 }
 
 namespace {
+int threads_of_process() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+}  // namespace
+
+// A thread that ran calls itself (run_here) keeps the OpenMP threads it
+// started until release_calling_thread(); a later call builds them again.
+TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().num_threads(2),
+                                   {flow::Numpy::Placeholder({1 << 20})},
+                                   [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
+  auto& impl = *job.compiled();
+  Tensor x({1 << 20}, flow::Float);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 7);
+  int before = 0, during = 0, after = 0, again = 0;
+  float y0 = 0, y1 = 0;
+  std::thread caller([&] {
+    before = threads_of_process();
+    impl.run_here({x});
+    during = threads_of_process();
+    flow::release_calling_thread();
+    after = threads_of_process();
+    const Tensor y = impl.run_here({x})[0];  // the team is built anew
+    again = threads_of_process();
+    y0 = y.data<float>()[1], y1 = y.data<float>()[(1 << 20) - 1];
+    flow::release_calling_thread();
+  });
+  caller.join();
+  EXPECT_EQ(during, before + 1);  // the call's second OpenMP thread
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(again, before + 1);
+  EXPECT_EQ(y0, 3.0f);
+  EXPECT_EQ(y1, static_cast<float>(((1 << 20) - 1) % 7) * 2 + 1);
+}
+
+namespace {
 auto make_linear_train(double momentum, const char* name) {
   return flow::global_function(
       flow::Train, flow::function_config().name(name), {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2, 2})},

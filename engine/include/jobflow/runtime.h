@@ -178,7 +178,9 @@ class CompiledJob {
   // (sync() and CheckPoint.save wait for it) and as a step. For a caller
   // that already has a thread of its own for the job (the GStreamer
   // element's streaming task): no hand-off to the worker and back. The
-  // calling thread's OpenMP thread count is set to the job's.
+  // calling thread's OpenMP thread count is set to the job's. The calling
+  // thread keeps the OpenMP threads it started until it exits or calls
+  // release_calling_thread() (below).
   Result run_here(std::vector<Tensor> inputs);
   static void attach(const std::shared_ptr<CallState>& c, Done done);
   static void abandon(const std::shared_ptr<CallState>& c);
@@ -204,5 +206,16 @@ class CompiledJob {
   friend const PlanOptions& job_plan_options(const CompiledJob& job);
   std::unique_ptr<detail::CompiledJobImpl> impl_;  // the queue, threads and locks (runtime.cpp)
 };
+
+// Frees the OpenMP threads the calling thread started for the calls it ran
+// itself (CompiledJob::run_here): they wait for its next parallel region,
+// and libgomp lets every waiting thread spin only briefly once a process
+// holds more OpenMP threads than the machine has cores, so a pooled
+// thread that will not compute again (a GStreamer task going back to its
+// pool when its element stops) would slow every job in the process that
+// still computes (measured, 2 cores: LeNet batch 8 at 1.04 ms per call
+// instead of 0.52). A later call builds the team anew. Call it outside any
+// call of a job; a no-op with an OpenMP runtime other than GCC's libgomp.
+void release_calling_thread();
 
 }  // namespace jobflow
