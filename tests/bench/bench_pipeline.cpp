@@ -29,6 +29,9 @@
 // median of `repeats` runs each.
 //
 // usage: bench_pipeline --jobs DIR --plugin DIR [--quick] [--repeats N]
+//                       [--only CASE[,CASE...]]
+// --only runs the cases named (datasrc_b100, video_frame, adaptive,
+// video_b100, trivial) and the engine references they need.
 #include <gst/gst.h>
 
 #include <jobflow/data.h>
@@ -64,6 +67,7 @@ struct Options {
   int64_t batches = 100;        // datasrc / video_b100: batches of 100 per run
   int64_t frames = 3000;        // video_frame: frames per run
   int64_t trivial = 20000;      // trivial: buffers per run
+  std::string only;             // comma-separated cases; empty: all
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -205,8 +209,9 @@ int run(int argc, char** argv) {
     else if (a == "--plugin") opt.plugin = next();
     else if (a == "--repeats") opt.repeats = std::atoi(next().c_str());
     else if (a == "--quick") opt.batches = 30, opt.frames = 1000, opt.trivial = 5000, opt.repeats = 3;
+    else if (a == "--only") opt.only = next();
     else {
-      std::fprintf(stderr, "usage: bench_pipeline --jobs DIR --plugin DIR [--quick] [--repeats N]\n");
+      std::fprintf(stderr, "usage: bench_pipeline --jobs DIR --plugin DIR [--quick] [--repeats N] [--only CASE,...]\n");
       return 2;
     }
   }
@@ -256,11 +261,12 @@ int run(int argc, char** argv) {
   const std::string sink = " ! jobsink name=out max-results=64";
   const std::string video = "videotestsrc pattern=snow num-buffers=";
   const std::string gray = " ! video/x-raw,format=GRAY8,width=28,height=28,framerate=1000/1 ! jobconvert";
-  // A finished pipeline leaves an OpenMP team on GStreamer's pooled task
-  // thread (jobfunction computes there); it spins for a while before it
-  // sleeps and would take the cores from the next measurement (measured:
-  // 4070 images/s right after a pipeline, 7822 two seconds later). This is
-  // a benchmark, not a test: let it settle.
+  // The threads of the measurement before (the engine's OpenMP teams, a
+  // pipeline's) spin for a while before they sleep and would take the
+  // cores from the next one (measured: 4070 images/s right after a
+  // pipeline, 7822 two seconds later, before jobfunction freed its task's
+  // OpenMP threads when it stops). This is a benchmark, not a test: let
+  // them settle.
   auto settle = [] { std::this_thread::sleep_for(std::chrono::seconds(2)); };
   auto measure = [&](const std::string& launch, int64_t expect_results) {
     settle();
@@ -283,14 +289,27 @@ int run(int argc, char** argv) {
     return median(t);
   };
 
-  // The engine alone first, before any pipeline has run (see settle()).
-  const double te_b100 = engine(p100, b100, opt.batches);
-  const double te_frame = engine(p1, b1, opt.frames);
-  std::vector<double> here;
-  for (int r = 0; r < opt.repeats; ++r) here.push_back(run_engine_here(id1, id_in, opt.trivial));
-  const double te_trivial = median(here);
+  const char* const cases[] = {"datasrc_b100", "video_frame", "adaptive", "video_b100", "trivial"};
+  auto wanted = [&](const std::string& c) { return opt.only.empty() || ("," + opt.only + ",").find("," + c + ",") != std::string::npos; };
+  for (size_t b = 0, e; b <= opt.only.size() && !opt.only.empty(); b = e + 1) {
+    e = std::min(opt.only.find(',', b), opt.only.size());
+    const std::string c = opt.only.substr(b, e - b);
+    if (std::find(std::begin(cases), std::end(cases), c) == std::end(cases)) {
+      std::fprintf(stderr, "bench_pipeline: --only: no case '%s' (datasrc_b100, video_frame, adaptive, video_b100, trivial)\n",
+                   c.c_str());
+      return 2;
+    }
+  }
 
-  {  // datasrc_b100
+  // The engine alone first, before any pipeline has run (see settle()).
+  const bool need_b100 = wanted("datasrc_b100") || wanted("adaptive") || wanted("video_b100");
+  const double te_b100 = need_b100 ? engine(p100, b100, opt.batches) : 0;
+  const double te_frame = wanted("video_frame") ? engine(p1, b1, opt.frames) : 0;
+  std::vector<double> here;
+  for (int r = 0; r < opt.repeats && wanted("trivial"); ++r) here.push_back(run_engine_here(id1, id_in, opt.trivial));
+  const double te_trivial = here.empty() ? 0 : median(here);
+
+  if (wanted("datasrc_b100")) {  // datasrc_b100
     const int64_t n = opt.batches;
     const int64_t epochs = (n + 99) / 100;
     const std::string launch = "jobdatasrc set=test batch-size=100 labels=false epochs=" + std::to_string(epochs) +
@@ -298,13 +317,13 @@ int run(int argc, char** argv) {
     const double te = te_b100, tp = measure(launch, n);
     report("datasrc_b100", n * 100 / te, n * 100 / tp, "images/s", "jobdatasrc ! jobfunction ! jobsink, LeNet batch 100");
   }
-  {  // video_frame
+  if (wanted("video_frame")) {  // video_frame
     const int64_t n = opt.frames;
     const std::string launch = video + std::to_string(n) + gray + " ! jobfunction job=" + p1 + sink;
     const double te = te_frame, tp = measure(launch, n);
     report("video_frame", n / te, n / tp, "images/s", "videotestsrc ! jobconvert ! jobfunction ! jobsink, batch 1");
   }
-  {  // video_adaptive: per-frame input, adaptive batching
+  if (wanted("adaptive")) {  // video_adaptive: per-frame input, adaptive batching
     const int64_t n = opt.frames * 4;
     for (const int mb : {1, 8, 32, 64}) {
       const std::string launch = video + std::to_string(n) + gray + " ! jobfunction job=" + pdyn +
@@ -317,7 +336,7 @@ int run(int argc, char** argv) {
       report(name.c_str(), opt.batches * 100 / te_b100, n / tp, "images/s", note.c_str());
     }
   }
-  {  // video_b100
+  if (wanted("video_b100")) {  // video_b100
     const int64_t n = opt.batches;
     const std::string launch = video + std::to_string(n * 100) + gray + " ! jobbatch batch-size=100 ! jobfunction job=" +
                                p100 + sink;
@@ -325,7 +344,7 @@ int run(int argc, char** argv) {
     report("video_b100", n * 100 / te, n * 100 / tp, "images/s",
            "videotestsrc ! jobconvert ! jobbatch ! jobfunction ! jobsink, batch 100");
   }
-  {  // trivial: the element's cost per buffer
+  if (wanted("trivial")) {  // trivial: the element's cost per buffer
     const int64_t n = opt.trivial;
     const int64_t epochs = (n + 9999) / 10000;
     const std::string src = "jobdatasrc set=test batch-size=1 epochs=" + std::to_string(epochs) +
