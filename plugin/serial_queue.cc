@@ -48,12 +48,14 @@ void SerialQueue::notify() {
 }
 
 template <class Ready>
-void SerialQueue::wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 until_us) {
+void SerialQueue::wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 until_us, bool task) {
   if (ready()) return;
-  if (jobflow::spin_us() > 0) {
-    const uint64_t seen = changes_.load(std::memory_order_acquire);
+  const uint64_t seen = changes_.load(std::memory_order_acquire);
+  if (jobflow::spin_us() > 0 || (task && handler_.idle)) {
     lk.unlock();
     jobflow::poll_while([&] { return changes_.load(std::memory_order_acquire) == seen; });
+    /* Still nothing after polling: the task is going to sleep. */
+    if (task && handler_.idle && changes_.load(std::memory_order_acquire) == seen) handler_.idle();
     lk.lock();
   }
   if (until_us <= 0) {
@@ -243,7 +245,7 @@ void SerialQueue::iterate() {
         notify();  // a slot for upstream
         break;
       }
-      wait(lk, [&] { return flushing_ || !items_.empty(); }, wake_us_);
+      wait(lk, [&] { return flushing_ || !items_.empty(); }, wake_us_, true);
     }
   }
 

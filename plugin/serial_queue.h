@@ -72,6 +72,10 @@ class SerialQueue {
      * deactivated), before the thread goes back to GStreamer's pool: frees
      * what the thread built for its work (optional). */
     std::function<void()> leave;
+    /* Runs on the task's thread when it has nothing to do and is about to
+     * sleep (after polling): the place to give up what only matters while
+     * it works (optional). */
+    std::function<void()> idle;
   };
 
   SerialQueue(GstElement* element, GstPad* srcpad, Handler handler);
@@ -133,9 +137,10 @@ class SerialQueue {
   /* cv_.wait(lk, ready) that first polls for jobflow::spin_us(): a slot or
    * an item usually comes within microseconds for small jobs, and a sleep
    * plus wake-up costs tens of them. Waits at most until `until_us`
-   * (monotonic, 0 = no limit). */
+   * (monotonic, 0 = no limit). `task`: the task's wait for items, which
+   * runs the Handler's idle hook when polling found nothing. */
   template <class Ready>
-  void wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 until_us = 0);
+  void wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 until_us = 0, bool task = false);
   void notify();  // with mu_ held, after a change
 
   GstElement* const element_;

@@ -380,6 +380,9 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
   } catch (...) {
     err = std::current_exception();
   }
+  // The caller keeps its team until it exits or frees it (release_calling_
+  // thread); idle workers of other jobs free theirs.
+  if (omp_get_max_threads() > 1) cpu::hold_team(nullptr);
   {
     std::lock_guard<std::mutex> lk(mu_);
     release_slot_locked();
@@ -399,8 +402,19 @@ void detail::CompiledJobImpl::worker_loop() {
       poll_while([&] { return queued_.load(std::memory_order_acquire) == 0; });
       lk.lock();
     }
-    cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping
+    if (queue_.empty() && !stopping_) {
+      // About to sleep: free this thread's OpenMP team if another thread
+      // holds one (cpu::hold_team; never with mu_ held, which `wake`
+      // takes). A later call builds it again.
+      lk.unlock();
+      idle_calling_thread();
+      lk.lock();
+    }
+    cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty() || cpu::team_release_asked(); });
+    if (queue_.empty()) {
+      if (stopping_) return;
+      continue;  // asked to free the team
+    }
     std::shared_ptr<CallState> c = queue_.front();
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_release);
@@ -415,6 +429,11 @@ void detail::CompiledJobImpl::worker_loop() {
     } catch (...) {
       err = std::current_exception();
     }
+    if (omp_get_max_threads() > 1)
+      cpu::hold_team([this] {
+        { std::lock_guard<std::mutex> wake(mu_); }  // after the worker's last look at its predicate
+        cv_work_.notify_all();
+      });
     lk.lock();
     worker_running_ = false;
     cv_here_.notify_all();
@@ -555,8 +574,14 @@ void release_calling_thread() {
   // libgomp frees only the calling thread's pool here (other runtimes pause
   // every thread of the process, which a job running elsewhere would not
   // survive); it refuses inside a parallel region.
-  if (!omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
+  if (omp_in_parallel()) return;
+  omp_pause_resource_all(omp_pause_soft);
 #endif
+  cpu::forget_team();
+}
+
+void idle_calling_thread() {
+  if (cpu::team_release_wanted()) release_calling_thread();
 }
 
 }  // namespace jobflow

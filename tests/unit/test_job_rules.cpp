@@ -16,6 +16,7 @@
 #include "cpu/isa.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
@@ -275,6 +276,18 @@ int threads_of_process() {
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
   return n;
 }
+// The count once it is `want`: a freed OpenMP thread is told to exit and
+// leaves /proc a moment later. The deadline only stops a hang; the count
+// is returned either way for the assertion.
+int threads_once_at(int want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int n = threads_of_process();
+  while (n != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+    n = threads_of_process();
+  }
+  return n;
+}
 }  // namespace
 
 // A thread that ran calls itself (run_here) keeps the OpenMP threads it
@@ -293,7 +306,7 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
     impl.run_here({x});
     during = threads_of_process();
     flow::release_calling_thread();
-    after = threads_of_process();
+    after = threads_once_at(before);
     const Tensor y = impl.run_here({x})[0];  // the team is built anew
     again = threads_of_process();
     y0 = y.data<float>()[1], y1 = y.data<float>()[(1 << 20) - 1];
@@ -305,6 +318,76 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
   EXPECT_EQ(again, before + 1);
   EXPECT_EQ(y0, 3.0f);
   EXPECT_EQ(y1, static_cast<float>(((1 << 20) - 1) % 7) * 2 + 1);
+}
+
+// Two threads with OpenMP teams make libgomp's waits slow for both: a
+// thread going idle frees its team when another thread holds one (or
+// started one after its last call), and keeps it when it holds the only
+// one; a job's worker does so by itself when another job computes.
+TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
+  auto make = [](const char* name) {
+    return flow::global_function(flow::Predict, flow::function_config().name(name).num_threads(2),
+                                 {flow::Numpy::Placeholder({1 << 20})},
+                                 [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
+  };
+  auto a = make("team_a"), b = make("team_b");
+  Tensor x({1 << 20}, flow::Float);
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;  // 1: both threads exist; 2: T1 ran a call; 3: T2 ran one; 4: T1 went idle; 5: T2 did
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return stage >= s; });
+  };
+  auto reach = [&](int s) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stage = s;
+    }
+    cv.notify_all();
+  };
+  int one_team = 0, two_teams = 0, t1_idle = 0, t2_idle = 0;
+  std::thread t1([&] {
+    wait_for(1);
+    a.compiled()->run_here({x});
+    one_team = threads_of_process();
+    reach(2);
+    wait_for(3);
+    two_teams = threads_of_process();
+    flow::idle_calling_thread();  // T2 started a team since: frees its own
+    t1_idle = threads_once_at(two_teams - 1);
+    reach(4);
+    wait_for(5);
+  });
+  std::thread t2([&] {
+    wait_for(2);
+    b.compiled()->run_here({x});
+    reach(3);
+    wait_for(4);
+    flow::idle_calling_thread();  // the only team now: kept
+    t2_idle = threads_of_process();
+    flow::release_calling_thread();
+    reach(5);
+  });
+  const int base = threads_of_process();
+  reach(1);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(one_team, base + 1);   // T1's team's second thread
+  EXPECT_EQ(two_teams, base + 2);  // and T2's
+  EXPECT_EQ(t1_idle, base + 1);    // T1's gone
+  EXPECT_EQ(t2_idle, base + 1);    // T2's kept
+
+  // Workers: job a's worker holds a team after its call; job b's first call
+  // asks it to free it, which it does asleep (woken for it).
+  const int before = threads_of_process();
+  a.compiled()->run({x});
+  EXPECT_EQ(threads_of_process(), before + 1);
+  b.compiled()->run({x});
+  // The worker frees it on its own thread, after being woken.
+  EXPECT_EQ(threads_once_at(before + 1), before + 1);  // b's team only
+  const Tensor y = a.compiled()->run({x})[0];   // a builds its team again
+  EXPECT_EQ(y.data<float>()[0], 1.0f);
 }
 
 namespace {

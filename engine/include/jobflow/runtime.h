@@ -217,5 +217,13 @@ class CompiledJob {
 // instead of 0.52). A later call builds the team anew. Call it outside any
 // call of a job; a no-op with an OpenMP runtime other than GCC's libgomp.
 void release_calling_thread();
+// The calling thread, which runs calls itself (run_here), is about to wait
+// for its next work: frees its OpenMP threads (release_calling_thread) if
+// another thread of the process holds a team too, or started one after
+// this thread's last call. A job's own worker does this before it sleeps,
+// so that an idle job never slows a busy one; GStreamer's jobfunction
+// does it when its queue runs dry. A thread that keeps the only team
+// keeps it (no cost to back-to-back calls).
+void idle_calling_thread();
 
 }  // namespace jobflow

@@ -12,6 +12,7 @@
 
 #include <omp.h>
 #include <mutex>
+#include <vector>
 
 namespace jobflow::cpu {
 namespace {
@@ -83,6 +84,76 @@ int default_threads() {
     return std::clamp(t, 1, std::max(1, omp_get_thread_limit()));
   }();
   return n;
+}
+
+namespace {
+
+// One per thread that holds a team. The list and every `asked` change are
+// guarded by team_mu(); `asked` is atomic so that a worker's wait
+// predicate reads it under its own lock. Leaked: threads may end after
+// static destruction.
+struct TeamHolder {
+  std::function<void()> wake;
+  std::atomic<bool> asked{false};
+};
+std::mutex& team_mu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<TeamHolder*>& team_holders() {
+  static auto* v = new std::vector<TeamHolder*>;
+  return *v;
+}
+void drop_holder_locked(TeamHolder* h) {
+  auto& v = team_holders();
+  v.erase(std::remove(v.begin(), v.end(), h), v.end());
+}
+struct ThreadTeam {
+  TeamHolder holder;
+  bool held = false;
+  ~ThreadTeam() {
+    if (!held) return;
+    std::lock_guard<std::mutex> lk(team_mu());
+    drop_holder_locked(&holder);
+  }
+};
+thread_local ThreadTeam t_team;
+
+}  // namespace
+
+void hold_team(std::function<void()> wake) {
+  if (t_team.held) return;
+  std::lock_guard<std::mutex> lk(team_mu());
+  t_team.holder.wake = std::move(wake);
+  t_team.holder.asked.store(false);
+  t_team.held = true;
+  for (TeamHolder* other : team_holders()) {
+    other->asked.store(true);
+    if (other->wake) other->wake();
+  }
+  team_holders().push_back(&t_team.holder);
+}
+
+bool team_release_wanted() {
+  if (!t_team.held) return false;
+  std::lock_guard<std::mutex> lk(team_mu());
+  if (t_team.holder.asked.load()) return true;
+  // Another team that stays: one not asked to go (those asked go when
+  // their threads are next idle; the last to compute keeps its team).
+  for (const TeamHolder* other : team_holders())
+    if (other != &t_team.holder && !other->asked.load()) return true;
+  return false;
+}
+
+bool team_release_asked() { return t_team.held && t_team.holder.asked.load(); }
+
+void forget_team() {
+  if (!t_team.held) return;
+  std::lock_guard<std::mutex> lk(team_mu());
+  drop_holder_locked(&t_team.holder);
+  t_team.held = false;
+  t_team.holder.asked.store(false);
+  t_team.holder.wake = nullptr;
 }
 
 int auto_threads(double flops, int max, bool follow_load) {

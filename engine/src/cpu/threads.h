@@ -25,6 +25,8 @@
 
 #include <omp.h>
 
+#include <functional>
+
 namespace jobflow::cpu {
 
 // Sets the calling thread's OpenMP count for a scope (n <= 0: leaves it)
@@ -66,5 +68,32 @@ int default_threads();
 // two threads, and a job reloaded from its file on a busier moment did not
 // continue identically).
 int auto_threads(double flops, int max, bool follow_load = true);
+
+// OpenMP teams held by the threads that run jobs. libgomp keeps a team per
+// thread that opened a parallel region, and once the process holds more
+// OpenMP threads than cores it lets every waiting thread spin only briefly
+// before it sleeps, so each barrier of every job pays a futex wake-up
+// (measured, 2 cores: ssdlite320 at batch 1 took 8.96 ms per call instead
+// of 4.17 once another job had run one call and sat idle). The engine
+// therefore lets a team live on an idle thread only while no other thread
+// holds one:
+//   * hold_team(): the calling thread ran a call on more than one thread
+//     (it now holds a team). Every other holder is asked to free its team
+//     when idle; `wake` is how this thread is woken to do so when asked
+//     while asleep (a job's worker; empty: the thread checks when it next
+//     goes idle);
+//   * team_release_wanted(): about to sleep, should the calling thread
+//     free its team (it holds one and was asked, or another thread holds
+//     one that it was not asked to free)? Never call it with a lock that
+//     `wake` takes;
+//   * team_release_asked(): the flag alone, cheap (a worker's wait
+//     predicate);
+//   * forget_team(): the calling thread freed its team
+//     (jobflow::release_calling_thread calls it). A thread that exits is
+//     forgotten with it.
+void hold_team(std::function<void()> wake);
+bool team_release_wanted();
+bool team_release_asked();
+void forget_team();
 
 }  // namespace jobflow::cpu
