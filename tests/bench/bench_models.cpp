@@ -24,15 +24,21 @@
 // core it got (with more threads it also counts their spinning); bench_ort.py
 // has the same option.
 //
+// --keep-jobs keeps every job loaded (and called) until the end, as an
+// application with several models does: each file is measured while the
+// jobs before it sit idle (with OpenMP teams of their own, see
+// jobflow::idle_calling_thread).
+//
 // usage: bench_models [--threads N] [--precision fp32|bf16] [--warmup N]
 //                     [--seconds S] [--repeats N] [--clock wall|cpu]
-//                     [--dump DIR] FILE.onnx...
+//                     [--dump DIR] [--keep-jobs] FILE.onnx...
 //        bench_models --isa   (prints jobflow::cpu_isa(): oneDNN's ISA here)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,13 +62,14 @@ struct Options {
   int repeats = 5;
   bool cpu_clock = false;
   std::string dump;
+  bool keep_jobs = false;
   std::vector<std::string> files;
 };
 
 [[noreturn]] void usage(int rc) {
   std::fprintf(rc ? stderr : stdout,
                "usage: bench_models [--threads N] [--precision fp32|bf16] [--warmup N] [--seconds S]\n"
-               "                    [--repeats N] [--clock wall|cpu] [--dump DIR] FILE.onnx...\n");
+               "                    [--repeats N] [--clock wall|cpu] [--dump DIR] [--keep-jobs] FILE.onnx...\n");
   std::exit(rc);
 }
 
@@ -83,6 +90,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seconds") o.seconds = std::atof(value().c_str());
     else if (a == "--repeats") o.repeats = std::max(1, std::atoi(value().c_str()));
     else if (a == "--dump") o.dump = value();
+    else if (a == "--keep-jobs") o.keep_jobs = true;
     else if (a == "--clock") {
       const std::string c = value();
       if (c != "wall" && c != "cpu") {
@@ -124,6 +132,7 @@ double now(bool cpu) {
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   if (!o.dump.empty()) fs::create_directories(o.dump);
+  std::vector<std::shared_ptr<flow::CompiledJob>> kept;
   for (const std::string& file : o.files) {
     const std::string stem = fs::path(file).stem().string();
     flow::onnx::LoadOptions lo;
@@ -164,6 +173,7 @@ int main(int argc, char** argv) try {
     }
     std::printf("%s %.2f img/s %d\n", stem.c_str(), rates.back(), job->num_threads());
     std::fflush(stdout);
+    if (o.keep_jobs) kept.push_back(job);
   }
   return 0;
 } catch (const std::exception& e) {
