@@ -207,9 +207,19 @@ void Tensor::check_dtype(DType want, const char* where) const {
                 dtype_name(want));
 }
 
+Tensor Tensor::uninitialized(Shape shape, DType dtype) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  const int64_t bytes = checked_nbytes(t.shape_, dtype, "[Tensor] cannot allocate");
+  t.storage_ = aligned_alloc_shared(static_cast<size_t>(bytes));
+  t.data_ = t.storage_.get();
+  return t;
+}
+
 Tensor Tensor::clone() const {
   if (!storage_) return Tensor();
-  Tensor t(shape_, dtype_);
+  Tensor t = uninitialized(shape_, dtype_);  // every byte copied below
   std::memcpy(t.data_, data_, nbytes());
   return t;
 }

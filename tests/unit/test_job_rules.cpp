@@ -320,6 +320,33 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
   EXPECT_EQ(y1, static_cast<float>(((1 << 20) - 1) % 7) * 2 + 1);
 }
 
+// Results leave the plan's arena as fresh tensors: a large one is copied
+// out in chunks by the call's threads (the last chunk partial), every byte
+// of it, and a later call does not touch an earlier result.
+TEST_F(JobRules, LargeResultsAreCopiedWholeAndOwnTheirMemory) {
+  constexpr int64_t kN = (int64_t{1} << 18) + 5;  // 1 MB and 20 bytes: four full 256 KB chunks and a partial one
+  auto job = flow::global_function(flow::Predict, flow::function_config().num_threads(2),
+                                   {flow::Numpy::Placeholder({kN})},
+                                   [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
+  auto& impl = *job.compiled();
+  Tensor a({kN}, flow::Float), b({kN}, flow::Float);
+  for (int64_t i = 0; i < kN; ++i) a.data<float>()[i] = static_cast<float>(i % 1000), b.data<float>()[i] = -1.0f;
+  const Tensor ya = impl.run({a})[0];
+  const Tensor yb = impl.run({b})[0];
+  ASSERT_EQ(ya.shape(), (flow::Shape{kN}));
+  ASSERT_EQ(ya.dtype(), flow::Float);
+  EXPECT_NE(ya.raw(), yb.raw());
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    wrong += ya.data<float>()[i] != static_cast<float>(i % 1000) * 2 + 1;
+    wrong += yb.data<float>()[i] != -1.0f;
+  }
+  EXPECT_EQ(wrong, 0);
+  const Tensor u = Tensor::uninitialized({3, 5}, flow::Int64);
+  EXPECT_EQ(u.shape(), (flow::Shape{3, 5}));
+  EXPECT_EQ(u.nbytes(), 3 * 5 * 8);
+}
+
 // Two threads with OpenMP teams make libgomp's waits slow for both: a
 // thread going idle frees its team when another thread holds one (or
 // started one after its last call), and keeps it when it holds the only

@@ -133,6 +133,9 @@ class Tensor {
   Tensor() = default;
   // Allocates a zero-filled tensor.
   Tensor(Shape shape, DType dtype);
+  // Allocates without filling: the contents are undefined until written
+  // (for a caller that writes every element before anything reads it).
+  static Tensor uninitialized(Shape shape, DType dtype);
   // Wraps memory owned by `owner` (no copy). `data` must stay valid while
   // any copy of the Tensor lives.
   static Tensor wrap(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner);
