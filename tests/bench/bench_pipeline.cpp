@@ -160,7 +160,9 @@ double run_engine_here(const std::string& job_file, const std::vector<std::vecto
   for (int i = 0; i < 5; ++i) job->run_here(inputs[i % inputs.size()]);  // warm-up
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < calls; ++i) job->run_here(inputs[static_cast<size_t>(i) % inputs.size()]);
-  return seconds_since(t0);
+  const double secs = seconds_since(t0);
+  flow::release_calling_thread();  // no OpenMP team left on this thread for the pipelines after
+  return secs;
 }
 
 /* The seeds' LeNet (models::lenet, same layers and names) with the batch

@@ -316,6 +316,9 @@ double run_engine(const std::string& job_file, const std::vector<flow::Tensor>& 
   }
   job->sync();
   const double secs = seconds_since(t0);
+  // This thread's OpenMP team would stay with it and slow the pipelines
+  // measured next (jobflow::release_calling_thread).
+  if (here) flow::release_calling_thread();
   if (done.load() != calls) fail("the engine delivered " + std::to_string(done.load()) + " of " + std::to_string(calls));
   return secs;
 }
