@@ -861,15 +861,22 @@ TEST_F(JobFunction, FlushRightAfterTheCapsKeepsThemAndPostsNoError) {
   }
 }
 
-TEST_F(JobFunction, PlayingNullPlayingCyclesInAPipeline) {
+// gst_parse_launch of `launch` (freed here) into *pipeline, failing the
+// test with the parser's message.
+static void parse_pipeline(gchar* launch, GstElement** pipeline) {
   GError* err = nullptr;
+  *pipeline = gst_parse_launch(launch, &err);
+  g_free(launch);
+  ASSERT_NE(*pipeline, nullptr) << (err ? err->message : "");
+  ASSERT_EQ(err, nullptr) << err->message;
+}
+
+TEST_F(JobFunction, PlayingNullPlayingCyclesInAPipeline) {
   gchar* launch = g_strdup_printf(
       "appsrc name=in format=time caps=\"%s\" ! jobfunction name=fn job=\"%s\" max-in-flight=3 ! jobsink name=out",
       kAffineCaps, jobs().affine.c_str());
-  GstElement* pipeline = gst_parse_launch(launch, &err);
-  g_free(launch);
-  ASSERT_NE(pipeline, nullptr) << (err ? err->message : "");
-  ASSERT_EQ(err, nullptr) << err->message;
+  GstElement* pipeline = nullptr;
+  ASSERT_NO_FATAL_FAILURE(parse_pipeline(launch, &pipeline));
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "in");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "out");
   GstBus* bus = gst_element_get_bus(pipeline);
@@ -942,15 +949,12 @@ TEST_F(JobFunction, TheTaskLeavesNoOpenMPThreadsBehind) {
                                      [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
     flow::onnx::save(*job.compiled(), file);
   }
-  GError* err = nullptr;
   gchar* launch = g_strdup_printf(
       "appsrc name=in format=time caps=\"other/tensors,format=static,num_tensors=1,dimensions=(string)%lld,"
       "types=(string)float32\" ! jobfunction name=omp num-threads=2 job=\"%s\" ! jobsink name=out",
       static_cast<long long>(kN), file.c_str());
-  GstElement* pipeline = gst_parse_launch(launch, &err);
-  g_free(launch);
-  ASSERT_NE(pipeline, nullptr) << (err ? err->message : "");
-  ASSERT_EQ(err, nullptr) << err->message;
+  GstElement* pipeline = nullptr;
+  ASSERT_NO_FATAL_FAILURE(parse_pipeline(launch, &pipeline));
   GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "in");
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "out");
   ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
