@@ -228,6 +228,7 @@ void SerialQueue::iterate() {
     for (;;) {
       if (flushing_) {
         lk.unlock();
+        if (handler_.leave) handler_.leave();  // paused: nothing to compute until a restart
         gst_pad_pause_task(srcpad_);
         return;
       }
@@ -278,6 +279,7 @@ void SerialQueue::stop_with(GstFlowReturn ret) {
     if (!flushing_) srcresult_ = ret;  // what push() answers upstream from now on
     notify();
   }
+  if (handler_.leave) handler_.leave();  // paused (EOS, an error): nothing to compute until a restart
   gst_pad_pause_task(srcpad_);
   if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
     /* GST_FLOW_ERROR: the element (or downstream) posted the error. */

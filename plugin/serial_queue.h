@@ -68,9 +68,10 @@ class SerialQueue {
     std::function<GstFlowReturn(Item&)> item;
     /* The time set with wake_at() came before the next item (optional). */
     std::function<GstFlowReturn()> wake;
-    /* Runs on the task's thread as the task leaves it (stopped: the pad
-     * deactivated), before the thread goes back to GStreamer's pool: frees
-     * what the thread built for its work (optional). */
+    /* Runs on the task's thread when the task pauses itself (flushing, EOS,
+     * an error) and as the task leaves it (stopped: the pad deactivated),
+     * before the thread goes back to GStreamer's pool: frees what the
+     * thread built for its work (optional; it may run more than once). */
     std::function<void()> leave;
     /* Runs on the task's thread when it has nothing to do and is about to
      * sleep (after polling): the place to give up what only matters while

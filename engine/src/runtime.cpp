@@ -375,14 +375,16 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
     // The thread count per plan: a job with dynamic shapes does more or less
     // work per call with its shapes. The step counts even if the observer
     // then fails.
-    result = plan_->run(inputs, [this](const Plan& p) { set_call_threads(p); });
+    // Holding a team from the start of the call asks idle holders to free
+    // theirs while this call computes (their partners would spin).
+    result = plan_->run(inputs, [this](const Plan& p) {
+      set_call_threads(p);
+      if (omp_get_max_threads() > 1) cpu::hold_team(nullptr);
+    });
     if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
   }
-  // The caller keeps its team until it exits or frees it (release_calling_
-  // thread); idle workers of other jobs free theirs.
-  if (omp_get_max_threads() > 1) cpu::hold_team(nullptr);
   {
     std::lock_guard<std::mutex> lk(mu_);
     release_slot_locked();
@@ -404,16 +406,19 @@ void detail::CompiledJobImpl::worker_loop() {
     }
     if (queue_.empty() && !stopping_) {
       // About to sleep: free this thread's OpenMP team if another thread
-      // holds one (cpu::hold_team; never with mu_ held, which `wake`
-      // takes). A later call builds it again.
+      // started one since (cpu::hold_team; never with mu_ held, which
+      // `wake` takes). A later call builds it again.
       lk.unlock();
       idle_calling_thread();
       lk.lock();
     }
-    cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty() || cpu::team_release_asked(); });
+    if (const int64_t due = cpu::team_release_due_in_us(); due >= 0)  // asked: free it when due, if still idle
+      cv_work_.wait_for(lk, std::chrono::microseconds(due + 1), [&] { return stopping_ || !queue_.empty(); });
+    else
+      cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty() || cpu::team_release_asked(); });
     if (queue_.empty()) {
       if (stopping_) return;
-      continue;  // asked to free the team
+      continue;  // asked to free the team: idle_calling_thread() above
     }
     std::shared_ptr<CallState> c = queue_.front();
     queue_.pop_front();
@@ -424,16 +429,18 @@ void detail::CompiledJobImpl::worker_loop() {
     std::exception_ptr err;
     try {
       std::lock_guard<std::mutex> exec(exec_mu_);
-      result = plan_->run(c->inputs, [this](const Plan& p) { set_call_threads(p); });
+      result = plan_->run(c->inputs, [this](const Plan& p) {
+        set_call_threads(p);
+        if (omp_get_max_threads() > 1)
+          cpu::hold_team([this] {
+            { std::lock_guard<std::mutex> wake(mu_); }  // after the worker's last look at its predicate
+            cv_work_.notify_all();
+          });
+      });
       if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();
     }
-    if (omp_get_max_threads() > 1)
-      cpu::hold_team([this] {
-        { std::lock_guard<std::mutex> wake(mu_); }  // after the worker's last look at its predicate
-        cv_work_.notify_all();
-      });
     lk.lock();
     worker_running_ = false;
     cv_here_.notify_all();
@@ -574,14 +581,15 @@ void release_calling_thread() {
   // libgomp frees only the calling thread's pool here (other runtimes pause
   // every thread of the process, which a job running elsewhere would not
   // survive); it refuses inside a parallel region.
-  if (omp_in_parallel()) return;
-  omp_pause_resource_all(omp_pause_soft);
+  // Inside any region (a one-thread one too) libgomp refuses and frees
+  // nothing: then the thread still holds its team.
+  if (omp_get_level() > 0 || omp_pause_resource_all(omp_pause_soft) != 0) return;
 #endif
   cpu::forget_team();
 }
 
 void idle_calling_thread() {
-  if (cpu::team_release_wanted()) release_calling_thread();
+  if (cpu::team_release_due_in_us() == 0) release_calling_thread();
 }
 
 }  // namespace jobflow

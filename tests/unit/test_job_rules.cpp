@@ -16,6 +16,10 @@
 #include "cpu/isa.h"
 
 #include <atomic>
+#include <optional>
+#include <pthread.h>
+#include <fstream>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -271,23 +275,33 @@ TEST_F(JobRules, RunHereRunsAfterEarlierCallsOnTheCallingThread) {
 }
 
 namespace {
-int threads_of_process() {
+// Threads of this process named `name`. A thread takes its creator's name,
+// so a test names the threads it starts and counts those alone (other
+// tests' threads may still be leaving /proc).
+int threads_named(const std::string& name) {
   int n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-// The count once it is `want`: a freed OpenMP thread is told to exit and
-// leaves /proc a moment later. The deadline only stops a hang; the count
-// is returned either way for the assertion.
-int threads_once_at(int want) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  int n = threads_of_process();
-  while (n != want && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-    n = threads_of_process();
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string comm;
+    if (std::getline(f, comm) && comm == name) ++n;
   }
   return n;
 }
+// The count once it is `want`, running `step` between looks: a freed
+// OpenMP thread leaves /proc a moment after it is joined, and a job's
+// worker frees its team on its own thread. The deadline only stops a
+// hang; the count is returned either way for the assertion.
+int named_once_at(const std::string& name, int want, const std::function<void()>& step = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int n = threads_named(name);
+  while (n != want && std::chrono::steady_clock::now() < deadline) {
+    if (step) step();
+    std::this_thread::yield();
+    n = threads_named(name);
+  }
+  return n;
+}
+void name_this_thread(const char* name) { pthread_setname_np(pthread_self(), name); }
 }  // namespace
 
 // A thread that ran calls itself (run_here) keeps the OpenMP threads it
@@ -302,20 +316,22 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
   int before = 0, during = 0, after = 0, again = 0;
   float y0 = 0, y1 = 0;
   std::thread caller([&] {
-    before = threads_of_process();
+    name_this_thread("rel_caller");
+    before = threads_named("rel_caller");
     impl.run_here({x});
-    during = threads_of_process();
+    during = threads_named("rel_caller");
     flow::release_calling_thread();
-    after = threads_once_at(before);
+    after = named_once_at("rel_caller", before);
     const Tensor y = impl.run_here({x})[0];  // the team is built anew
-    again = threads_of_process();
+    again = threads_named("rel_caller");
     y0 = y.data<float>()[1], y1 = y.data<float>()[(1 << 20) - 1];
     flow::release_calling_thread();
   });
   caller.join();
-  EXPECT_EQ(during, before + 1);  // the call's second OpenMP thread
-  EXPECT_EQ(after, before);
-  EXPECT_EQ(again, before + 1);
+  EXPECT_EQ(before, 1);
+  EXPECT_EQ(during, 2);  // the call's second OpenMP thread, named after it
+  EXPECT_EQ(after, 1);
+  EXPECT_EQ(again, 2);
   EXPECT_EQ(y0, 3.0f);
   EXPECT_EQ(y1, static_cast<float>(((1 << 20) - 1) % 7) * 2 + 1);
 }
@@ -357,11 +373,20 @@ TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
                                  {flow::Numpy::Placeholder({1 << 20})},
                                  [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
   };
-  auto a = make("team_a"), b = make("team_b");
+  // Made on a thread of this name: the jobs' workers (and their OpenMP
+  // threads) take it.
+  std::optional<decltype(make(""))> ja, jb;
+  std::thread([&] {
+    name_this_thread("team_jobs");
+    ja.emplace(make("team_a"));
+    jb.emplace(make("team_b"));
+  }).join();
+  auto& a = *ja;
+  auto& b = *jb;
   Tensor x({1 << 20}, flow::Float);
   std::mutex mu;
   std::condition_variable cv;
-  int stage = 0;  // 1: both threads exist; 2: T1 ran a call; 3: T2 ran one; 4: T1 went idle; 5: T2 did
+  int stage = 0;  // 1: T1 ran a call; 2: T2 ran one; 3: T1 went idle; 4: T2 did
   auto wait_for = [&](int s) {
     std::unique_lock<std::mutex> lk(mu);
     cv.wait(lk, [&] { return stage >= s; });
@@ -373,47 +398,46 @@ TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
     }
     cv.notify_all();
   };
-  int one_team = 0, two_teams = 0, t1_idle = 0, t2_idle = 0;
+  int t1_team = 0, t1_idle = 0, t2_team = 0, t2_idle = 0;
   std::thread t1([&] {
-    wait_for(1);
+    name_this_thread("team_t1");
     a.compiled()->run_here({x});
-    one_team = threads_of_process();
-    reach(2);
-    wait_for(3);
-    two_teams = threads_of_process();
-    flow::idle_calling_thread();  // T2 started a team since: frees its own
-    t1_idle = threads_once_at(two_teams - 1);
-    reach(4);
-    wait_for(5);
-  });
-  std::thread t2([&] {
+    t1_team = threads_named("team_t1");
+    reach(1);
     wait_for(2);
-    b.compiled()->run_here({x});
+    // T2 started a team since: T1 frees its own once idle for long enough.
+    t1_idle = named_once_at("team_t1", 1, [] { flow::idle_calling_thread(); });
     reach(3);
     wait_for(4);
-    flow::idle_calling_thread();  // the only team now: kept
-    t2_idle = threads_of_process();
-    flow::release_calling_thread();
-    reach(5);
   });
-  const int base = threads_of_process();
-  reach(1);
+  std::thread t2([&] {
+    name_this_thread("team_t2");
+    wait_for(1);
+    b.compiled()->run_here({x});
+    t2_team = threads_named("team_t2");
+    reach(2);
+    wait_for(3);
+    flow::idle_calling_thread();  // the newest team: kept
+    t2_idle = threads_named("team_t2");
+    flow::release_calling_thread();
+    reach(4);
+  });
   t1.join();
   t2.join();
-  EXPECT_EQ(one_team, base + 1);   // T1's team's second thread
-  EXPECT_EQ(two_teams, base + 2);  // and T2's
-  EXPECT_EQ(t1_idle, base + 1);    // T1's gone
-  EXPECT_EQ(t2_idle, base + 1);    // T2's kept
+  EXPECT_EQ(t1_team, 2);  // T1 and its team's second thread
+  EXPECT_EQ(t2_team, 2);
+  EXPECT_EQ(t1_idle, 1);  // freed
+  EXPECT_EQ(t2_idle, 2);  // kept
 
-  // Workers: job a's worker holds a team after its call; job b's first call
-  // asks it to free it, which it does asleep (woken for it).
-  const int before = threads_of_process();
+  // Workers: job a's worker holds a team after its call; job b's call asks
+  // it to free it, which it does on its own thread once idle long enough.
+  const int workers = threads_named("team_jobs");  // two per job: worker and callbacks
+  EXPECT_EQ(workers, 4);
   a.compiled()->run({x});
-  EXPECT_EQ(threads_of_process(), before + 1);
+  EXPECT_EQ(threads_named("team_jobs"), workers + 1);
   b.compiled()->run({x});
-  // The worker frees it on its own thread, after being woken.
-  EXPECT_EQ(threads_once_at(before + 1), before + 1);  // b's team only
-  const Tensor y = a.compiled()->run({x})[0];   // a builds its team again
+  EXPECT_EQ(named_once_at("team_jobs", workers + 1), workers + 1);  // b's team only
+  const Tensor y = a.compiled()->run({x})[0];  // a builds its team again
   EXPECT_EQ(y.data<float>()[0], 1.0f);
 }
 

@@ -219,11 +219,12 @@ class CompiledJob {
 void release_calling_thread();
 // The calling thread, which runs calls itself (run_here), is about to wait
 // for its next work: frees its OpenMP threads (release_calling_thread) if
-// another thread of the process holds a team too, or started one after
-// this thread's last call. A job's own worker does this before it sleeps,
-// so that an idle job never slows a busy one; GStreamer's jobfunction
-// does it when its queue runs dry. A thread that keeps the only team
-// keeps it (no cost to back-to-back calls).
+// another thread of the process started a call with a team of its own
+// since, and this thread has gone 50 ms without a call. A job's own
+// worker does this by itself, so that a job that has gone quiet does not
+// slow a busy one; GStreamer's jobfunction does it when its queue runs
+// dry. The thread that started a team last keeps it, and two jobs called
+// in turn keep theirs (rebuilding teams at every turn costs more).
 void idle_calling_thread();
 
 }  // namespace jobflow

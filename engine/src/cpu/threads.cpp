@@ -95,7 +95,12 @@ namespace {
 struct TeamHolder {
   std::function<void()> wake;
   std::atomic<bool> asked{false};
+  std::atomic<int64_t> asked_at_us{0};  // steady clock
 };
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 std::mutex& team_mu() {
   static auto* m = new std::mutex;
   return *m;
@@ -122,30 +127,33 @@ thread_local ThreadTeam t_team;
 }  // namespace
 
 void hold_team(std::function<void()> wake) {
-  if (t_team.held) return;
+#ifndef _LIBGOMP_OMP_LOCK_DEFINED
+  return;  // only libgomp's teams can be freed (jobflow::release_calling_thread)
+#endif
+  if (t_team.held && !t_team.holder.asked.load()) return;  // the newest holder already
   std::lock_guard<std::mutex> lk(team_mu());
+  // New, or asked to go yet computing again: the newest holder now, and
+  // every other one is asked (an asked thread frees its team only after
+  // kTeamIdleUs without a call, so two jobs called in turn keep theirs).
+  if (!t_team.held) team_holders().push_back(&t_team.holder);
   t_team.holder.wake = std::move(wake);
   t_team.holder.asked.store(false);
   t_team.held = true;
+  const int64_t now = now_us();
   for (TeamHolder* other : team_holders()) {
+    if (other == &t_team.holder || other->asked.load()) continue;
+    other->asked_at_us.store(now);
     other->asked.store(true);
     if (other->wake) other->wake();
   }
-  team_holders().push_back(&t_team.holder);
-}
-
-bool team_release_wanted() {
-  if (!t_team.held) return false;
-  std::lock_guard<std::mutex> lk(team_mu());
-  if (t_team.holder.asked.load()) return true;
-  // Another team that stays: one not asked to go (those asked go when
-  // their threads are next idle; the last to compute keeps its team).
-  for (const TeamHolder* other : team_holders())
-    if (other != &t_team.holder && !other->asked.load()) return true;
-  return false;
 }
 
 bool team_release_asked() { return t_team.held && t_team.holder.asked.load(); }
+
+int64_t team_release_due_in_us() {
+  if (!team_release_asked()) return -1;
+  return std::max<int64_t>(0, t_team.holder.asked_at_us.load() + kTeamIdleUs - now_us());
+}
 
 void forget_team() {
   if (!t_team.held) return;

@@ -25,6 +25,7 @@
 
 #include <omp.h>
 
+#include <cstdint>
 #include <functional>
 
 namespace jobflow::cpu {
@@ -77,23 +78,34 @@ int auto_threads(double flops, int max, bool follow_load = true);
 // of 4.17 once another job had run one call and sat idle). The engine
 // therefore lets a team live on an idle thread only while no other thread
 // holds one:
-//   * hold_team(): the calling thread ran a call on more than one thread
-//     (it now holds a team). Every other holder is asked to free its team
-//     when idle; `wake` is how this thread is woken to do so when asked
-//     while asleep (a job's worker; empty: the thread checks when it next
-//     goes idle);
-//   * team_release_wanted(): about to sleep, should the calling thread
-//     free its team (it holds one and was asked, or another thread holds
-//     one that it was not asked to free)? Never call it with a lock that
-//     `wake` takes;
-//   * team_release_asked(): the flag alone, cheap (a worker's wait
-//     predicate);
+//   * hold_team(): the calling thread starts a call on more than one
+//     thread (it holds a team from now on, and is the newest holder).
+//     Every other holder is asked to free its team when idle, so only the
+//     newest holder is never asked;
+//     `wake` is how this thread is woken to do so when asked while asleep
+//     (a job's worker; empty: the thread checks when it next goes idle).
+//     Never call it with a lock that another holder's `wake` takes;
+//   * team_release_asked(): was the calling thread asked to free its team
+//     (it holds one and another thread started one since)? An atomic read
+//     (a worker's wait predicate);
+//   * team_release_due_in_us(): -1 when not asked, else how long until the
+//     thread should free its team: an asked thread keeps it until it has
+//     gone kTeamIdleUs without a call (a call restarts the count, and makes
+//     it the newest holder again), so that two jobs called in turn keep
+//     their teams as before: freeing and rebuilding a team at every turn
+//     (two threads woken mid-call, a thread started and joined) cost more
+//     than libgomp's throttled waits (LeNet at batch 8 called alternately
+//     from two jobs: 4-5 ms per pair of calls against 1.9-2.3;
+//     mobilenet_v2 and ssdlite320 at batch 1: 15-20 ms against 13.7-14.2),
+//     while a job that sits idle frees its team soon (one that ran a
+//     single call had halved the other's speed);
 //   * forget_team(): the calling thread freed its team
 //     (jobflow::release_calling_thread calls it). A thread that exits is
 //     forgotten with it.
+inline constexpr int64_t kTeamIdleUs = 50000;
 void hold_team(std::function<void()> wake);
-bool team_release_wanted();
 bool team_release_asked();
+int64_t team_release_due_in_us();
 void forget_team();
 
 }  // namespace jobflow::cpu
