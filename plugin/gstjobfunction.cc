@@ -975,9 +975,10 @@ static void gst_job_function_init(GstJobFunction* self) {
    * libgomp wait briefly in every other job of the process (see
    * jobflow::release_calling_thread). */
   handler.leave = [] { jobflow::release_calling_thread(); };
-  /* And while it waits for buffers, when another thread of the process
-   * computes with a team of its own (jobflow::idle_calling_thread). */
-  handler.idle = [] { jobflow::idle_calling_thread(); };
+  /* And while it waits for buffers, once another thread of the process
+   * computes with a team of its own and this one has been quiet for a
+   * while (jobflow::idle_calling_thread says when to look again). */
+  handler.idle = []() -> gint64 { return jobflow::idle_calling_thread(); };
   self->impl = new Impl(GST_ELEMENT(self), self->srcpad, std::move(handler));
 }
 

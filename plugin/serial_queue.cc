@@ -51,12 +51,17 @@ template <class Ready>
 void SerialQueue::wait(std::unique_lock<std::mutex>& lk, Ready ready, gint64 until_us, bool task) {
   if (ready()) return;
   const uint64_t seen = changes_.load(std::memory_order_acquire);
+  gint64 idle_again_us = -1;
   if (jobflow::spin_us() > 0 || (task && handler_.idle)) {
     lk.unlock();
     jobflow::poll_while([&] { return changes_.load(std::memory_order_acquire) == seen; });
     /* Still nothing after polling: the task is going to sleep. */
-    if (task && handler_.idle && changes_.load(std::memory_order_acquire) == seen) handler_.idle();
+    if (task && handler_.idle && changes_.load(std::memory_order_acquire) == seen) idle_again_us = handler_.idle();
     lk.lock();
+  }
+  if (idle_again_us >= 0) {  // the idle hook wants another look then: wake for it (the caller waits again)
+    const gint64 again = g_get_monotonic_time() + idle_again_us + 1;
+    until_us = until_us > 0 ? std::min(until_us, again) : again;
   }
   if (until_us <= 0) {
     cv_.wait(lk, ready);

@@ -75,8 +75,9 @@ class SerialQueue {
     std::function<void()> leave;
     /* Runs on the task's thread when it has nothing to do and is about to
      * sleep (after polling): the place to give up what only matters while
-     * it works (optional). */
-    std::function<void()> idle;
+     * it works (optional). Returns -1, or the microseconds after which it
+     * wants to run again if the task is still idle then. */
+    std::function<gint64()> idle;
   };
 
   SerialQueue(GstElement* element, GstPad* srcpad, Handler handler);

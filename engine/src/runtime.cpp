@@ -385,6 +385,7 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
   } catch (...) {
     err = std::current_exception();
   }
+  cpu::team_call_ended();
   {
     std::lock_guard<std::mutex> lk(mu_);
     release_slot_locked();
@@ -395,8 +396,9 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
 
 void detail::CompiledJobImpl::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
+  bool poll = true;  // not after a wake-up for the team alone (another job computes)
   for (;;) {
-    if (queue_.empty() && !stopping_ && spin_us_ > 0) {
+    if (queue_.empty() && !stopping_ && spin_us_ > 0 && poll) {
       // Calls often come back to back (a pipeline's frames): poll a little
       // before sleeping, so the next call needs no futex wake-up (on a VM
       // each sleep/wake pair costs tens of microseconds).
@@ -418,8 +420,10 @@ void detail::CompiledJobImpl::worker_loop() {
       cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty() || cpu::team_release_asked(); });
     if (queue_.empty()) {
       if (stopping_) return;
+      poll = false;
       continue;  // asked to free the team: idle_calling_thread() above
     }
+    poll = true;
     std::shared_ptr<CallState> c = queue_.front();
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_release);
@@ -441,6 +445,7 @@ void detail::CompiledJobImpl::worker_loop() {
     } catch (...) {
       err = std::current_exception();
     }
+    cpu::team_call_ended();
     lk.lock();
     worker_running_ = false;
     cv_here_.notify_all();
@@ -588,8 +593,14 @@ void release_calling_thread() {
   cpu::forget_team();
 }
 
-void idle_calling_thread() {
-  if (cpu::team_release_due_in_us() == 0) release_calling_thread();
+int64_t idle_calling_thread() {
+  const int64_t due = cpu::team_release_due_in_us();
+  if (due != 0) return due;
+  release_calling_thread();
+  // Not freed (inside a region: never from an idle thread): stop asking,
+  // rather than come back every microsecond.
+  if (cpu::team_release_asked()) cpu::forget_team();
+  return -1;
 }
 
 }  // namespace jobflow

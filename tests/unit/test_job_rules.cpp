@@ -363,10 +363,10 @@ TEST_F(JobRules, LargeResultsAreCopiedWholeAndOwnTheirMemory) {
   EXPECT_EQ(u.nbytes(), 3 * 5 * 8);
 }
 
-// Two threads with OpenMP teams make libgomp's waits slow for both: a
-// thread going idle frees its team when another thread holds one (or
-// started one after its last call), and keeps it when it holds the only
-// one; a job's worker does so by itself when another job computes.
+// Two threads with OpenMP teams make libgomp's waits slow for both: an idle
+// thread frees its team once another thread started a call with one and it
+// has been quiet for cpu::kTeamIdleUs since; the thread that started a
+// team last keeps it; a job's worker does so by itself.
 TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
   auto make = [](const char* name) {
     return flow::global_function(flow::Predict, flow::function_config().name(name).num_threads(2),

@@ -220,11 +220,14 @@ void release_calling_thread();
 // The calling thread, which runs calls itself (run_here), is about to wait
 // for its next work: frees its OpenMP threads (release_calling_thread) if
 // another thread of the process started a call with a team of its own
-// since, and this thread has gone 50 ms without a call. A job's own
-// worker does this by itself, so that a job that has gone quiet does not
-// slow a busy one; GStreamer's jobfunction does it when its queue runs
-// dry. The thread that started a team last keeps it, and two jobs called
-// in turn keep theirs (rebuilding teams at every turn costs more).
-void idle_calling_thread();
+// since, once 50 ms have passed since that and since this thread's last
+// call. Returns -1 when there is nothing to free (freed now, or never
+// asked), else the microseconds until it is due: wait at most that long
+// and call it again. A job's own worker does this by itself, so that a
+// job that has gone quiet does not slow a busy one; GStreamer's
+// jobfunction does it while its queue is dry. The thread that started a
+// team last keeps it, and two jobs called in turn keep theirs (rebuilding
+// teams at every turn costs more).
+int64_t idle_calling_thread();
 
 }  // namespace jobflow

@@ -116,6 +116,7 @@ void drop_holder_locked(TeamHolder* h) {
 struct ThreadTeam {
   TeamHolder holder;
   bool held = false;
+  int64_t last_call_end_us = 0;  // this thread's, steady clock
   ~ThreadTeam() {
     if (!held) return;
     std::lock_guard<std::mutex> lk(team_mu());
@@ -136,7 +137,7 @@ void hold_team(std::function<void()> wake) {
   // every other one is asked (an asked thread frees its team only after
   // kTeamIdleUs without a call, so two jobs called in turn keep theirs).
   if (!t_team.held) team_holders().push_back(&t_team.holder);
-  t_team.holder.wake = std::move(wake);
+  if (wake || !t_team.held) t_team.holder.wake = std::move(wake);  // a worker's run_here of another job keeps its wake
   t_team.holder.asked.store(false);
   t_team.held = true;
   const int64_t now = now_us();
@@ -150,9 +151,14 @@ void hold_team(std::function<void()> wake) {
 
 bool team_release_asked() { return t_team.held && t_team.holder.asked.load(); }
 
+void team_call_ended() {
+  if (t_team.held) t_team.last_call_end_us = now_us();
+}
+
 int64_t team_release_due_in_us() {
   if (!team_release_asked()) return -1;
-  return std::max<int64_t>(0, t_team.holder.asked_at_us.load() + kTeamIdleUs - now_us());
+  const int64_t since = std::max(t_team.holder.asked_at_us.load(), t_team.last_call_end_us);
+  return std::max<int64_t>(0, since + kTeamIdleUs - now_us());
 }
 
 void forget_team() {

@@ -88,10 +88,12 @@ int auto_threads(double flops, int max, bool follow_load = true);
 //   * team_release_asked(): was the calling thread asked to free its team
 //     (it holds one and another thread started one since)? An atomic read
 //     (a worker's wait predicate);
+//   * team_call_ended(): the calling thread's call ended (its idle time
+//     starts);
 //   * team_release_due_in_us(): -1 when not asked, else how long until the
-//     thread should free its team: an asked thread keeps it until it has
-//     gone kTeamIdleUs without a call (a call restarts the count, and makes
-//     it the newest holder again), so that two jobs called in turn keep
+//     thread should free its team: an asked thread keeps it until
+//     kTeamIdleUs after the later of the ask and the end of its last call
+//     (a call also makes it the newest holder again), so that two jobs called in turn keep
 //     their teams as before: freeing and rebuilding a team at every turn
 //     (two threads woken mid-call, a thread started and joined) cost more
 //     than libgomp's throttled waits (LeNet at batch 8 called alternately
@@ -105,6 +107,7 @@ int auto_threads(double flops, int max, bool follow_load = true);
 inline constexpr int64_t kTeamIdleUs = 50000;
 void hold_team(std::function<void()> wake);
 bool team_release_asked();
+void team_call_ended();
 int64_t team_release_due_in_us();
 void forget_team();
 
