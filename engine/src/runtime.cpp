@@ -112,7 +112,11 @@ struct CompiledJobImpl {
   size_t max_in_flight_;
   int threads_ = 0;
   bool auto_threads_ = false;  // count not fixed: per call from the work and the free cores (cpu/threads.h)
-  void set_call_threads(const Plan& plan) const;  // on the thread about to run `plan`
+  // On the thread about to run `plan`: sets its OpenMP thread count and,
+  // with more than one thread, holds a team (cpu::hold_team; `worker`: the
+  // job's worker, woken by wake_team_ when asked to free it).
+  void begin_call(const Plan& plan, bool worker);
+  std::function<void()> wake_team_;  // made once (constructor): no std::function per call
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_space_, cv_deliver_, cv_idle_;
   std::deque<std::shared_ptr<CallState>> queue_;      // waiting to run
@@ -156,6 +160,10 @@ detail::CompiledJobImpl::CompiledJobImpl(std::shared_ptr<Program> plan, Signatur
   threads_ = num_threads > 0 ? num_threads : cpu::default_threads();
   auto_threads_ = num_threads == 0;
   spin_us_ = spin_us();
+  wake_team_ = [this] {
+    { std::lock_guard<std::mutex> wake(mu_); }  // after the worker's last look at its predicate
+    cv_work_.notify_all();
+  };
   worker_ = std::thread([this, num_threads] {
     // OpenMP's thread count is per calling thread: this sets it for every
     // kernel of this job and nothing else.
@@ -186,10 +194,14 @@ detail::CompiledJobImpl::~CompiledJobImpl() {
   callbacker_.join();
 }
 
-void detail::CompiledJobImpl::set_call_threads(const Plan& plan) const {
+void detail::CompiledJobImpl::begin_call(const Plan& plan, bool worker) {
   const int t =
       auto_threads_ ? cpu::auto_threads(plan.flops_per_call(), threads_, sig_.type != JobType::Train) : threads_;
   if (t > 0 && omp_get_max_threads() != t) omp_set_num_threads(t);
+  // Holding a team from the start of the call asks idle holders to free
+  // theirs while this call computes (their partners would spin).
+  static const std::function<void()> no_wake;  // run_here's caller: looks when it next goes idle
+  if (omp_get_max_threads() > 1) cpu::hold_team(worker ? wake_team_ : no_wake);
 }
 
 int spin_us() {
@@ -375,12 +387,7 @@ CompiledJob::Result detail::CompiledJobImpl::run_here(std::vector<Tensor> inputs
     // The thread count per plan: a job with dynamic shapes does more or less
     // work per call with its shapes. The step counts even if the observer
     // then fails.
-    // Holding a team from the start of the call asks idle holders to free
-    // theirs while this call computes (their partners would spin).
-    result = plan_->run(inputs, [this](const Plan& p) {
-      set_call_threads(p);
-      if (omp_get_max_threads() > 1) cpu::hold_team(nullptr);
-    });
+    result = plan_->run(inputs, [this](const Plan& p) { begin_call(p, false); });
     if (observer_) observer_(plan_->steps_run(), result);
   } catch (...) {
     err = std::current_exception();
@@ -406,15 +413,17 @@ void detail::CompiledJobImpl::worker_loop() {
       poll_while([&] { return queued_.load(std::memory_order_acquire) == 0; });
       lk.lock();
     }
+    int64_t due = -1;  // microseconds until this thread's team is to be freed
     if (queue_.empty() && !stopping_) {
       // About to sleep: free this thread's OpenMP team if another thread
-      // started one since (cpu::hold_team; never with mu_ held, which
-      // `wake` takes). A later call builds it again.
+      // started one since and this one has been quiet long enough
+      // (cpu::hold_team; never with mu_ held, which `wake` takes). A later
+      // call builds it again.
       lk.unlock();
-      idle_calling_thread();
+      due = idle_calling_thread();
       lk.lock();
     }
-    if (const int64_t due = cpu::team_release_due_in_us(); due >= 0)  // asked: free it when due, if still idle
+    if (due >= 0)  // asked, not yet due: free it then, if still idle
       cv_work_.wait_for(lk, std::chrono::microseconds(due + 1), [&] { return stopping_ || !queue_.empty(); });
     else
       cv_work_.wait(lk, [&] { return stopping_ || !queue_.empty() || cpu::team_release_asked(); });
@@ -433,14 +442,7 @@ void detail::CompiledJobImpl::worker_loop() {
     std::exception_ptr err;
     try {
       std::lock_guard<std::mutex> exec(exec_mu_);
-      result = plan_->run(c->inputs, [this](const Plan& p) {
-        set_call_threads(p);
-        if (omp_get_max_threads() > 1)
-          cpu::hold_team([this] {
-            { std::lock_guard<std::mutex> wake(mu_); }  // after the worker's last look at its predicate
-            cv_work_.notify_all();
-          });
-      });
+      result = plan_->run(c->inputs, [this](const Plan& p) { begin_call(p, true); });
       if (observer_) observer_(plan_->steps_run(), result);
     } catch (...) {
       err = std::current_exception();
@@ -585,9 +587,8 @@ void release_calling_thread() {
 #ifdef _LIBGOMP_OMP_LOCK_DEFINED
   // libgomp frees only the calling thread's pool here (other runtimes pause
   // every thread of the process, which a job running elsewhere would not
-  // survive); it refuses inside a parallel region.
-  // Inside any region (a one-thread one too) libgomp refuses and frees
-  // nothing: then the thread still holds its team.
+  // survive). Inside any region, a one-thread one too, it refuses and
+  // frees nothing: then the thread still holds its team.
   if (omp_get_level() > 0 || omp_pause_resource_all(omp_pause_soft) != 0) return;
 #endif
   cpu::forget_team();

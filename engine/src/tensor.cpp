@@ -184,10 +184,7 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
-Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
-  const int64_t bytes = checked_nbytes(shape_, dtype_, "[Tensor] cannot allocate");
-  storage_ = aligned_alloc_shared(static_cast<size_t>(bytes));
-  data_ = storage_.get();
+Tensor::Tensor(Shape shape, DType dtype) : Tensor(uninitialized(std::move(shape), dtype)) {
   std::memset(data_, 0, nbytes());
 }
 

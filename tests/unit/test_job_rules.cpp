@@ -11,16 +11,13 @@
 
 #include "checkpoint_io_testing.h"
 #include "errors.h"
+#include "os_threads.h"
 #include "temp_dir.h"
 #include "tensor_compare.h"
 #include "cpu/isa.h"
 
 #include <atomic>
 #include <optional>
-#include <pthread.h>
-#include <fstream>
-#include <functional>
-#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
@@ -274,41 +271,14 @@ TEST_F(JobRules, RunHereRunsAfterEarlierCallsOnTheCallingThread) {
   EXPECT_EQ(impl.in_flight(), 0u);
 }
 
-namespace {
-// Threads of this process named `name`. A thread takes its creator's name,
-// so a test names the threads it starts and counts those alone (other
-// tests' threads may still be leaving /proc).
-int threads_named(const std::string& name) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream f(e.path() / "comm");
-    std::string comm;
-    if (std::getline(f, comm) && comm == name) ++n;
-  }
-  return n;
-}
-// The count once it is `want`, running `step` between looks: a freed
-// OpenMP thread leaves /proc a moment after it is joined, and a job's
-// worker frees its team on its own thread. The deadline only stops a
-// hang; the count is returned either way for the assertion.
-int named_once_at(const std::string& name, int want, const std::function<void()>& step = nullptr) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  int n = threads_named(name);
-  while (n != want && std::chrono::steady_clock::now() < deadline) {
-    if (step) step();
-    std::this_thread::yield();
-    n = threads_named(name);
-  }
-  return n;
-}
-void name_this_thread(const char* name) { pthread_setname_np(pthread_self(), name); }
-}  // namespace
+using jobflow::testing::name_this_thread;
+using jobflow::testing::threads_named;
 
 // A thread that ran calls itself (run_here) keeps the OpenMP threads it
 // started until release_calling_thread(); a later call builds them again.
 TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
-  if (const char* san = std::getenv("JOBFLOW_SANITIZER"); san && std::string(san).find("thread") != std::string::npos)
-    GTEST_SKIP() << "a ThreadSanitizer build: parallel OpenMP regions (libgomp's, not instrumented) are invisible to it";
+  if (jobflow::testing::under_thread_sanitizer())
+    GTEST_SKIP() << "a ThreadSanitizer build: it cannot see libgomp's parallel regions (tests/common/os_threads.h)";
   auto job = flow::global_function(flow::Predict, flow::function_config().num_threads(2),
                                    {flow::Numpy::Placeholder({1 << 20})},
                                    [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
@@ -323,7 +293,7 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
     impl.run_here({x});
     during = threads_named("rel_caller");
     flow::release_calling_thread();
-    after = named_once_at("rel_caller", before);
+    after = jobflow::testing::threads_named_once("rel_caller", before);
     const Tensor y = impl.run_here({x})[0];  // the team is built anew
     again = threads_named("rel_caller");
     y0 = y.data<float>()[1], y1 = y.data<float>()[(1 << 20) - 1];
@@ -342,8 +312,8 @@ TEST_F(JobRules, ReleaseCallingThreadFreesTheOpenMPThreadsOfRunHere) {
 // out in chunks by the call's threads (the last chunk partial), every byte
 // of it, and a later call does not touch an earlier result.
 TEST_F(JobRules, LargeResultsAreCopiedWholeAndOwnTheirMemory) {
-  if (const char* san = std::getenv("JOBFLOW_SANITIZER"); san && std::string(san).find("thread") != std::string::npos)
-    GTEST_SKIP() << "a ThreadSanitizer build: parallel OpenMP regions (libgomp's, not instrumented) are invisible to it";
+  if (jobflow::testing::under_thread_sanitizer())
+    GTEST_SKIP() << "a ThreadSanitizer build: it cannot see libgomp's parallel regions (tests/common/os_threads.h)";
   constexpr int64_t kN = (int64_t{1} << 18) + 5;  // 1 MB and 20 bytes: four full 256 KB chunks and a partial one
   auto job = flow::global_function(flow::Predict, flow::function_config().num_threads(2),
                                    {flow::Numpy::Placeholder({kN})},
@@ -372,8 +342,8 @@ TEST_F(JobRules, LargeResultsAreCopiedWholeAndOwnTheirMemory) {
 // has been quiet for cpu::kTeamIdleUs since; the thread that started a
 // team last keeps it; a job's worker does so by itself.
 TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
-  if (const char* san = std::getenv("JOBFLOW_SANITIZER"); san && std::string(san).find("thread") != std::string::npos)
-    GTEST_SKIP() << "a ThreadSanitizer build: parallel OpenMP regions (libgomp's, not instrumented) are invisible to it";
+  if (jobflow::testing::under_thread_sanitizer())
+    GTEST_SKIP() << "a ThreadSanitizer build: it cannot see libgomp's parallel regions (tests/common/os_threads.h)";
   auto make = [](const char* name) {
     return flow::global_function(flow::Predict, flow::function_config().name(name).num_threads(2),
                                  {flow::Numpy::Placeholder({1 << 20})},
@@ -412,7 +382,7 @@ TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
     reach(1);
     wait_for(2);
     // T2 started a team since: T1 frees its own once idle for long enough.
-    t1_idle = named_once_at("team_t1", 1, [] { flow::idle_calling_thread(); });
+    t1_idle = jobflow::testing::threads_named_once("team_t1", 1, [] { flow::idle_calling_thread(); });
     reach(3);
     wait_for(4);
   });
@@ -442,7 +412,7 @@ TEST_F(JobRules, AnIdleThreadFreesItsTeamWhenAnotherComputes) {
   a.compiled()->run({x});
   EXPECT_EQ(threads_named("team_jobs"), workers + 1);
   b.compiled()->run({x});
-  EXPECT_EQ(named_once_at("team_jobs", workers + 1), workers + 1);  // b's team only
+  EXPECT_EQ(jobflow::testing::threads_named_once("team_jobs", workers + 1), workers + 1);  // b's team only
   const Tensor y = a.compiled()->run({x})[0];  // a builds its team again
   EXPECT_EQ(y.data<float>()[0], 1.0f);
 }

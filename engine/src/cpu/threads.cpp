@@ -127,7 +127,7 @@ thread_local ThreadTeam t_team;
 
 }  // namespace
 
-void hold_team(std::function<void()> wake) {
+void hold_team(const std::function<void()>& wake) {
 #ifndef _LIBGOMP_OMP_LOCK_DEFINED
   return;  // only libgomp's teams can be freed (jobflow::release_calling_thread)
 #endif
@@ -137,7 +137,7 @@ void hold_team(std::function<void()> wake) {
   // every other one is asked (an asked thread frees its team only after
   // kTeamIdleUs without a call, so two jobs called in turn keep theirs).
   if (!t_team.held) team_holders().push_back(&t_team.holder);
-  if (wake || !t_team.held) t_team.holder.wake = std::move(wake);  // a worker's run_here of another job keeps its wake
+  if (wake || !t_team.held) t_team.holder.wake = wake;  // a worker's run_here of another job keeps its wake
   t_team.holder.asked.store(false);
   t_team.held = true;
   const int64_t now = now_us();

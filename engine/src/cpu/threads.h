@@ -105,7 +105,7 @@ int auto_threads(double flops, int max, bool follow_load = true);
 //     (jobflow::release_calling_thread calls it). A thread that exits is
 //     forgotten with it.
 inline constexpr int64_t kTeamIdleUs = 50000;
-void hold_team(std::function<void()> wake);
+void hold_team(const std::function<void()>& wake);
 bool team_release_asked();
 void team_call_ended();
 int64_t team_release_due_in_us();
