@@ -29,9 +29,13 @@
 // jobs before it sit idle (with OpenMP teams of their own, see
 // jobflow::idle_calling_thread).
 //
+// --describe prints each job's compiled plan to stderr after the warm-up
+// calls (CompiledJob::describe: every node with its algorithm, fusions and
+// shapes), to read beside a JOBFLOW_PROFILE=1 profile.
+//
 // usage: bench_models [--threads N] [--precision fp32|bf16] [--warmup N]
 //                     [--seconds S] [--repeats N] [--clock wall|cpu]
-//                     [--dump DIR] [--keep-jobs] FILE.onnx...
+//                     [--dump DIR] [--keep-jobs] [--describe] FILE.onnx...
 //        bench_models --isa   (prints jobflow::cpu_isa(): oneDNN's ISA here)
 #include <algorithm>
 #include <cstdio>
@@ -63,13 +67,15 @@ struct Options {
   bool cpu_clock = false;
   std::string dump;
   bool keep_jobs = false;
+  bool describe = false;
   std::vector<std::string> files;
 };
 
 [[noreturn]] void usage(int rc) {
   std::fprintf(rc ? stderr : stdout,
                "usage: bench_models [--threads N] [--precision fp32|bf16] [--warmup N] [--seconds S]\n"
-               "                    [--repeats N] [--clock wall|cpu] [--dump DIR] [--keep-jobs] FILE.onnx...\n");
+               "                    [--repeats N] [--clock wall|cpu] [--dump DIR] [--keep-jobs] [--describe]\n"
+               "                    FILE.onnx...\n");
   std::exit(rc);
 }
 
@@ -91,6 +97,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--repeats") o.repeats = std::max(1, std::atoi(value().c_str()));
     else if (a == "--dump") o.dump = value();
     else if (a == "--keep-jobs") o.keep_jobs = true;
+    else if (a == "--describe") o.describe = true;
     else if (a == "--clock") {
       const std::string c = value();
       if (c != "wall" && c != "cpu") {
@@ -153,6 +160,7 @@ int main(int argc, char** argv) try {
     const int64_t batch = sig.inputs.at(0).shape.at(0);
     std::vector<flow::Tensor> out;
     for (int i = 0; i < o.warmup; ++i) out = job->run(in);
+    if (o.describe) std::fprintf(stderr, "%s", job->describe().c_str());
     std::vector<double> rates;
     for (int r = 0; r < o.repeats; ++r) {
       const double t0 = now(o.cpu_clock);

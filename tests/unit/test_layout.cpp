@@ -941,6 +941,65 @@ TEST_F(Layout, ExpansionDepthwiseAndProjectionRunTogetherOnAvx512) {
   }
 }
 
+// A block whose shortcut starts at the first convolution's output, before
+// the depthwise one (mobilenet_v3's first block after its stem, as in
+// ssdlite320's backbone: stem -> depthwise -> projection + stem): the three
+// convolutions become one node ("+pw+sum") that adds the first one's output
+// from the rows the kernel keeps, so that output never reaches memory,
+// though two convolutions read it. Against the graph as written, with the
+// stem (3x3, stride 2, on the image) or a 1x1 expansion first, 1-2 images,
+// the same bits at 1 and 2 threads, new weights. Not joined: channels that
+// are not a multiple of 16 (the kept rows are padded to 16), a first output
+// also returned.
+TEST_F(Layout, AShortcutFromTheFirstConvolutionIsAddedFromTheKeptRows) {
+  struct Case {
+    Shape x;
+    int64_t e, k1, k;   // first convolution's channels and size, depthwise size
+    bool returned;      // the first convolution's output is returned too
+    bool joins;
+  };
+  const std::vector<Case> cases = {
+      {{1, 3, 64, 66}, 16, 3, 3, false, true},   {{2, 16, 30, 31}, 32, 1, 5, false, true},
+      {{1, 8, 60, 58}, 24, 1, 3, false, false},  {{1, 3, 64, 64}, 16, 3, 3, true, false},
+  };
+  flow::cpu::ScopedThreads restore(0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "xsc" + std::to_string(i);
+    const Tensor x = random_float32(c.x, 190 + static_cast<int>(i), -2.f, 2.f);
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion).num_threads(2),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+            Blob e = flow::nn::bias_add(conv(b, n + "_e", c.e, c.k1, 1, c.k1 > 1 ? 2 : 1), var(n + "_eb", {c.e}), 1);
+            e = flow::mul(e, flow::nn::hard_sigmoid(e, 1.0 / 6, 0.5));  // hardswish
+            Blob d = flow::nn::relu(flow::nn::bias_add(conv(e, n + "_d", c.e, c.k, c.e), var(n + "_db", {c.e}), 1));
+            Blob y = flow::add(flow::nn::bias_add(conv(d, n + "_p", c.e, 1), var(n + "_pb", {c.e}), 1), e);
+            return {y, c.returned ? e : flow::reduce_mean(y)};
+          });
+    };
+    auto f = define(true), ref = define(false);
+    auto [got, other] = f(x);
+    auto [want, other_ref] = ref(x);
+    const std::string plan = f.compiled()->describe();
+    EXPECT_LE(rel_diff(got, want), 1e-5) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(other, other_ref), 1e-5) << n << "\n" << plan;
+    if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
+    const auto ops = f.compiled()->plan().op_sequence();
+    EXPECT_EQ(count(ops, "conv2d"), c.joins ? 1 : 3) << n << "\n" << plan;
+    EXPECT_EQ(any_has(ops, "conv2d", "fused=hardswish+dw+relu+pw+sum"), c.joins) << n << "\n" << plan;
+    auto& p = const_cast<flow::Plan&>(f.compiled()->plan());
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
+    }
+    omp_set_num_threads(2);
+    flow::session::assign(n + "_e", random_float32({c.e, c.x[1], c.k1, c.k1}, 200 + static_cast<int>(i)));
+    flow::session::assign(n + "_p", random_float32({c.e, c.e, 1, 1}, 205 + static_cast<int>(i)));
+    EXPECT_LE(rel_diff(std::get<0>(f(x)), std::get<0>(ref(x))), 1e-5) << n << " after new weights";
+  }
+}
+
 // A chain of 1-channel 3x3 convolutions: each fits both as a depthwise
 // stage and as a first stage on an image; each joins one pair at most
 // (a node taken twice once threw out of the compile).

@@ -73,6 +73,9 @@ class Pass {
   dt compute_;
   int fixed_threads_;  // the threads inner products and oneDNN's Winograd convolutions always run with
   std::map<int, ConvGroup> groups_;           // node -> its fused convolution
+  // fuse_depthwise -> fuse_projection: a pair node whose first
+  // convolution's output (this blob) its projection adds as its residual.
+  std::map<int, int> expanded_;
   std::vector<std::optional<MemDesc>> desc_;  // per blob: its format when not plain float32
 
   static bool on_cpu(const Node& n) { return n.placement.device == "cpu"; }
@@ -274,8 +277,12 @@ class Pass {
     std::set<int> used;       // nodes in a pair already (a chain of 1-channel 3x3 convolutions fits both ways)
     for (auto& [a, ga] : groups_) {
       const int y = G.nodes[a].outputs[0];
-      if (used.count(a) || keep_.count(y) || rd[y].size() != 1) continue;
-      const int b = rd[y][0];
+      if (used.count(a) || keep_.count(y) || rd[y].empty() || rd[y].size() > 2) continue;
+      // Two readers: the depthwise convolution and the projection after it
+      // adding y as its residual, which the kernel then adds from its kept
+      // rows (LayoutConv::adds_expanded; fuse_projection joins it).
+      const int b = rd[y].size() == 1 || G.nodes[rd[y][0]].inputs[0] == y ? rd[y][0] : rd[y][1];
+      if (rd[y].size() == 2 && !adds_expanded(a, b, rd[y][0] == b ? rd[y][1] : rd[y][0], rd)) continue;
       auto it = groups_.find(b);
       if (it == groups_.end() || b == a || used.count(b) || G.nodes[b].inputs[0] != y) continue;
       const int yb = G.nodes[b].outputs[0];
@@ -288,6 +295,7 @@ class Pass {
       into[b] = a;
       used.insert(a);
       used.insert(b);
+      if (rd[y].size() == 2) expanded_[a] = y;
     }
     for (const auto& [b, a] : into) {
       ConvGroup& ga = groups_[a];
@@ -298,6 +306,26 @@ class Pass {
       ga.f.dw_post = gb.f.post;
     }
     join_nodes(into);
+  }
+
+  // Whether node a's output y is read by depthwise convolution b and by
+  // projection c, which reads b's output alone and adds y as its residual,
+  // so that the three can become one node adding y from the kernel's kept
+  // rows (cpu::LayoutConv::adds_expanded).
+  bool adds_expanded(int a, int b, int c, const std::vector<std::vector<int>>& rd) const {
+    const auto ga = groups_.find(a), gb = groups_.find(b), gc = groups_.find(c);
+    if (!cpu::LayoutConv::own_expand_dw() || ga == groups_.end() || gb == groups_.end() || gc == groups_.end() ||
+        b == c)
+      return false;
+    const int y = G.nodes[a].outputs[0], yb = G.nodes[b].outputs[0];
+    if (G.nodes[c].inputs[0] != yb || keep_.count(yb) || rd[yb].size() != 1 || rd[yb][0] != c ||
+        !gc->second.f.residual || gc->second.residual != y || gc->second.f.dw)
+      return false;
+    if (!cpu::LayoutConv::fuses_depthwise(ga->second.p, ga->second.f, gb->second.p, gb->second.f)) return false;
+    cpu::ConvFusion pair = ga->second.f;
+    pair.dw = true;
+    pair.dw_p = gb->second.p;
+    return cpu::LayoutConv::adds_expanded(ga->second.p, pair, gc->second.p, gc->second.f, fixed_threads_);
   }
 
   // An expansion + depthwise pair on Jobflow's kernel and the 1x1
@@ -322,13 +350,27 @@ class Pass {
       if (!cpu::LayoutConv::fuses_projection(ga.f, it->second.p, it->second.f, fixed_threads_)) continue;
       into[b] = a;
     }
+    for (const auto& [a, y0] : expanded_) {
+      bool joined = false;
+      for (const auto& [b, to] : into) joined |= to == a && groups_[b].residual == y0;
+      // (fuse_depthwise checked what this loop checks: the pair's output
+      // goes to the projection alone, which fuses.)
+      if (!joined)
+        throw std::logic_error("layout: " + G.nodes[a].name + "'s output, added by a projection, is no longer produced");
+    }
     for (const auto& [b, a] : into) {
       ConvGroup& ga = groups_[a];
-      const ConvGroup& gb = groups_[b];
+      ConvGroup& gb = groups_[b];
       ga.f.pw = true;
       ga.f.pw_bias = gb.f.bias;
       ga.f.pw_p = gb.p;
       ga.f.pw_post = gb.f.post;
+      if (expanded_.count(a)) {  // the residual from the kept rows, not an input
+        ga.f.pw_adds_expanded = true;
+        G.nodes[b].inputs.pop_back();
+        gb.f.residual = false;
+        gb.residual = -1;
+      }
       ga.f.residual = gb.f.residual;
       ga.residual = gb.residual;
     }

@@ -260,15 +260,23 @@ bool ExpandDepthwise::fits_projection(const Conv2dParams& dw, const Conv2dParams
          pw.C == dw.K && pw.H == dw.OH && pw.W == dw.OW && pw.OH == dw.OH && pw.OW == dw.OW && pw.K > 0;
 }
 
+bool ExpandDepthwise::fits_expanded_residual(const Conv2dParams& p, const Conv2dParams& dw, const Conv2dParams& pw) {
+  return fits(p, dw) && fits_projection(dw, pw) && dw.stride_h == 1 && dw.stride_w == 1 && dw.OH == p.OH &&
+         dw.OW == p.OW && pw.K == p.K && p.K % 16 == 0;
+}
+
 ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                                 const Conv2dParams* pw, Activation a3)
-    : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2), projects_(pw != nullptr), a3_(a3) {
+                                 const Conv2dParams* pw, Activation a3, bool add_expanded)
+    : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2), projects_(pw != nullptr), a3_(a3),
+      add_expanded_(add_expanded) {
   if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
   if (pw) {
     if (!fits_projection(dw, *pw)) throw std::invalid_argument("ExpandDepthwise: a projection it does not compute");
     pw_ = *pw;
     Kp_ = (pw->K + 15) / 16 * 16;
   }
+  if (add_expanded && !(pw && fits_expanded_residual(p, dw, *pw)))
+    throw std::invalid_argument("ExpandDepthwise: the first convolution's output as a residual it cannot add");
 }
 
 bool ExpandDepthwise::padded_input() const {
@@ -311,6 +319,8 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
 
 void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
+  if (res && add_expanded_)
+    throw std::invalid_argument("ExpandDepthwise::run: a residual where the first convolution's output is added");
   if (projects_ && (res == y || x == y))
     throw std::invalid_argument("ExpandDepthwise::run: the output in place of the input or the residual");
   // The first convolution's output (the depthwise input) is H x W here;
@@ -414,7 +424,11 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
         // Over the E real channels only: a padding channel holds act(0)
         // times zero weights, but from an infinite input NaN, which its zero
         // projection weight would carry into every output channel.
-        expand_row(in, 1, E, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
+        // With add_expanded the residual is expanded row oy (the depthwise
+        // convolution keeps the size, so its taps read that row): its
+        // pixels are Ep = K3 floats apart, as pw's output's.
+        const float* add = add_expanded_ ? ring + (oy % R) * Wp * Ep + pl * Ep : res ? res + at : nullptr;
+        expand_row(in, 1, E, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, add, a3_);
       }
     }
   }

@@ -56,12 +56,23 @@ class ExpandDepthwise {
   // group) of dw's output.
   static bool fits_projection(const Conv2dParams& dw, const Conv2dParams& pw);
 
+  // Whether the projection pw may add the first convolution's output (after
+  // its activation) as its residual, read from the kept rows: a block whose
+  // shortcut starts before the first convolution's output goes to the
+  // depthwise one (mobilenet_v3's first block, after its 3x3 stem: stem ->
+  // depthwise -> projection + stem). The depthwise convolution keeps the
+  // size (stride 1), pw gives back the first convolution's channels, a
+  // multiple of 16 (the kept rows' pixels are then pw's output pixels apart).
+  static bool fits_expanded_residual(const Conv2dParams& p, const Conv2dParams& dw, const Conv2dParams& pw);
+
   // a1, a2: what follows the expansion and the depthwise convolution. pw
   // (optional): a projection of the depthwise output computed row by row
   // with it (a3 after it, a residual added before a3), so the depthwise
   // output never reaches memory either; y is then pw's output.
+  // add_expanded (with pw, fits_expanded_residual): the residual is the
+  // first convolution's output, which then never reaches memory at all.
   ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                  const Conv2dParams* pw = nullptr, Activation a3 = {});
+                  const Conv2dParams* pw = nullptr, Activation a3 = {}, bool add_expanded = false);
   // Whether run() reads x with p's padding as zeros around it (p larger
   // than 1x1, or padded), and the height and width x has (pads included).
   bool padded_input() const;
@@ -77,7 +88,8 @@ class ExpandDepthwise {
   // rows or groups of channels with the calling thread's OpenMP count.
   // With a projection, y = act3(pw(...) + res): res (pw's output shape,
   // channels-last, not y itself) or null; with one the work is always
-  // split into bands of rows.
+  // split into bands of rows. With add_expanded, res is null (the kernel
+  // has the residual).
   void run(const float* x, float* y, const float* res = nullptr) const;
 
  private:
@@ -88,6 +100,7 @@ class ExpandDepthwise {
   Conv2dParams pw_{};
   int64_t Kp_ = 0;  // pw's K rounded up to 16
   Activation a3_;
+  bool add_expanded_ = false;
   std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], [w3 [Ep][Kp], b3 [Kp]], from a 64-byte line
 };
 

@@ -160,7 +160,7 @@ std::string ConvFusion::text() const {
   }
   if (pw) {  // the residual is the projection's, added before its activation
     add("pw");
-    if (residual) add("sum");
+    if (residual || pw_adds_expanded) add("sum");
     for (const auto& e : pw_post) add(alg_name(e.alg));
   }
   return s;
@@ -212,6 +212,11 @@ bool LayoutConv::fuses_projection(const ConvFusion& f, const Conv2dParams& pw, c
   return own_expand_dw() && f.dw && !f.pw && !f.residual && !fpw.bn && !fpw.dw && !fpw.in_scale &&
          activation_of(fpw.post, &a) && ExpandDepthwise::fits_projection(f.dw_p, pw) &&
          (f.dw_p.N >= t || f.dw_p.OH >= 14 * t);
+}
+
+bool LayoutConv::adds_expanded(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& pw,
+                               const ConvFusion& fpw, int threads) {
+  return fpw.residual && fuses_projection(f, pw, fpw, threads) && ExpandDepthwise::fits_expanded_residual(p, f.dw_p, pw);
 }
 
 bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
@@ -333,7 +338,10 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     activation_of(f_.post, &a1);
     activation_of(f_.dw_post, &a2);
     activation_of(f_.pw_post, &a3);  // fuses_projection() checked it
-    expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2, f_.pw ? &f_.pw_p : nullptr, a3);
+    if (f_.pw_adds_expanded && f_.residual)
+      throw std::invalid_argument("LayoutConv: a residual input and the first convolution's output as the residual");
+    expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2, f_.pw ? &f_.pw_p : nullptr, a3,
+                                               f_.pw && f_.pw_adds_expanded);
     impl_ = "expand_dw:avx512";
     const Conv2dParams& q = f_.pw ? f_.pw_p : f_.dw_p;
     dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, dt::f32, tag::acdb);
@@ -457,8 +465,13 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       dnnl_stream().wait();
     }
     const float* pc = static_cast<const float*>(packed.get_data_handle());
-    w_channel_.resize(pd.weights_desc().get_size() / sizeof(float));
-    for (size_t i = 0; i < w_channel_.size(); ++i) w_channel_[i] = static_cast<int32_t>(pc[i]);
+    const size_t n = pd.weights_desc().get_size() / sizeof(float);
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && pc[j] == pc[i]) ++j;
+      scale_runs_.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(j - i), static_cast<int32_t>(pc[i])});
+      i = j;
+    }
   }
   if (has_bias) bias_ = memory(bias_md, eng);
   dst_mem_ = user_mem(dst_);
@@ -553,7 +566,7 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
     dnnl_stream().wait();
     if (f_.in_scale) {
       const float* packed = static_cast<const float*>(wei_.get_data_handle());
-      base_w_.assign(packed, packed + w_channel_.size());
+      base_w_.assign(packed, packed + wei_.get_desc().get_size() / sizeof(float));
     }
   }
   prepared_ = true;
@@ -597,7 +610,13 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
   if (f_.in_scale) {  // w[k][c] * s[c]: the packed weights from their unscaled copy
     const float* s = in[scale_input_].data<float>();
     float* w = static_cast<float*>(wei_.get_data_handle());
-    for (size_t i = 0; i < base_w_.size(); ++i) w[i] = base_w_[i] * s[w_channel_[i]];
+    const float* b = base_w_.data();
+    for (const ScaleRun& r : scale_runs_) {
+      const float f = s[r.channel];
+      float* __restrict wr = w + r.begin;
+      const float* __restrict br = b + r.begin;
+      for (uint32_t i = 0; i < r.length; ++i) wr[i] = br[i] * f;
+    }
   }
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());

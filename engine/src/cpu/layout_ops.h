@@ -152,6 +152,10 @@ struct ConvFusion {
   bool pw = false, pw_bias = false;
   Conv2dParams pw_p{};
   std::vector<EltwiseStep> pw_post;
+  // With pw: the projection's residual is the first convolution's output,
+  // added from the kernel's kept rows (LayoutConv::adds_expanded): no
+  // residual input, `residual` false.
+  bool pw_adds_expanded = false;
   // The input arrives as mul(x, s), s (1, C, 1, 1) an input after the
   // weights (before the residual): the weights are scaled by s at every
   // call instead (LayoutConv::scales_input).
@@ -205,6 +209,13 @@ class LayoutConv final : public LayoutOp {
   // image into bands of rows, each recomputing R - stride expanded rows:
   // with 2 threads, images of 28 rows and up).
   static bool fuses_projection(const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw, int threads);
+  // Whether that projection, whose residual is the output of p (the pair's
+  // first convolution, fusion f with its depthwise one), joins with the
+  // residual read from the kernel's kept rows
+  // (ExpandDepthwise::fits_expanded_residual): p's output then never
+  // reaches memory, though two convolutions read it.
+  static bool adds_expanded(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& pw, const ConvFusion& fpw,
+                            int threads);
   // Where a fused depthwise convolution runs Jobflow's own kernel
   // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
   // has AVX-512 kernels (its fused kernel there is a reference chain).
@@ -269,11 +280,18 @@ class LayoutConv final : public LayoutOp {
   float lo_ = 0.f, hi_ = 0.f;
   bool onednn_wino_ = false;  // oneDNN's Winograd kernel (oneDNN_winograd())
   std::unique_ptr<ExpandDepthwise> expdw_;  // Jobflow's expansion + depthwise kernel (own_expand_dw())
-  // f_.in_scale: the prepared weights as packed (unscaled), and the input
-  // channel of each of their elements (made by reordering a tensor of
-  // channel numbers into the weights' format).
+  // f_.in_scale: the prepared weights as packed (unscaled), and the runs of
+  // their elements that share an input channel (found by reordering a
+  // tensor of channel numbers into the weights' format: oneDNN's blocked
+  // weights keep 8 or 16 output channels of one input channel together, so
+  // a call scales each run by one broadcast factor, a vector loop, instead
+  // of gathering a factor per element).
+  struct ScaleRun {
+    uint32_t begin, length;
+    int32_t channel;
+  };
   mutable std::vector<float> base_w_;
-  std::vector<int32_t> w_channel_;
+  std::vector<ScaleRun> scale_runs_;
   int scale_input_ = -1;
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it

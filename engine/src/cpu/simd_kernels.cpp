@@ -361,11 +361,55 @@ void swish_inplace(float* y, int64_t n) {
 
 void swish_inplace_bf16(uint16_t* y, int64_t n) { in_chunks(y, n, swish_span_bf16); }
 
+namespace {
+
+// 16 pixels of three channel rows a, b, c interleaved into d (48 floats):
+// each output vector takes its values of a and b with one two-source
+// permutation and blends in those of c (the scalar scatter stored one
+// float per instruction: ssdlite320's 3 x 320 x 320 image took about
+// 0.07 ms on 2 threads).
+__attribute__((target("avx512f"))) inline void interleave3x16(const float* a, const float* b, const float* c, float* d) {
+  const __m512 va = _mm512_loadu_ps(a), vb = _mm512_loadu_ps(b), vc = _mm512_loadu_ps(c);
+  // Output element i of vector k is channel (16k + i) % 3 of pixel (16k + i) / 3.
+  alignas(64) static constexpr int32_t kAB[3][16] = {
+      {0, 16, 0, 1, 17, 0, 2, 18, 0, 3, 19, 0, 4, 20, 0, 5},
+      {21, 0, 6, 22, 0, 7, 23, 0, 8, 24, 0, 9, 25, 0, 10, 26},
+      {0, 11, 27, 0, 12, 28, 0, 13, 29, 0, 14, 30, 0, 15, 31, 0}};
+  alignas(64) static constexpr int32_t kC[3][16] = {{0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 4, 0},
+                                                    {0, 5, 0, 0, 6, 0, 0, 7, 0, 0, 8, 0, 0, 9, 0, 0},
+                                                    {10, 0, 0, 11, 0, 0, 12, 0, 0, 13, 0, 0, 14, 0, 0, 15}};
+  constexpr __mmask16 kTakeC[3] = {0x4924, 0x2492, 0x9249};
+  for (int k = 0; k < 3; ++k) {
+    const __m512 ab = _mm512_permutex2var_ps(va, _mm512_load_si512(kAB[k]), vb);
+    const __m512 cc = _mm512_permutexvar_ps(_mm512_load_si512(kC[k]), vc);
+    _mm512_storeu_ps(d + 16 * k, _mm512_mask_blend_ps(kTakeC[k], ab, cc));
+  }
+}
+
+__attribute__((target("avx512f"))) void rgb_row_to_nhwc(const float* a, const float* b, const float* c, int64_t W,
+                                                      float* d) {
+  int64_t w = 0;
+  for (; w + 16 <= W; w += 16) interleave3x16(a + w, b + w, c + w, d + 3 * w);
+  for (; w < W; ++w) {
+    d[3 * w] = a[w];
+    d[3 * w + 1] = b[w];
+    d[3 * w + 2] = c[w];
+  }
+}
+
+}  // namespace
+
 void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
 #pragma omp parallel for schedule(static)
   for (int64_t nh = 0; nh < N * H; ++nh) {
     const int64_t n = nh / H, h = nh % H;
     float* d = y + (n * Hy + h) * Wy * C;
+    if (C == 3 && avx512) {
+      const float* s = x + (n * C * H + h) * W;
+      rgb_row_to_nhwc(s, s + H * W, s + 2 * H * W, W, d);
+      continue;
+    }
     for (int64_t c = 0; c < C; ++c) {
       const float* s = x + ((n * C + c) * H + h) * W;
       for (int64_t w = 0; w < W; ++w) d[w * C + c] = s[w];
