@@ -1000,6 +1000,49 @@ TEST_F(Layout, AShortcutFromTheFirstConvolutionIsAddedFromTheKeptRows) {
   }
 }
 
+// A global average pool of a channels-last image (a squeeze-and-excitation's,
+// after an expansion + depthwise node) runs Jobflow's loop with AVX-512
+// ("algo=gap_nhwc"): each image's pixels in 8 runs of rows summed apart and
+// added in order, so the bits are the same at 1, 2 and 3 threads; channel
+// counts that are not multiples of 16 and over 128 (two blocks of
+// registers), fewer pixels than runs, 1-3 images; against the graph as
+// written.
+TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRunsOfRowsInOrder) {
+  struct Case {
+    Shape x;
+    int64_t e, stride;
+  };
+  const std::vector<Case> cases = {
+      {{1, 16, 40, 37}, 40, 1}, {{3, 12, 7, 7}, 144, 1}, {{1, 8, 4, 4}, 200, 2}, {{2, 16, 30, 30}, 24, 2}};
+  flow::cpu::ScopedThreads restore(0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "gap" + std::to_string(i);
+    const Tensor x = random_float32(c.x, 220 + static_cast<int>(i), -2.f, 2.f);
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion).num_threads(2),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
+            Blob e = flow::clip(conv(b, n + "_e", c.e, 1), 0.0, 6.0);
+            Blob d = flow::clip(conv(e, n + "_d", c.e, 3, c.e, c.stride), 0.0, 6.0);
+            return flow::reduce_mean(d, {2, 3}, true);
+          });
+    };
+    auto f = define(true), ref = define(false);
+    const Tensor got = f(x);
+    const std::string plan = f.compiled()->describe();
+    EXPECT_EQ(got.shape(), (Shape{c.x[0], c.e, 1, 1})) << n;
+    EXPECT_LE(rel_diff(got, ref(x)), 1e-6) << n << "\n" << plan;
+    if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
+    EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "reduce_mean", "algo=gap_nhwc")) << n << "\n" << plan;
+    auto& p = const_cast<flow::Plan&>(f.compiled()->plan());
+    for (int t : {1, 2, 3}) {
+      omp_set_num_threads(t);
+      EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
+    }
+  }
+}
+
 // A chain of 1-channel 3x3 convolutions: each fits both as a depthwise
 // stage and as a first stage on an image; each joins one pair at most
 // (a node taken twice once threw out of the compile).

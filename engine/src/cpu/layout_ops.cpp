@@ -742,6 +742,17 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
   dnnl::pooling_forward::primitive_desc pd(d, scratch_attr(), eng);
   dst_ = pd.dst_desc();
+  // A global average pool of a channels-last float32 image (a
+  // squeeze-and-excitation's): Jobflow's loop over bands of rows
+  // (cpu::gap_nhwc), into what oneDNN would write (one pixel: the same
+  // bytes channels-last or plain).
+  const memory::dims one{p.N, p.C, 1, 1};
+  if (gap_nhwc_supported() && p.kind != PoolKind::Max && p.OH == 1 && p.OW == 1 && p.kh == p.H && p.kw == p.W &&
+      !p.pad_top && !p.pad_left && !p.pad_bottom && !p.pad_right && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb) &&
+      (dst_ == MemDesc(one, dt::f32, tag::acdb) || dst_ == MemDesc(one, dt::f32, tag::abcd))) {
+    own_gap_ = true;
+    return;
+  }
   src_ = user_mem(src_md);
   dst_mem_ = user_mem(dst_);
   dnnl::pooling_forward::desc fixed(dnnl::prop_kind::forward_inference, alg, src_md, dst_, {p.sh, p.sw}, {p.kh, p.kw},
@@ -755,9 +766,20 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
       {{DNNL_ARG_SRC, src_.get()}, {DNNL_ARG_DST, dst_mem_.get()}});
 }
 
+Attrs LayoutPool::attributes() const {
+  Attrs a = LayoutOp::attributes();
+  if (own_gap_) a.push_back({"algo", std::string("gap_nhwc")});
+  return a;
+}
+
 void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   if (own_) {
     pool_nchw8c(own_p_, static_cast<const float*>(in[0].raw()), static_cast<float*>(out[0].raw()));
+    return;
+  }
+  if (own_gap_) {
+    const Shape& x = in[0].shape();
+    gap_nhwc(in[0].data<float>(), x[0], x[2] * x[3], x[1], out[0].data<float>());
     return;
   }
   src_.set_data_handle(in[0].raw());

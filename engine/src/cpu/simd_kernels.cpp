@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <vector>
 
 #include "cpu/avx512_math.h"
 #include "cpu/isa.h"
@@ -398,6 +399,64 @@ __attribute__((target("avx512f"))) void rgb_row_to_nhwc(const float* a, const fl
 }
 
 }  // namespace
+
+namespace {
+
+// Sums pixels [p0, p1) of x (pixels C floats apart) into part[0, C).
+__attribute__((target("avx512f"))) void gap_chunk(const float* x, int64_t p0, int64_t p1, int64_t C, float* part) {
+  for (int64_t c0 = 0; c0 < C; c0 += 128) {
+    const int nv = static_cast<int>(std::min<int64_t>(8, (C - c0 + 15) / 16));
+    __mmask16 m[8];
+    __m512 acc[8];
+    for (int v = 0; v < 8; ++v) {
+      const int64_t left = C - c0 - 16 * v;
+      m[v] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+      acc[v] = _mm512_setzero_ps();
+    }
+    const float* xp = x + p0 * C + c0;
+    if (nv == 8 && m[7] == 0xffff) {
+      for (int64_t q = p0; q < p1; ++q, xp += C)
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; ++v) acc[v] = _mm512_add_ps(acc[v], _mm512_loadu_ps(xp + 16 * v));
+    } else {
+      for (int64_t q = p0; q < p1; ++q, xp += C)
+        for (int v = 0; v < nv; ++v) acc[v] = _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(m[v], xp + 16 * v));
+    }
+    for (int v = 0; v < nv; ++v) _mm512_mask_storeu_ps(part + c0 + 16 * v, m[v], acc[v]);
+  }
+}
+
+}  // namespace
+
+bool gap_nhwc_supported() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y) {
+  const int64_t chunks = std::min(HW, kGapChunks);
+  // Partial sums [N][chunks][C], on the calling thread's buffer (every
+  // thread of the region reads it).
+  thread_local std::vector<float> part_buf;
+  part_buf.resize(static_cast<size_t>(N * chunks * C));
+  float* part = part_buf.data();
+  const float inv = 1.f / static_cast<float>(HW);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < N * chunks; ++it) {
+      const int64_t n = it / chunks, k = it % chunks;
+      gap_chunk(x + n * HW * C, HW * k / chunks, HW * (k + 1) / chunks, C, part + it * C);
+    }
+#pragma omp for schedule(static)
+    for (int64_t nc = 0; nc < N * C; ++nc) {
+      const int64_t n = nc / C, c = nc % C;
+      float s = 0.f;
+      for (int64_t k = 0; k < chunks; ++k) s += part[(n * chunks + k) * C + c];
+      y[nc] = s * inv;
+    }
+  }
+}
 
 void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
