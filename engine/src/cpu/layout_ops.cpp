@@ -309,7 +309,10 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     const tag btag = lanes == 16 ? tag::aBcd16b : tag::aBcd8b;
     const MemDesc blocked(dd, dt::f32, btag), src_blocked(sd, dt::f32, btag);
     Activation act;
-    const bool ok = (!f_.residual || *res_md == blocked) && activation_of(f_.post, &act) &&
+    // (A channels-last residual is read as it is: resnet18's first block
+    // adds the max pool's output, which keeps the stem's acdb.)
+    res_nhwc_ = f_.residual && *res_md == MemDesc(dd, dt::f32, tag::acdb) && p.K % lanes == 0;
+    const bool ok = (!f_.residual || *res_md == blocked || res_nhwc_) && activation_of(f_.post, &act) &&
                     (act.kind == Activation::None || act.kind == Activation::Clamp);
     if (ok) {
       const float lo = act.kind == Activation::Clamp ? act.lo : -INFINITY;
@@ -327,6 +330,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       if (has_bias) bias_ = memory(bias_md, eng);
       return;
     }
+    res_nhwc_ = false;
   }
   if (f_.dw && own_expand_dw()) {
     if (compute != dt::f32) throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16");
@@ -604,7 +608,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     // The residual is read where it is (no copy into the destination first).
     wino_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()),
                bias_ ? static_cast<const float*>(bias_.get_data_handle()) : nullptr,
-               f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_);
+               f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_, res_nhwc_);
     return;
   }
   if (f_.in_scale) {  // w[k][c] * s[c]: the packed weights from their unscaled copy

@@ -278,6 +278,7 @@ class LayoutConv final : public LayoutOp {
   // clamp its post-ops come to (relu: [0, inf), clip: [min, max]).
   std::unique_ptr<Winograd> wino_;
   float lo_ = 0.f, hi_ = 0.f;
+  bool res_nhwc_ = false;  // the Winograd kernel's residual is channels-last (Winograd::run)
   bool onednn_wino_ = false;  // oneDNN's Winograd kernel (oneDNN_winograd())
   std::unique_ptr<ExpandDepthwise> expdw_;  // Jobflow's expansion + depthwise kernel (own_expand_dw())
   // f_.in_scale: the prepared weights as packed (unscaled), and the runs of

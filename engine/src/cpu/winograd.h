@@ -73,9 +73,13 @@ class Winograd {
   void set_weights(const float* w);
   // x: the input (N, C, H, W) in nChw<lanes>c; y: the output (N, K, OH, OW)
   // in the same format. y = clamp(conv(x) + bias + res, lo, hi): bias [K] or
-  // null, res (formatted like y, may be y itself) or null. Parallel over tile blocks
+  // null, res (formatted like y, may be y itself) or null. With
+  // res_channels_last, res is channels-last (acdb) instead, and K a multiple
+  // of the lanes (resnet18's first residual: the max pool's output, which
+  // follows the stem's channels-last format). Parallel over tile blocks
   // with the calling thread's OpenMP count.
-  void run(const float* x, float* y, const float* bias, const float* res, float lo, float hi) const;
+  void run(const float* x, float* y, const float* bias, const float* res, float lo, float hi,
+           bool res_channels_last = false) const;
 
  private:
   Conv2dParams p_;

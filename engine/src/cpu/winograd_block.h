@@ -14,13 +14,15 @@ constexpr int kAlpha = 36;  // 6x6 positions
 struct Geometry {
   int64_t N, C, H, W, K, OH, OW, pt, pl, th, tw;
   int64_t m;  // output tile (4 for 3x3 weights, 2 for 5x5)
+  bool res_nhwc = false;  // the residual channels-last (acdb), not in y's format
 };
 
 // Tiles t0 .. t0 + tb - 1 of y = clamp(conv(x) + bias + res, lo, hi): the
 // input transform into V [36][tbs][C], the 36 products M[a] = V[a] U[a]
 // into M [36][tbs][K], the output transform with the epilogue into y. u:
 // the transformed weights [36][K in blocks of 16][C][16] (a last block of
-// 8 output channels: [C][8]; 8 lanes only). x, y, res in nChw<lanes>c.
+// 8 output channels: [C][8]; 8 lanes only). x, y in nChw<lanes>c, res too
+// or channels-last (g.res_nhwc).
 using BlockFn = void (*)(const Geometry& g, const float* x, const float* u, float* V, float* M, int64_t t0,
                          int64_t tb, int64_t tbs, float* y, const float* bias, const float* res, float lo, float hi);
 
