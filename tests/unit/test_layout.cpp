@@ -1075,6 +1075,61 @@ TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRunsOfRowsInOrder) {
   }
 }
 
+// Max pooling of a channels-last blob (resnet18's 3x3 stride-2 pool after
+// its stem) runs Jobflow's loop with AVX-512 ("algo=max_nhwc"): windows
+// over the edges (pads never win), odd sizes, channel counts that are not
+// multiples of 16 and over 128, two images; a NaN in a window is the
+// output (as max_pool_2x2 and PyTorch have it; oneDNN's pooling, which
+// the graph as written runs, keeps a NaN only where it is a window's last
+// value: fewer NaN there).
+TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
+  struct Case {
+    Shape x;
+    int64_t k, ksize, stride, pad;
+  };
+  const std::vector<Case> cases = {{{1, 3, 41, 37}, 24, 3, 2, 1}, {{2, 3, 20, 21}, 200, 2, 2, 0}, {{1, 4, 15, 15}, 64, 3, 1, 1}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "mpn" + std::to_string(i);
+    Tensor x = random_float32(c.x, 240 + static_cast<int>(i), -2.f, 2.f);
+    auto r = run_both(n, x, [&](Blob b) {
+      Blob s = flow::nn::relu(conv(b, n + "_stem", c.k, 3, 1, 2));
+      const std::vector<int64_t> pads{c.pad, c.pad, c.pad, c.pad};
+      return conv(flow::nn::max_pool2d(s, c.ksize, c.stride, pads), n + "_after", 16, 1);
+    });
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+    if (__builtin_cpu_supports("avx512f") && !flow::cpu::avx2_at_most())
+      EXPECT_TRUE(any_has(r.ops, "max_pool2d", "algo=max_nhwc")) << n << "\n" << r.plan;
+  }
+  // A NaN pixel: every window that holds one of its outputs gives NaN.
+  const std::string n = "mpn_nan";
+  Tensor x = random_float32({1, 3, 16, 16}, 250, -2.f, 2.f);
+  x.data<float>()[5 * 16 + 7] = NAN;
+  auto r = run_both(n, x, [&](Blob b) {
+    Blob s = conv(b, n + "_stem", 32, 3, 1, 2);
+    return flow::nn::max_pool2d(s, 3, 2, std::vector<int64_t>{1, 1, 1, 1});
+  });
+  int64_t nan_f = 0, nan_r = 0;
+  for (int64_t k = 0; k < r.fused.numel(); ++k) nan_f += std::isnan(r.fused.data<float>()[k]);
+  for (int64_t k = 0; k < r.ref.numel(); ++k) nan_r += std::isnan(r.ref.data<float>()[k]);
+  if (__builtin_cpu_supports("avx512f") && !flow::cpu::avx2_at_most()) {
+    // The stem's outputs from the NaN pixel: 32 channels at each of the
+    // 2 x 2 output pixels whose 3x3 stride-2 windows hold pixel (5, 7); the
+    // pool's windows over them.
+    EXPECT_GT(nan_f, 0) << r.plan;
+    EXPECT_GE(nan_f, nan_r) << r.plan;
+    int64_t windows = 0;  // pool outputs whose window holds a stem output with a NaN
+    for (int64_t ph = 0; ph < 4; ++ph)
+      for (int64_t pw = 0; pw < 4; ++pw) {
+        bool hit = false;
+        for (int64_t sh : {2, 3})
+          for (int64_t sw : {3, 4}) hit |= sh >= 2 * ph - 1 && sh <= 2 * ph + 1 && sw >= 2 * pw - 1 && sw <= 2 * pw + 1;
+        windows += hit;
+      }
+    EXPECT_EQ(nan_f, 32 * windows) << r.plan;
+  }
+}
+
 // A chain of 1-channel 3x3 convolutions: each fits both as a depthwise
 // stage and as a first stage on an image; each joins one pair at most
 // (a node taken twice once threw out of the compile).

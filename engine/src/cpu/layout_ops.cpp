@@ -741,6 +741,13 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
     dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::aBcd8b);
     return;
   }
+  if (gap_nhwc_supported() && p.kind == PoolKind::Max && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb)) {
+    // Channels-last max pooling: Jobflow's loop (cpu::max_pool_nhwc).
+    own_max_nhwc_ = true;
+    nhwc_p_ = {p.N, p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
+    dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::acdb);
+    return;
+  }
   const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
@@ -773,12 +780,17 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
 Attrs LayoutPool::attributes() const {
   Attrs a = LayoutOp::attributes();
   if (own_gap_) a.push_back({"algo", std::string("gap_nhwc")});
+  if (own_max_nhwc_) a.push_back({"algo", std::string("max_nhwc")});
   return a;
 }
 
 void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   if (own_) {
     pool_nchw8c(own_p_, static_cast<const float*>(in[0].raw()), static_cast<float*>(out[0].raw()));
+    return;
+  }
+  if (own_max_nhwc_) {
+    max_pool_nhwc(nhwc_p_, in[0].data<float>(), out[0].data<float>());
     return;
   }
   if (own_gap_) {

@@ -340,13 +340,16 @@ class LayoutPool final : public LayoutOp {
   LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
              const MemDesc& src_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
-  // With "algo=gap_nhwc" on Jobflow's global average pool.
+  // With "algo=gap_nhwc" on Jobflow's global average pool, "algo=max_nhwc"
+  // on its channels-last max pooling.
   Attrs attributes() const override;
 
  private:
   bool own_ = false;
   Pool8cParams own_p_{};
   bool own_gap_ = false;  // a global average pool on cpu::gap_nhwc
+  bool own_max_nhwc_ = false;  // channels-last max pooling on cpu::max_pool_nhwc
+  PoolNhwcParams nhwc_p_{};
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };

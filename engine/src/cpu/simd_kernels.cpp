@@ -428,6 +428,52 @@ __attribute__((target("avx512f"))) void gap_chunk(const float* x, int64_t p0, in
 
 }  // namespace
 
+namespace {
+
+// One output row of max_pool_nhwc.
+__attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& p, const float* x, float* y,
+                                                          int64_t oh) {
+  const int64_t C = p.C;
+  const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+  const __m512 lowest = _mm512_set1_ps(-INFINITY);
+  for (int64_t ow = 0; ow < p.OW; ++ow) {
+    const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
+    float* yo = y + (oh * p.OW + ow) * C;
+    for (int64_t c0 = 0; c0 < C; c0 += 128) {
+      const int nv = static_cast<int>(std::min<int64_t>(8, (C - c0 + 15) / 16));
+      __mmask16 m[8];
+      __m512 acc[8];
+      for (int v = 0; v < 8; ++v) {
+        const int64_t left = C - c0 - 16 * v;
+        m[v] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
+        acc[v] = lowest;
+      }
+      for (int64_t h = h_lo; h < h_hi; ++h)
+        for (int64_t w = w_lo; w < w_hi; ++w) {
+          const float* xp = x + (h * p.W + w) * C + c0;
+          for (int v = 0; v < nv; ++v) {
+            const __m512 a = _mm512_maskz_loadu_ps(m[v], xp + 16 * v);
+            // max_ps gives its second operand when either is NaN: a NaN
+            // kept stays; a NaN read is taken by the mask.
+            acc[v] = _mm512_mask_mov_ps(_mm512_max_ps(a, acc[v]), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+          }
+        }
+      for (int v = 0; v < nv; ++v) _mm512_mask_storeu_ps(yo + c0 + 16 * v, m[v], acc[v]);
+    }
+  }
+}
+
+}  // namespace
+
+void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y) {
+  const int64_t rows = p.N * p.OH;
+#pragma omp parallel for schedule(static) if (rows * p.OW * p.C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r / p.OH;
+    max_pool_nhwc_row(p, x + n * p.H * p.W * p.C, y + n * p.OH * p.OW * p.C, r % p.OH);
+  }
+}
+
 bool gap_nhwc_supported() {
   static const bool ok = __builtin_cpu_supports("avx512f");
   return ok;
