@@ -402,17 +402,23 @@ __attribute__((target("avx512f"))) void rgb_row_to_nhwc(const float* a, const fl
 
 namespace {
 
+// Up to 8 vectors of channels from c0 (of C): their masks into m, `init`
+// into each accumulator; returns how many vectors hold channels.
+__attribute__((target("avx512f"))) inline int channel_block(int64_t C, int64_t c0, __mmask16* m, __m512* acc,
+                                                            __m512 init) {
+  for (int v = 0; v < 8; ++v) {
+    m[v] = lanes(std::max<int64_t>(0, C - c0 - 16 * v));
+    acc[v] = init;
+  }
+  return static_cast<int>(std::min<int64_t>(8, (C - c0 + 15) / 16));
+}
+
 // Sums pixels [p0, p1) of x (pixels C floats apart) into part[0, C).
 __attribute__((target("avx512f"))) void gap_chunk(const float* x, int64_t p0, int64_t p1, int64_t C, float* part) {
   for (int64_t c0 = 0; c0 < C; c0 += 128) {
-    const int nv = static_cast<int>(std::min<int64_t>(8, (C - c0 + 15) / 16));
     __mmask16 m[8];
     __m512 acc[8];
-    for (int v = 0; v < 8; ++v) {
-      const int64_t left = C - c0 - 16 * v;
-      m[v] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
-      acc[v] = _mm512_setzero_ps();
-    }
+    const int nv = channel_block(C, c0, m, acc, _mm512_setzero_ps());
     const float* xp = x + p0 * C + c0;
     if (nv == 8 && m[7] == 0xffff) {
       for (int64_t q = p0; q < p1; ++q, xp += C)
@@ -426,10 +432,6 @@ __attribute__((target("avx512f"))) void gap_chunk(const float* x, int64_t p0, in
   }
 }
 
-}  // namespace
-
-namespace {
-
 // One output row of max_pool_nhwc.
 __attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& p, const float* x, float* y,
                                                           int64_t oh) {
@@ -440,14 +442,9 @@ __attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& 
     const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
     float* yo = y + (oh * p.OW + ow) * C;
     for (int64_t c0 = 0; c0 < C; c0 += 128) {
-      const int nv = static_cast<int>(std::min<int64_t>(8, (C - c0 + 15) / 16));
       __mmask16 m[8];
       __m512 acc[8];
-      for (int v = 0; v < 8; ++v) {
-        const int64_t left = C - c0 - 16 * v;
-        m[v] = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
-        acc[v] = lowest;
-      }
+      const int nv = channel_block(C, c0, m, acc, lowest);
       for (int64_t h = h_lo; h < h_hi; ++h)
         for (int64_t w = w_lo; w < w_hi; ++w) {
           const float* xp = x + (h * p.W + w) * C + c0;
