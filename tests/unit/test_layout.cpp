@@ -162,8 +162,10 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   EXPECT_TRUE(keeps_format(r.ops, "reduce_mean")) << r.plan;
   EXPECT_TRUE(keeps_format(r.ops, "mul")) << r.plan;
   EXPECT_TRUE(keeps_format(r.ops, "add")) << r.plan;
-  // One reorder: the pooled features before the reshape.
+  // One reorder: the pooled features before the reshape, one pixel per
+  // image, whose bytes are the same in both formats: a copy.
   EXPECT_EQ(count(r.ops, "reorder"), 1) << r.plan;
+  EXPECT_TRUE(any_has(r.ops, "reorder", "algo=copy")) << r.plan;
   // The add writes over the product, which nothing else reads, and the mul
   // over e, which the global pool read before it (its last reader).
   EXPECT_TRUE(any_has(r.ops, "add", "in_place=1")) << r.plan;

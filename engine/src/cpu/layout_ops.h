@@ -406,6 +406,7 @@ class LayoutReorder final : public Primitive {
  private:
   TensorSpec spec_;
   MemDesc from_, to_;
+  bool copy_ = false;  // the same bytes in both formats (one pixel per image): a memcpy, "algo=copy"
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };
