@@ -311,10 +311,11 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     Activation act;
     // (A channels-last residual is read as it is: resnet18's first block
     // adds the max pool's output, which keeps the stem's acdb.)
-    res_nhwc_ = f_.residual && *res_md == MemDesc(dd, dt::f32, tag::acdb) && p.K % lanes == 0;
-    const bool ok = (!f_.residual || *res_md == blocked || res_nhwc_) && activation_of(f_.post, &act) &&
+    const bool res_nhwc = f_.residual && *res_md == MemDesc(dd, dt::f32, tag::acdb) && p.K % lanes == 0;
+    const bool ok = (!f_.residual || *res_md == blocked || res_nhwc) && activation_of(f_.post, &act) &&
                     (act.kind == Activation::None || act.kind == Activation::Clamp);
     if (ok) {
+      res_nhwc_ = res_nhwc;
       const float lo = act.kind == Activation::Clamp ? act.lo : -INFINITY;
       const float hi = act.kind == Activation::Clamp ? act.hi : INFINITY;
       wino_ = std::make_unique<Winograd>(p, lanes);
@@ -330,7 +331,6 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       if (has_bias) bias_ = memory(bias_md, eng);
       return;
     }
-    res_nhwc_ = false;
   }
   if (f_.dw && own_expand_dw()) {
     if (compute != dt::f32) throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16");
@@ -741,29 +741,26 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
     dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::aBcd8b);
     return;
   }
-  if (gap_nhwc_supported() && p.kind == PoolKind::Max && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb)) {
-    // Channels-last max pooling: Jobflow's loop (cpu::max_pool_nhwc).
-    own_max_nhwc_ = true;
-    nhwc_p_ = {p.N, p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
-    dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::acdb);
-    return;
+  // Channels-last float32 on AVX-512: Jobflow's loops, writing
+  // channels-last (what oneDNN writes for such an input). Max pooling
+  // (cpu::max_pool_nhwc) and a global average pool, a
+  // squeeze-and-excitation's (cpu::gap_nhwc, over bands of rows).
+  if (own_avx512_kernels() && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb)) {
+    const bool global_avg = p.kind != PoolKind::Max && p.OH == 1 && p.OW == 1 && p.kh == p.H && p.kw == p.W &&
+                            !p.pad_top && !p.pad_left && !p.pad_bottom && !p.pad_right;
+    own_max_nhwc_ = p.kind == PoolKind::Max;
+    own_gap_ = global_avg;
+    if (own_max_nhwc_) nhwc_p_ = {p.N, p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
+    if (own_max_nhwc_ || own_gap_) {
+      dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::acdb);
+      return;
+    }
   }
   const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
                                 {p.kh, p.kw}, {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
   dnnl::pooling_forward::primitive_desc pd(d, scratch_attr(), eng);
   dst_ = pd.dst_desc();
-  // A global average pool of a channels-last float32 image (a
-  // squeeze-and-excitation's): Jobflow's loop over bands of rows
-  // (cpu::gap_nhwc), into what oneDNN would write (one pixel: the same
-  // bytes channels-last or plain).
-  const memory::dims one{p.N, p.C, 1, 1};
-  if (gap_nhwc_supported() && p.kind != PoolKind::Max && p.OH == 1 && p.OW == 1 && p.kh == p.H && p.kw == p.W &&
-      !p.pad_top && !p.pad_left && !p.pad_bottom && !p.pad_right && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb) &&
-      (dst_ == MemDesc(one, dt::f32, tag::acdb) || dst_ == MemDesc(one, dt::f32, tag::abcd))) {
-    own_gap_ = true;
-    return;
-  }
   src_ = user_mem(src_md);
   dst_mem_ = user_mem(dst_);
   dnnl::pooling_forward::desc fixed(dnnl::prop_kind::forward_inference, alg, src_md, dst_, {p.sh, p.sw}, {p.kh, p.kw},

@@ -14,6 +14,11 @@
 
 namespace jobflow::cpu {
 
+bool own_avx512_kernels() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
 bool own_avx2_kernels() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && avx2_at_most();
   return ok;
@@ -74,11 +79,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void swish_span_
     const __mmask16 m = lanes(n - i);
     store_bf16(y + i, m, swish16(load_bf16(m, y + i)));
   }
-}
-
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
 }
 
 // AVX512BW and VL (max_pool_2x2's byte loads and stores).
@@ -275,7 +275,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max2x2_row_grad_c16_51
 void set_pool_vectors(bool on) { g_pool_vectors.store(on, std::memory_order_relaxed); }
 
 void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* idx) {
-  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && has_avx512() && has_avx512bw();
+  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && own_avx512_kernels() && has_avx512bw();
   const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;
 #pragma omp parallel for schedule(static) if (rows * row_out > 16384 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
@@ -296,7 +296,7 @@ void max_pool_2x2(const MaxPool2x2Params& p, const float* x, float* y, uint8_t* 
 
 void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uint8_t* idx, float* dx,
                            const float* mask) {
-  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && has_avx512() && has_avx512bw();
+  const bool wide = g_pool_vectors.load(std::memory_order_relaxed) && own_avx512_kernels() && has_avx512bw();
   // Inputs outside every window (a last odd row or column) get no gradient.
   const bool uncovered = p.H != 2 * p.OH || p.W != 2 * p.OW;
   const int64_t rows = p.planes * p.OH, px = p.pixel, row_in = p.W * px, row_out = p.OW * px;
@@ -356,7 +356,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_channe
 }
 
 void swish_inplace(float* y, int64_t n) {
-  if (has_avx512()) in_chunks(y, n, swish_span512);
+  if (own_avx512_kernels()) in_chunks(y, n, swish_span512);
   else in_chunks(y, n, swish_span);
 }
 
@@ -397,10 +397,6 @@ __attribute__((target("avx512f"))) void rgb_row_to_nhwc(const float* a, const fl
     d[3 * w + 2] = c[w];
   }
 }
-
-}  // namespace
-
-namespace {
 
 // Up to 8 vectors of channels from c0 (of C): their masks into m, `init`
 // into each accumulator; returns how many vectors hold channels.
@@ -471,11 +467,6 @@ void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y) {
   }
 }
 
-bool gap_nhwc_supported() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
 void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y) {
   const int64_t chunks = std::min(HW, kGapChunks);
   // Partial sums [N][chunks][C], on the calling thread's buffer (every
@@ -502,7 +493,7 @@ void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y) {
 }
 
 void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx512 = own_avx512_kernels();
 #pragma omp parallel for schedule(static)
   for (int64_t nh = 0; nh < N * H; ++nh) {
     const int64_t n = nh / H, h = nh % H;

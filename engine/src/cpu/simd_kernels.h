@@ -13,6 +13,9 @@ namespace jobflow::cpu {
 // The CPU runs AVX2 and FMA, and oneDNN has no AVX-512 kernels here: where
 // these kernels (and cpu/winograd.h) replace oneDNN's.
 bool own_avx2_kernels();
+// The CPU runs AVX512F: the channels-last kernels below (gap_nhwc,
+// max_pool_nhwc, nchw_to_nhwc's RGB path) and the wider forms of the others.
+bool own_avx512_kernels();
 
 // y[i] = y[i] * sigmoid(y[i]) = y[i] / (1 + exp(-y[i])), in place, n
 // floats, parallel with the calling thread's OpenMP count. exp by range
@@ -59,7 +62,7 @@ struct Pool8cParams {
 void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
 
 // The mean over the HW pixels of each image and channel of x (N, HW, C)
-// channels-last float32 into y (N, C). Needs AVX-512 (gap_nhwc_supported()).
+// channels-last float32 into y (N, C). Needs AVX-512 (own_avx512_kernels()).
 // Each image's pixels go in kGapChunks runs of consecutive pixels (rows),
 // summed into partial sums side by side and added in order: the bits do not
 // depend on the thread count, and at batch 1 each thread reads the rows it
@@ -70,11 +73,12 @@ void pool_nchw8c(const Pool8cParams& p, const float* x, float* y);
 // efficientnet_b0's squeeze-and-excitation pools took 6% of its batch-1
 // call (0.066 ms for 32 x 112 x 112).
 constexpr int64_t kGapChunks = 8;
+void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y);
 
 // Max pooling of x (N, C, H, W) channels-last float32 into y (N, C, OH,
 // OW) channels-last: windows kh x kw, strides sh x sw, pads pt/pl (padding
 // never wins); a NaN in a window is the output, as in max_pool_2x2. Needs
-// AVX-512 (gap_nhwc_supported()). Parallel over output rows.
+// AVX-512 (own_avx512_kernels()). Parallel over output rows.
 //
 // Why: oneDNN 2.6's channels-last max pool took 0.13 ms for resnet18's 3x3
 // stride-2 pool (64 x 112 x 112) on the 2-core Xeon, ONNX Runtime 0.10.
@@ -82,8 +86,6 @@ struct PoolNhwcParams {
   int64_t N, C, H, W, OH, OW, kh, kw, sh, sw, pt, pl;
 };
 void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y);
-bool gap_nhwc_supported();
-void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y);
 
 // Max pooling with a 2x2 window and stride 2, no padding, on plain NCHW
 // float32: x has `planes` (N * C) planes of H x W, y of OH x OW with

@@ -161,8 +161,8 @@ void Winograd::run(const float* x, float* y, const float* bias, const float* res
                    bool res_channels_last) const {
   if (res && res_channels_last && p_.K % lanes_ != 0)
     throw std::invalid_argument("Winograd::run: a channels-last residual with channels not a multiple of the lanes");
-  const wino::Geometry g{p_.N,       p_.C,       p_.H,     p_.W,     p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left,
-                         tiles_h_, tiles_w_, m_, res && res_channels_last};
+  wino::Geometry g{p_.N, p_.C, p_.H, p_.W, p_.K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};
+  g.res_nhwc = res && res_channels_last;
   const int64_t T = g.N * g.th * g.tw;
   const int threads = std::max(1, omp_get_max_threads());
   const int64_t rows = lanes_ == 16 ? wino::avx512::kRows : wino::avx2::kRows;
