@@ -7,6 +7,7 @@
 // for a chain, 3% for the gradient step of a train job. On a CPU without
 // AMX or AVX512_BF16 the job runs in float32: the results are then equal.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <jobflow/backend.h>
 #include <jobflow/jobflow.h>
@@ -24,6 +25,8 @@
 #include "compiler.h"
 #include "tensor_compare.h"
 #include "cpu/isa.h"
+#include "cpu/layout_ops.h"
+#include "cpu/threads.h"
 
 namespace flow = jobflow;
 using flow::Blob;
@@ -114,6 +117,97 @@ TEST_F(Precision, DepthwiseAndPointwise) {
   check("p_dw", random_float32({2, 32, 10, 10}, 3), [](Blob b) {
     return conv(flow::clip(conv(b, "p_dw_w", 32, 3, 32), 0.0, 6.0), "p_pw_w", 24, 1);
   });
+}
+
+// Inverted residual blocks in a bf16 plan run on Jobflow's expansion +
+// depthwise kernel in bfloat16 (ExpandDepthwise with bf16: dot products of
+// bfloat16 pairs for the first convolution and the projection, the
+// depthwise convolution in float32): one node per block where the float32
+// plan has one, "precision=bf16 algo=expand_dw". Against float32 within
+// the ops' tolerance: a network's stem (3x3, stride 2, on 3 channels: an
+// odd 9 values per window row, the last paired with a zero) with the
+// projection and without it (a short image: the depthwise output rounded
+// to bfloat16 into memory), 1x1 expansions of an odd channel count (7) and to
+// an odd one (21: the projection's last pair), a residual input, the stem's
+// output added from the kept rows (mobilenet_v3's first block), relu6,
+// hardswish and swish (relu6 where a count is odd: an infinite input then
+// gives no NaN at all). The same bits at 1 and 2 threads; an infinite input
+// value gives NaN exactly where float32 does (a zero weight paired with an
+// infinite neighbour would give NaN elsewhere).
+TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
+  auto act = [](int k, Blob y) {
+    if (k == 0) return flow::clip(y, 0.0, 6.0);
+    if (k == 1) return flow::mul(y, flow::nn::hard_sigmoid(y, 1.0 / 6, 0.5));
+    return flow::mul(y, flow::math::sigmoid(y));
+  };
+  struct Case {
+    Shape x;
+    int64_t e, k1, k, stride, out;  // first convolution (channels, size), depthwise (size, stride), projection
+    int act;
+    bool residual;  // the projection adds the block's input (x, or the stem's output with k1 = 3)
+    int nodes;      // convolutions in the bf16 plan (2: a short image alone keeps its projection apart)
+  };
+  const std::vector<Case> cases = {
+      {{1, 3, 34, 33}, 32, 3, 3, 1, 8, 0, false, 2},  {{2, 3, 30, 31}, 16, 3, 3, 1, 8, 1, false, 1},
+      {{2, 7, 21, 20}, 40, 1, 5, 2, 24, 0, false, 1}, {{2, 8, 12, 12}, 21, 1, 3, 1, 8, 0, true, 1},
+      {{2, 24, 20, 20}, 144, 1, 3, 1, 24, 2, true, 1}, {{1, 3, 64, 66}, 16, 3, 3, 1, 16, 1, true, 1},
+  };
+  flow::cpu::ScopedThreads restore(0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "p_xdw" + std::to_string(i);
+    const Tensor x = random_float32(c.x, 300 + i, -2.f, 2.f);
+    auto define = [&](bool bf16) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (bf16 ? "_bf16" : "")).enable_auto_mixed_precision(bf16).num_threads(2),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
+            Blob w1 = var(n + "_e", {c.e, c.x[1], c.k1, c.k1});
+            Blob e = act(c.act, flow::nn::bias_add(flow::nn::conv2d(b, w1, c.k1 > 1 ? 2 : 1, "SAME"), var(n + "_eb", {c.e}), 1));
+            Blob d = flow::nn::conv2d(e, var(n + "_d", {c.e, 1, c.k, c.k}), c.stride, "SAME", 1, c.e);
+            d = act(c.act, flow::nn::bias_add(d, var(n + "_db", {c.e}), 1));
+            Blob y = flow::nn::bias_add(flow::nn::conv2d(d, var(n + "_p", {c.out, c.e, 1, 1}), 1, "SAME"), var(n + "_pb", {c.out}), 1);
+            return c.residual ? flow::add(y, c.k1 > 1 ? e : b) : y;
+          });
+    };
+    auto f32 = define(false), b16 = define(true);
+    const Tensor want = f32(x), got = b16(x);
+    const std::string plan = b16.compiled()->describe();
+    ASSERT_EQ(got.shape(), want.shape()) << n;
+    if (!have_bf16()) {
+      EXPECT_TRUE(got.equal(want)) << n << "\n" << plan;
+      continue;
+    }
+    EXPECT_LE(rel_diff(got, want), kOpTolerance) << n << "\n" << plan;
+    EXPECT_GT(rel_diff(got, want), 0.0) << n << ": bf16 gave float32's bits\n" << plan;
+    if (!flow::cpu::LayoutConv::own_expand_dw_bf16()) continue;
+    const auto ops = b16.compiled()->plan().op_sequence();
+    int64_t convs = 0, fused = 0;
+    for (const std::string& op : ops) {
+      if (op.rfind("conv2d", 0) != 0) continue;
+      ++convs;
+      fused += op.find("precision=bf16") != std::string::npos && op.find("algo=expand_dw") != std::string::npos;
+    }
+    EXPECT_EQ(convs, c.nodes) << n << "\n" << plan;
+    EXPECT_EQ(fused, 1) << n << "\n" << plan;
+    auto& p = const_cast<flow::Plan&>(b16.compiled()->plan());
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
+    }
+    omp_set_num_threads(2);
+    // An infinite input (channel 0 of the third pixel of the second row:
+    // what an odd window row's last pair would take from the next pixel):
+    // relu6 keeps everything finite, hardswish and swish give infinities or
+    // NaN where one meets its negative; each as in float32.
+    Tensor xi = x.clone();
+    xi.data<float>()[c.x[3] + 2] = INFINITY;
+    const Tensor yf = f32(xi), yb = b16(xi);
+    int64_t nan_f = 0, nan_b = 0;
+    for (int64_t k = 0; k < yf.numel(); ++k) nan_f += std::isnan(yf.data<float>()[k]);
+    for (int64_t k = 0; k < yb.numel(); ++k) nan_b += std::isnan(yb.data<float>()[k]);
+    EXPECT_EQ(nan_b, nan_f) << n << " with an infinite input";
+    if (c.act == 0) EXPECT_EQ(nan_f, 0) << n;
+  }
 }
 
 TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {

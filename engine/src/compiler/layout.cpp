@@ -271,7 +271,9 @@ class Pass {
   // AVX-512: Jobflow's own kernel (cpu/expand_dw.h), stride 1 or 2,
   // whatever reads the depthwise output.
   void fuse_depthwise() {
-    if (compute_ != dt::f32 || !(cpu::own_avx2_kernels() || cpu::LayoutConv::own_expand_dw())) return;
+    if (compute_ == dt::bf16 ? !cpu::LayoutConv::own_expand_dw_bf16()
+                             : !(cpu::own_avx2_kernels() || cpu::LayoutConv::own_expand_dw()))
+      return;
     auto rd = readers();
     std::map<int, int> into;  // depthwise node -> the 1x1 node it joins
     std::set<int> used;       // nodes in a pair already (a chain of 1-channel 3x3 convolutions fits both ways)
@@ -336,7 +338,7 @@ class Pass {
   // output and place in the order. The depthwise output, written and read
   // back by the projection otherwise, stays in the kernel's row buffer.
   void fuse_projection() {
-    if (compute_ != dt::f32 || !cpu::LayoutConv::own_expand_dw()) return;
+    if (compute_ == dt::bf16 ? !cpu::LayoutConv::own_expand_dw_bf16() : !cpu::LayoutConv::own_expand_dw()) return;
     auto rd = readers();
     std::map<int, int> into;  // projection node -> the pair node it joins
     for (auto& [a, ga] : groups_) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "cpu/aligned.h"
@@ -81,33 +82,118 @@ __attribute__((target("avx512f"))) void expand_tile(const float* const* xr, int 
     }
 }
 
-using TileFn = void (*)(const float* const*, int, int64_t, int64_t, const float*, int64_t, const float*, float*,
-                       int64_t, int64_t, const float*, const Activation&);
+// The same tile with bfloat16 inputs and weights (the bf16 kernel): pairs
+// of adjacent k (two channels of a pixel, or a channel of two window
+// pixels) in one AVX512_BF16 dot product, summed in float32 (vdpbf16ps:
+// half the instructions of the float32 FMAs). w: pairs [R1][SCh][Ep][2]
+// (SCh = SC rounded up to even / 2; w starts at the tile's first channel's
+// pair); an odd SC's last k is paired with a zero, not with the next
+// pixel's first value (an infinite neighbour times a zero weight would give
+// NaN). Output e and residual res float32 or bfloat16 (rounded to nearest
+// even, as oneDNN's bf16 kernels store).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load16(__mmask16 m, const T* p) {
+  if constexpr (sizeof(T) == 4) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else {
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
+  }
+}
+
+template <int NV, int PX, typename OT, typename RT>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void expand_tile_bf16(
+    const uint16_t* const* xr, int R1, int64_t SC, int64_t ps, const uint16_t* w, int64_t Ep, const float* b, OT* e,
+    int64_t ld, int64_t valid, const RT* res, const Activation& a) {
+  const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
+  const int64_t SCh = (SC + 1) / 2;
+  __m512 acc[PX][NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const __m512 bv = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 8
+    for (int p = 0; p < PX; ++p) acc[p][v] = bv;
+  }
+  for (int r = 0; r < R1; ++r) {
+    const uint16_t* x = xr[r];
+    const uint16_t* wr = w + r * SCh * Ep * 2;
+    for (int64_t k = 0; k < SCh; ++k) {
+      uint32_t two[PX];
+#pragma GCC unroll 8
+      for (int p = 0; p < PX; ++p) {
+        if (2 * k + 1 < SC) {
+          std::memcpy(&two[p], x + p * ps + 2 * k, sizeof two[p]);
+        } else {
+          two[p] = x[p * ps + 2 * k];
+        }
+      }
+      __m512i wv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(wr + k * Ep * 2 + 32 * v);
+#pragma GCC unroll 8
+      for (int p = 0; p < PX; ++p) {
+        const __m512i xv = _mm512_set1_epi32(static_cast<int>(two[p]));
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
+      }
+    }
+  }
+  __mmask16 m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) m[v] = lanes(valid - 16 * v);
+#pragma GCC unroll 8
+  for (int p = 0; p < PX; ++p)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      __m512 r = acc[p][v];
+      if (res) r = _mm512_add_ps(r, load16(m[v], res + p * ld + 16 * v));
+      r = activate(r, a, lo, hi);
+      if constexpr (sizeof(OT) == 4)
+        _mm512_mask_storeu_ps(e + p * ld + 16 * v, m[v], r);
+      else
+        _mm256_mask_storeu_epi16(e + p * ld + 16 * v, m[v], (__m256i)_mm512_cvtneps_pbh(r));
+    }
+}
+
+// A tile function: float32 (expand_tile) or bfloat16 (expand_tile_bf16)
+// inputs XT and weights, output OT, residual RT.
+template <typename XT, typename OT, typename RT>
+using Tile = void (*)(const XT* const*, int, int64_t, int64_t, const XT*, int64_t, const float*, OT*, int64_t, int64_t,
+                      const RT*, const Activation&);
 
 // Pixels per tile: 6 with 4 vectors (24 sums), 8 with 3 or fewer.
 template <int NV>
 constexpr int kPx = NV == 4 ? 6 : 8;
 
-template <int NV>
-constexpr TileFn tile_for(int px) {
+template <int NV, int PX, typename XT, typename OT, typename RT>
+constexpr Tile<XT, OT, RT> tile_of() {
+  if constexpr (sizeof(XT) == 4)
+    return expand_tile<NV, PX>;
+  else
+    return expand_tile_bf16<NV, PX, OT, RT>;
+}
+
+template <int NV, typename XT, typename OT, typename RT>
+constexpr Tile<XT, OT, RT> tile_for(int px) {
   switch (px) {
-    case 1: return expand_tile<NV, 1>;
-    case 2: return expand_tile<NV, 2>;
-    case 3: return expand_tile<NV, 3>;
-    case 4: return expand_tile<NV, 4>;
-    case 5: return expand_tile<NV, 5>;
-    case 6: return expand_tile<NV, 6>;
-    case 7: return expand_tile<NV, kPx<NV> >= 7 ? 7 : 6>;
-    default: return expand_tile<NV, kPx<NV>>;
+    case 1: return tile_of<NV, 1, XT, OT, RT>();
+    case 2: return tile_of<NV, 2, XT, OT, RT>();
+    case 3: return tile_of<NV, 3, XT, OT, RT>();
+    case 4: return tile_of<NV, 4, XT, OT, RT>();
+    case 5: return tile_of<NV, 5, XT, OT, RT>();
+    case 6: return tile_of<NV, 6, XT, OT, RT>();
+    case 7: return tile_of<NV, kPx<NV> >= 7 ? 7 : 6, XT, OT, RT>();
+    default: return tile_of<NV, kPx<NV>, XT, OT, RT>();
   }
 }
 
-TileFn tile(int nv, int px) {
+template <typename XT, typename OT, typename RT>
+Tile<XT, OT, RT> tile(int nv, int px) {
   switch (nv) {
-    case 1: return tile_for<1>(px);
-    case 2: return tile_for<2>(px);
-    case 3: return tile_for<3>(px);
-    default: return tile_for<4>(px);
+    case 1: return tile_for<1, XT, OT, RT>(px);
+    case 2: return tile_for<2, XT, OT, RT>(px);
+    case 3: return tile_for<3, XT, OT, RT>(px);
+    default: return tile_for<4, XT, OT, RT>(px);
   }
 }
 
@@ -121,14 +207,17 @@ int px_of(int nv) { return nv == 4 ? kPx<4> : kPx<3>; }
 //
 // For the projection: e (and res, or null) rows ld floats apart, channels
 // from K on not written (ld = Ep, K = e1 for the expansion).
-__attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R1, int64_t SC, int64_t ps,
-                                                   int64_t W1, const float* w, const float* b, int64_t Ep, int64_t e0,
-                                                   int64_t e1, float* e, int64_t ld, int64_t K, const float* res,
-                                                   const Activation& a) {
+//
+// XT: float32 inputs and weights, or bfloat16 ones (weights as pairs, see
+// expand_tile_bf16); OT, RT: the output's and the residual's types.
+template <typename XT, typename OT, typename RT>
+void expand_row(const XT* const* xr, int R1, int64_t SC, int64_t ps, int64_t W1, const XT* w, const float* b,
+                int64_t Ep, int64_t e0, int64_t e1, OT* e, int64_t ld, int64_t K, const RT* res, const Activation& a) {
+  constexpr int64_t per = sizeof(XT) == 4 ? 1 : 2;  // weight values per channel and k (a bf16 pair)
   // Channel tiles of at most 4 vectors, as even as they come (144
   // channels: 3 x 48, not 64 + 64 + 16).
   const int64_t vecs = (e1 - e0) / 16, tiles = (vecs + 3) / 4;
-  const float* at[kMaxR1];
+  const XT* at[kMaxR1];
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t v0 = vecs * t / tiles, v1 = vecs * (t + 1) / tiles;
     const int nv = static_cast<int>(v1 - v0);
@@ -140,19 +229,35 @@ __attribute__((target("avx512f"))) void expand_row(const float* const* xr, int R
       const int64_t ix = W1 * t / ptiles;
       const int px = static_cast<int>(W1 * (t + 1) / ptiles - ix);  // <= px_of(nv): tile() has that tile
       for (int r = 0; r < R1; ++r) at[r] = xr[r] + ix * ps;
-      tile(nv, px)(at, R1, SC, ps, w + n0, Ep, b + n0, e + ix * ld + n0, ld, K - n0, res ? res + ix * ld + n0 : nullptr,
-                   a);
+      tile<XT, OT, RT>(nv, px)(at, R1, SC, ps, w + n0 * per, Ep, b + n0, e + ix * ld + n0, ld, K - n0,
+                               res ? res + ix * ld + n0 : nullptr, a);
     }
   }
+}
+
+// 16 values stored in the lanes of m: float32 as they are, or rounded to
+// bfloat16 (nearest even, a NaN stays a quiet NaN) with AVX512F alone, so
+// that one depthwise template serves both kernels.
+__attribute__((target("avx512f"))) inline void store16(float* p, __mmask16 m, __m512 v) {
+  _mm512_mask_storeu_ps(p, m, v);
+}
+__attribute__((target("avx512f"))) inline void store16(uint16_t* p, __mmask16 m, __m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, u, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  __m512i r = _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, high, _mm512_set1_epi32(0x40));
+  _mm512_mask_cvtepi32_storeu_epi16(p, m, r);
 }
 
 // B output pixels of one row and 16 channels (c0): B independent sums hide
 // the FMA latency, each input vector of a row is loaded once for every
 // pixel and tap that reads it. rows[r]: the expanded input row of tap r
 // at the first pixel's window (null: a row of padding); pixels SW apart.
-template <int R, int B, int SW>
+template <int R, int B, int SW, typename OT>
 __attribute__((target("avx512f"))) inline void dw_pixels(const float* const* rows, int64_t Ep, int64_t c0,
-                                                         const __m512* wt, __m512 bv, float* y, int64_t E, __mmask16 m,
+                                                         const __m512* wt, __m512 bv, OT* y, int64_t E, __mmask16 m,
                                                          const Activation& a, __m512 l, __m512 h) {
   __m512 acc[B];
 #pragma GCC unroll 8
@@ -176,16 +281,17 @@ __attribute__((target("avx512f"))) inline void dw_pixels(const float* const* row
       for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(in[j * SW + s], wt[r * R + s], acc[j]);
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < B; ++j) _mm512_mask_storeu_ps(y + j * E + c0, m, activate(acc[j], a, l, h));
+  for (int j = 0; j < B; ++j) store16(y + j * E + c0, m, activate(acc[j], a, l, h));
 }
 
 // One output row of the depthwise convolution, channels [e0, e1), from the
 // R expanded rows it reads (null: a row of padding), each with its left
 // and right padding as zero pixels: every window lies inside its rows.
 // Taps in the order r, then s, at every pixel.
-template <int R, int B, int SW>
+// OT: float32 or bfloat16 output.
+template <int R, int B, int SW, typename OT>
 __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
-                                               int64_t E, int64_t OW, const float* w, const float* b, float* y,
+                                               int64_t E, int64_t OW, const float* w, const float* b, OT* y,
                                                const Activation& a) {
   const __m512 l = _mm512_set1_ps(a.lo), h = _mm512_set1_ps(a.hi);
   for (int64_t c0 = e0; c0 < e1; c0 += 16) {
@@ -201,19 +307,19 @@ __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t
       ox += px;
     };
     while (ox + B <= OW) {
-      float* yo = y + ox * E;
+      OT* yo = y + ox * E;
       step(B);
-      dw_pixels<R, B, SW>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, B, SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
     }
     if (ox + B / 2 <= OW && B / 2 >= 1) {
-      float* yo = y + ox * E;
+      OT* yo = y + ox * E;
       step(B / 2);
-      dw_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
     }
     while (ox < OW) {
-      float* yo = y + ox * E;
+      OT* yo = y + ox * E;
       step(1);
-      dw_pixels<R, 1, SW>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, 1, SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
     }
   }
 }
@@ -222,6 +328,12 @@ __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t
 
 bool ExpandDepthwise::supported() {
   static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+bool ExpandDepthwise::supports_bf16() {
+  static const bool yes = supported() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
@@ -266,9 +378,10 @@ bool ExpandDepthwise::fits_expanded_residual(const Conv2dParams& p, const Conv2d
 }
 
 ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                                 const Conv2dParams* pw, Activation a3, bool add_expanded)
+                                 const Conv2dParams* pw, Activation a3, bool add_expanded, bool bf16)
     : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2), projects_(pw != nullptr), a3_(a3),
-      add_expanded_(add_expanded) {
+      add_expanded_(add_expanded), bf16_(bf16) {
+  if (bf16 && !supports_bf16()) throw std::invalid_argument("ExpandDepthwise: bfloat16 on a CPU without AVX512_BF16");
   if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
   if (pw) {
     if (!fits_projection(dw, *pw)) throw std::invalid_argument("ExpandDepthwise: a projection it does not compute");
@@ -315,9 +428,44 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
     if (b1) b1p[e] = b1[e];
     if (b2) b2p[e] = b2[e];
   }
+  if (!bf16_) return;
+  // bfloat16 pairs (expand_tile_bf16) of the float32 packing above: the
+  // first convolution's [R1][SCh][Ep][2] (SC = S1 x C values k of a window
+  // row, SCh = (SC + 1) / 2 pairs, an odd SC's last pair with a zero), the
+  // projection's [Ep / 2][Kp][2]. Rounded to nearest even.
+  const int64_t R1 = p_.R, SC = p_.S * C, SCh = (SC + 1) / 2;
+  const size_t n1 = static_cast<size_t>(R1 * SCh * Ep_ * 2), n3 = static_cast<size_t>(Ep_ * Kp_);
+  pairs_.clear();
+  uint16_t* q = reinterpret_cast<uint16_t*>(align64(pairs_, (n1 + n3 + 1) / 2));
+  auto bf16 = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    if (std::isnan(v)) return static_cast<uint16_t>((u >> 16) | 0x40);
+    return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+  };
+  for (int64_t r = 0; r < R1; ++r)
+    for (int64_t k = 0; k < 2 * SCh; ++k)
+      for (int64_t e = 0; e < Ep_; ++e)
+        q[((r * SCh + k / 2) * Ep_ + e) * 2 + k % 2] = k < SC ? bf16(w1p[(r * SC + k) * Ep_ + e]) : 0;
+  if (!projects_) return;
+  const float* w3p = b2p + Ep_;
+  uint16_t* q3 = q + n1;
+  for (int64_t e = 0; e < Ep_; ++e)
+    for (int64_t k = 0; k < Kp_; ++k) q3[((e / 2) * Kp_ + k) * 2 + e % 2] = bf16(w3p[e * Kp_ + k]);
 }
 
 void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
+  if (bf16_) throw std::invalid_argument("ExpandDepthwise::run: float32 data for the bfloat16 kernel");
+  run_as(x, y, res);
+}
+
+void ExpandDepthwise::run(const uint16_t* x, uint16_t* y, const uint16_t* res) const {
+  if (!bf16_) throw std::invalid_argument("ExpandDepthwise::run: bfloat16 data for the float32 kernel");
+  run_as(x, y, res);
+}
+
+template <typename XT>
+void ExpandDepthwise::run_as(const XT* x, XT* y, const XT* res) const {
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
   if (res && add_expanded_)
     throw std::invalid_argument("ExpandDepthwise::run: a residual where the first convolution's output is added");
@@ -362,9 +510,19 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
   const float* b1 = w1 + R1 * SC * Ep;
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
-  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1> : dw_row<3, 6, 2>) : (sw == 1 ? dw_row<5, 4, 1> : dw_row<5, 4, 2>);
+  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, XT> : dw_row<3, 6, 2, XT>)
+                         : (sw == 1 ? dw_row<5, 4, 1, XT> : dw_row<5, 4, 2, XT>);
   const float* w3 = b2 + Ep;
   const float* b3 = w3 + Ep * Kp_;
+  // The first and last convolutions' weights as the tiles read them: the
+  // float32 ones, or bfloat16 pairs (set_weights).
+  const XT *w1x, *w3x;
+  if constexpr (sizeof(XT) == 4) {
+    w1x = w1, w3x = w3;
+  } else {
+    w1x = reinterpret_cast<const uint16_t*>(align64(pairs_));
+    w3x = w1x + R1 * ((SC + 1) / 2) * Ep * 2;
+  }
   const int64_t K3 = pw_.K;
 #pragma omp parallel for schedule(static)
   for (int64_t it = 0; it < items; ++it) {
@@ -378,7 +536,7 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
     // With a projection, the depthwise row (all Ep channels: the padding
     // ones come out 0, their projection weights are 0 too) goes here, then
     // through the projection into y.
-    float* drow = ring + R * Wp * Ep;
+    XT* drow = reinterpret_cast<XT*>(ring + R * Wp * Ep);
     // With groups (small images at batch 1), chunks of at most 64 channels
     // (as even as they come), each through every row of the item: a
     // chunk's first-stage weights (up to 7 x 7 x C x 64 floats; 40 KB for
@@ -407,9 +565,10 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
           if (held[slot] != iy) {
             for (int64_t ix = 0; ix < pl; ++ix) std::fill(e + ix * Ep + c0, e + ix * Ep + c1, 0.f);
             for (int64_t ix = pl + W; ix < Wp; ++ix) std::fill(e + ix * Ep + c0, e + ix * Ep + c1, 0.f);
-            const float* xr[kMaxR1];
+            const XT* xr[kMaxR1];
             for (int64_t q = 0; q < R1; ++q) xr[q] = x + ((n * Hx + iy * s1 + q) * Wx) * C;
-            expand_row(xr, static_cast<int>(R1), SC, ps, W, w1, b1, Ep, c0, c1, e + pl * Ep, Ep, c1, nullptr, a1_);
+            expand_row<XT, float, float>(xr, static_cast<int>(R1), SC, ps, W, w1x, b1, Ep, c0, c1, e + pl * Ep, Ep, c1,
+                                         nullptr, a1_);
             held[slot] = iy;
           }
           rows[r] = e;
@@ -419,7 +578,7 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
           continue;
         }
         dw(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
-        const float* in[1] = {drow};
+        const XT* in[1] = {drow};
         const int64_t at = (n * OH + oy) * OW * K3;
         // Over the E real channels only: a padding channel holds act(0)
         // times zero weights, but from an infinite input NaN, which its zero
@@ -427,8 +586,11 @@ void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
         // With add_expanded the residual is expanded row oy (the depthwise
         // convolution keeps the size, so its taps read that row): its
         // pixels are Ep = K3 floats apart, as pw's output's.
-        const float* add = add_expanded_ ? ring + (oy % R) * Wp * Ep + pl * Ep : res ? res + at : nullptr;
-        expand_row(in, 1, E, Ep, OW, w3, b3, Kp_, 0, Kp_, y + at, K3, K3, add, a3_);
+        if (add_expanded_)
+          expand_row<XT, XT, float>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3,
+                                    ring + (oy % R) * Wp * Ep + pl * Ep, a3_);
+        else
+          expand_row<XT, XT, XT>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
       }
     }
   }

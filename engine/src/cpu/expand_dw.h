@@ -40,6 +40,8 @@ class ExpandDepthwise {
  public:
   // The CPU has AVX-512 (AVX512F).
   static bool supported();
+  // The bfloat16 kernel's instructions too (AVX512_BF16, AVX512BW, VL).
+  static bool supports_bf16();
   // Shapes this kernel computes: a convolution p (square weights of 1x1
   // to 7x7, stride 1 or 2, one group, no dilation, pads smaller than the
   // weights) whose output feeds the depthwise convolution dw (groups =
@@ -71,8 +73,16 @@ class ExpandDepthwise {
   // output never reaches memory either; y is then pw's output.
   // add_expanded (with pw, fits_expanded_residual): the residual is the
   // first convolution's output, which then never reaches memory at all.
+  //
+  // bf16: x, y and res are bfloat16 (the run() overload for them); the
+  // first convolution and the projection sum pairs of bfloat16 products in
+  // float32 (AVX512_BF16 dot products, weights rounded to bfloat16 once);
+  // the expanded rows, the depthwise convolution and every activation stay
+  // float32; the depthwise output is rounded to bfloat16 where it is
+  // stored (y, or the row the projection reads), as oneDNN's bf16 kernels
+  // round theirs.
   ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                  const Conv2dParams* pw = nullptr, Activation a3 = {}, bool add_expanded = false);
+                  const Conv2dParams* pw = nullptr, Activation a3 = {}, bool add_expanded = false, bool bf16 = false);
   // Whether run() reads x with p's padding as zeros around it (p larger
   // than 1x1, or padded), and the height and width x has (pads included).
   bool padded_input() const;
@@ -91,8 +101,13 @@ class ExpandDepthwise {
   // split into bands of rows. With add_expanded, res is null (the kernel
   // has the residual).
   void run(const float* x, float* y, const float* res = nullptr) const;
+  // The same with bfloat16 data (a bf16 kernel).
+  void run(const uint16_t* x, uint16_t* y, const uint16_t* res = nullptr) const;
 
  private:
+  template <typename XT>
+  void run_as(const XT* x, XT* y, const XT* res) const;
+
   Conv2dParams p_, dw_;
   int64_t Ep_;  // E rounded up to 16
   Activation a1_, a2_;
@@ -102,6 +117,8 @@ class ExpandDepthwise {
   Activation a3_;
   bool add_expanded_ = false;
   std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], [w3 [Ep][Kp], b3 [Kp]], from a 64-byte line
+  bool bf16_ = false;
+  std::vector<float> pairs_;   // bf16: w1 and w3 as bfloat16 pairs (set_weights), from a 64-byte line
 };
 
 }  // namespace jobflow::cpu

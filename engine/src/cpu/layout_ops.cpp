@@ -225,6 +225,8 @@ bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
 
 bool LayoutConv::own_expand_dw() { return !avx2_at_most() && ExpandDepthwise::supported(); }
 
+bool LayoutConv::own_expand_dw_bf16() { return own_expand_dw() && ExpandDepthwise::supports_bf16(); }
+
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
   if (own_expand_dw()) {
@@ -333,11 +335,12 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     }
   }
   if (f_.dw && own_expand_dw()) {
-    if (compute != dt::f32) throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16");
+    if (compute != dt::f32 && !own_expand_dw_bf16())
+      throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16 on a CPU without AVX512_BF16");
     // Jobflow's expansion + depthwise kernel (cpu/expand_dw.h), channels-last
-    // in and out; fuses_depthwise() checked that each stage's post-ops come
-    // to one activation (clamp, hardswish, swish) and that the pass plans
-    // float32.
+    // in and out, in the plan's precision (bf16: bfloat16 data, see
+    // ExpandDepthwise); fuses_depthwise() checked that each stage's
+    // post-ops come to one activation (clamp, hardswish, swish).
     Activation a1, a2, a3;
     activation_of(f_.post, &a1);
     activation_of(f_.dw_post, &a2);
@@ -345,10 +348,10 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     if (f_.pw_adds_expanded && f_.residual)
       throw std::invalid_argument("LayoutConv: a residual input and the first convolution's output as the residual");
     expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2, f_.pw ? &f_.pw_p : nullptr, a3,
-                                               f_.pw && f_.pw_adds_expanded);
-    impl_ = "expand_dw:avx512";
+                                               f_.pw && f_.pw_adds_expanded, bf16_);
+    impl_ = bf16_ ? "expand_dw:avx512_bf16" : "expand_dw:avx512";
     const Conv2dParams& q = f_.pw ? f_.pw_p : f_.dw_p;
-    dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, dt::f32, tag::acdb);
+    dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, compute, tag::acdb);
     if (f_.residual) {  // the projection's, read channels-last (a copy when it comes in another format)
       if (!f_.pw || !res_md) throw std::invalid_argument("LayoutConv: a residual on the expansion + depthwise kernel");
       if (*res_md != dst_) {
@@ -364,18 +367,18 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       // reorder writes its inside at every call.
       int64_t hx, wx;
       expdw_->input_dims(&hx, &wx);
-      const MemDesc padded({p.N, p.C, hx, wx}, dt::f32, tag::acdb);
+      const MemDesc padded({p.N, p.C, hx, wx}, compute, tag::acdb);
       src_prim_ = memory(padded, eng);
       std::memset(src_prim_.get_data_handle(), 0, padded.get_size());
       reorder_src_ = true;
-      own_transpose_ = src_md == MemDesc(sd, dt::f32, tag::nchw) && p.C <= 4;  // cpu::nchw_to_nhwc
+      own_transpose_ = !bf16_ && src_md == MemDesc(sd, dt::f32, tag::nchw) && p.C <= 4;  // cpu::nchw_to_nhwc
       if (!own_transpose_) {
         pad_inside_ =
             memory(padded.submemory_desc(sd, {0, 0, p.pad_top, p.pad_left}), eng, src_prim_.get_data_handle());
         src_reorder_.init_reorder(src_user_, pad_inside_);
       }
     } else {
-      const MemDesc src_nhwc(sd, dt::f32, tag::acdb);
+      const MemDesc src_nhwc(sd, compute, tag::acdb);
       reorder_src_ = src_md != src_nhwc;
       if (reorder_src_) {
         src_prim_ = memory(src_nhwc, eng);
@@ -593,16 +596,20 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
       x = src_prim_.get_data_handle();
     }
     if (expdw_) {
-      const float* res = nullptr;
+      const void* res = nullptr;
       if (f_.residual && res_buf_) {
         res_user_.set_data_handle(in[res_input_].raw());
         res_reorder_.execute();
         dnnl_stream().wait();
-        res = static_cast<const float*>(res_buf_.get_data_handle());
+        res = res_buf_.get_data_handle();
       } else if (f_.residual) {
-        res = in[res_input_].data<float>();
+        res = in[res_input_].raw();
       }
-      expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), res);
+      if (bf16_)
+        expdw_->run(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out[0].raw()),
+                    static_cast<const uint16_t*>(res));
+      else
+        expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res));
       return;
     }
     // The residual is read where it is (no copy into the destination first).

@@ -220,6 +220,9 @@ class LayoutConv final : public LayoutOp {
   // (cpu/expand_dw.h) instead of oneDNN's "dw" post-op: CPUs where oneDNN
   // has AVX-512 kernels (its fused kernel there is a reference chain).
   static bool own_expand_dw();
+  // The same kernel in bfloat16 (a bf16 plan's pairs and blocks): where it
+  // runs in float32 and the CPU has AVX512_BF16 (ExpandDepthwise::supports_bf16).
+  static bool own_expand_dw_bf16();
   // Whether a squeeze-and-excitation's channel-wise mul before the float32
   // convolution p (fusion f) is folded into it: a 1x1 convolution, one
   // group, one image, whose weights (K x C) are smaller than a quarter of
