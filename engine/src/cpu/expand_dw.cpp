@@ -101,6 +101,37 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load16(__mmas
   }
 }
 
+// acc[p][v] += the dot products of pixel p's bfloat16 pair at x + p * ps
+// with the 16 channel pairs of vector v at w + 32 * v.
+using unaligned_u32 = uint32_t __attribute__((may_alias, aligned(2)));
+template <int NV, int PX>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline void dot_pairs(
+    __m512 (&acc)[PX][NV], const uint16_t* w, const uint16_t* x, int64_t ps) {
+  __m512i wv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(w + 32 * v);
+#pragma GCC unroll 8
+  for (int p = 0; p < PX; ++p) {
+    const __m512i xv = _mm512_set1_epi32(static_cast<int>(*reinterpret_cast<const unaligned_u32*>(x + p * ps)));
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
+  }
+}
+// The same for one value per pixel, paired with a zero.
+template <int NV, int PX>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline void dot_last(
+    __m512 (&acc)[PX][NV], const uint16_t* w, const uint16_t* x, int64_t ps) {
+  __m512i wv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(w + 32 * v);
+#pragma GCC unroll 8
+  for (int p = 0; p < PX; ++p) {
+    const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[p * ps]));
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
+  }
+}
+
 template <int NV, int PX, typename OT, typename RT>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void expand_tile_bf16(
     const uint16_t* const* xr, int R1, int64_t SC, int64_t ps, const uint16_t* w, int64_t Ep, const float* b, OT* e,
@@ -117,26 +148,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void expand_tile
   for (int r = 0; r < R1; ++r) {
     const uint16_t* x = xr[r];
     const uint16_t* wr = w + r * SCh * Ep * 2;
-    for (int64_t k = 0; k < SCh; ++k) {
-      uint32_t two[PX];
-#pragma GCC unroll 8
-      for (int p = 0; p < PX; ++p) {
-        if (2 * k + 1 < SC) {
-          std::memcpy(&two[p], x + p * ps + 2 * k, sizeof two[p]);
-        } else {
-          two[p] = x[p * ps + 2 * k];
-        }
-      }
-      __m512i wv[NV];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(wr + k * Ep * 2 + 32 * v);
-#pragma GCC unroll 8
-      for (int p = 0; p < PX; ++p) {
-        const __m512i xv = _mm512_set1_epi32(static_cast<int>(two[p]));
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
-      }
-    }
+    // Pairs, each pixel's broadcast straight from memory (vpbroadcastd
+    // with a memory operand: a load, no trip through a general register),
+    // then an odd SC's last value with a zero.
+    for (int64_t k = 0; k < SC / 2; ++k) dot_pairs<NV, PX>(acc, wr + k * Ep * 2, x + 2 * k, ps);
+    if (SC % 2) dot_last<NV, PX>(acc, wr + (SC / 2) * Ep * 2, x + SC - 1, ps);
   }
   __mmask16 m[NV];
 #pragma GCC unroll 4
