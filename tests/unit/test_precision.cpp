@@ -206,7 +206,9 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
     for (int64_t k = 0; k < yf.numel(); ++k) nan_f += std::isnan(yf.data<float>()[k]);
     for (int64_t k = 0; k < yb.numel(); ++k) nan_b += std::isnan(yb.data<float>()[k]);
     EXPECT_EQ(nan_b, nan_f) << n << " with an infinite input";
-    if (c.act == 0) EXPECT_EQ(nan_f, 0) << n;
+    if (c.act == 0) {
+      EXPECT_EQ(nan_f, 0) << n;
+    }
   }
 }
 

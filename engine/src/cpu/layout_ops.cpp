@@ -929,11 +929,14 @@ void LayoutBinary::channelwise_bf16(const uint16_t* x, const uint16_t* s, uint16
   // As channelwise(), with the scales read as they are (bf16) by the span.
   const Channelwise& c = cw_;
   if (c.block == 0) {  // channels-last: each pixel is C contiguous channels
+    // Runs of about 16K values (pixels of one image), each through one call.
+    const int64_t runs = std::max<int64_t>(1, c.HW * c.C / 16384);
 #pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
     for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t p = 0; p < c.HW; ++p) {
-        const int64_t at = n * c.x_n + p * c.C;
-        bf16_channel_op(x + at, s + n * c.s_n, y + at, c.C, c.mul);
+      for (int64_t r = 0; r < runs; ++r) {
+        const int64_t p0 = c.HW * r / runs, p1 = c.HW * (r + 1) / runs;
+        const int64_t at = n * c.x_n + p0 * c.C;
+        bf16_channel_op(x + at, s + n * c.s_n, y + at, c.C, p1 - p0, c.mul);
       }
     return;
   }
@@ -946,7 +949,7 @@ void LayoutBinary::channelwise_bf16(const uint16_t* x, const uint16_t* s, uint16
     for (int64_t cb = 0; cb < blocks; ++cb) {
       const int64_t base = n * c.x_n + cb * B * c.HW;
       const uint16_t* ss = s + n * c.s_n + cb * c.s_block;
-      for (int64_t p = 0; p < c.HW; ++p) bf16_channel_op(x + base + p * B, ss, y + base + p * B, B, c.mul);
+      bf16_channel_op(x + base, ss, y + base, B, c.HW, c.mul);
     }
 }
 

@@ -347,12 +347,20 @@ bool own_swish(bool bf16) {
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_channel_op(const uint16_t* x,
                                                                                      const uint16_t* s, uint16_t* y,
-                                                                                     int64_t n, bool mul) {
-  for (int64_t k = 0; k < n; k += 16) {
-    const __mmask16 m = lanes(n - k);
-    const __m512 v = load_bf16(m, x + k), sv = load_bf16(m, s + k);
-    store_bf16(y + k, m, mul ? _mm512_mul_ps(v, sv) : _mm512_add_ps(v, sv));
-  }
+                                                                                     int64_t n, int64_t pixels,
+                                                                                     bool mul) {
+  // (A call per pixel, each widening the scales again, took efficientnet_b0's
+  // first squeeze-and-excitation mul, 32 channels at 112x112, 0.3 ms.)
+  thread_local std::vector<float> wide;
+  if (wide.size() < static_cast<size_t>(n + 16)) wide.resize(static_cast<size_t>(n + 16));
+  float* sf = wide.data();
+  for (int64_t k = 0; k < n; k += 16) _mm512_storeu_ps(sf + k, load_bf16(lanes(n - k), s + k));
+  for (int64_t p = 0; p < pixels; ++p, x += n, y += n)
+    for (int64_t k = 0; k < n; k += 16) {
+      const __mmask16 m = lanes(n - k);
+      const __m512 v = load_bf16(m, x + k), sv = _mm512_loadu_ps(sf + k);
+      store_bf16(y + k, m, mul ? _mm512_mul_ps(v, sv) : _mm512_add_ps(v, sv));
+    }
 }
 
 void swish_inplace(float* y, int64_t n) {

@@ -41,10 +41,12 @@ bool own_swish(bool bf16);
 // Whether the bfloat16 kernels here run on this CPU (AVX512_BF16, with
 // AVX512BW and VL).
 bool own_bf16_kernels();
-// y[k] = bf16(x[k] * s[k]) (mul) or bf16(x[k] + s[k]) for k < n, all three
-// bfloat16, computed in float32 and rounded to nearest even; one thread
-// (the caller parallelises). Needs own_bf16_kernels().
-void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t n, bool mul);
+// y[p * n + k] = bf16(x[p * n + k] * s[k]) (mul) or bf16(x[p * n + k] +
+// s[k]) for p < pixels, k < n: the same n scales for each of `pixels` runs
+// of n values, all three bfloat16, computed in float32 (s widened once)
+// and rounded to nearest even; one thread (the caller parallelises).
+// Needs own_bf16_kernels().
+void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t n, int64_t pixels, bool mul);
 
 // Max or average pooling (the average over the window's elements inside
 // the input: ONNX's count_include_pad=0) of x (N, C, H, W) into y (N, C,
