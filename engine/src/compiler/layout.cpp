@@ -294,6 +294,7 @@ class Pass {
       // (Jobflow's own kernel writes channels-last, which the other chain
       // kernels read as well: a squeeze-and-excitation's pool and mul.)
       if (!(to_convs || cpu::LayoutConv::own_expand_dw()) || !cpu::LayoutConv::fuses_depthwise(ga.p, ga.f, it->second.p, it->second.f)) continue;
+      if (compute_ == dt::bf16 && !cpu::LayoutConv::expand_dw_bf16_for(ga.p)) continue;
       into[b] = a;
       used.insert(a);
       used.insert(b);

@@ -227,6 +227,10 @@ bool LayoutConv::own_expand_dw() { return !avx2_at_most() && ExpandDepthwise::su
 
 bool LayoutConv::own_expand_dw_bf16() { return own_expand_dw() && ExpandDepthwise::supports_bf16(); }
 
+bool LayoutConv::expand_dw_bf16_for(const Conv2dParams& p) {
+  return own_expand_dw_bf16() && (bf16_support() != Bf16Support::Amx || p.OH * p.OW >= 28 * 28);
+}
+
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
   if (own_expand_dw()) {

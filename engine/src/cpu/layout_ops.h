@@ -223,6 +223,14 @@ class LayoutConv final : public LayoutOp {
   // The same kernel in bfloat16 (a bf16 plan's pairs and blocks): where it
   // runs in float32 and the CPU has AVX512_BF16 (ExpandDepthwise::supports_bf16).
   static bool own_expand_dw_bf16();
+  // Whether a bf16 plan fuses the pair whose first convolution is p on that
+  // kernel: everywhere it runs, except that with AMX (where oneDNN's 1x1
+  // convolutions run on tiles, many times the dot products' rate) only
+  // outputs of at least 28 x 28 pixels, whose expanded tensor's trip
+  // through memory is what the fusion saves (mobilenet_v2's 112x112 to
+  // 28x28 blocks). Measured on AVX512_BF16 without AMX only (Zen 5: equal
+  // or faster at every size); the AMX bound is a guess to check there.
+  static bool expand_dw_bf16_for(const Conv2dParams& p);
   // Whether a squeeze-and-excitation's channel-wise mul before the float32
   // convolution p (fusion f) is folded into it: a 1x1 convolution, one
   // group, one image, whose weights (K x C) are smaller than a quarter of
