@@ -533,7 +533,9 @@ TEST(Winograd, MatchesTheDirectConvolution) {
       EXPECT_EQ(lowest, 0.f) << name;  // relu / relu6 clamped
     }
   }
-  if (avx512) EXPECT_EQ(runs16, 4);
+  if (avx512) {
+    EXPECT_EQ(runs16, 4);
+  }
   // Shapes it does not take.
   flow::cpu::Conv2dParams s2{1, 8, 8, 8, 8, 3, 3, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   EXPECT_FALSE(flow::cpu::Winograd::fits(s2));  // stride 2
@@ -950,8 +952,9 @@ TEST_F(Layout, ExpansionDepthwiseAndProjectionRunTogetherOnAvx512) {
     const auto ops = f.compiled()->plan().op_sequence();
     EXPECT_EQ(count(ops, "conv2d"), c.joins ? c.blocks : 2 * c.blocks) << n << "\n" << plan;
     EXPECT_EQ(any_has(ops, "conv2d", "+pw"), c.joins) << n << "\n" << plan;
-    if (c.joins)
+    if (c.joins) {
       EXPECT_TRUE(any_has(ops, "conv2d", c.relu_after ? "fused=clip+dw+clip+pw+relu" : "algo=expand_dw")) << n << "\n" << plan;
+    }
     auto& p = const_cast<flow::Plan&>(f.compiled()->plan());
     for (int t : {1, 2}) {
       omp_set_num_threads(t);
@@ -1100,8 +1103,9 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
       return conv(flow::nn::max_pool2d(s, c.ksize, c.stride, pads), n + "_after", 16, 1);
     });
     EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
-    if (__builtin_cpu_supports("avx512f") && !flow::cpu::avx2_at_most())
+    if (__builtin_cpu_supports("avx512f") && !flow::cpu::avx2_at_most()) {
       EXPECT_TRUE(any_has(r.ops, "max_pool2d", "algo=max_nhwc")) << n << "\n" << r.plan;
+    }
   }
   // A NaN pixel: every window that holds one of its outputs gives NaN.
   const std::string n = "mpn_nan";
@@ -1144,9 +1148,10 @@ TEST_F(Layout, AChainOfSingleChannelConvolutionsPairsEachOnce) {
       return conv(b, n + "_p", 4, 1);
     });
     EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
-    if (flow::cpu::LayoutConv::own_expand_dw())
+    if (flow::cpu::LayoutConv::own_expand_dw()) {
       // (With an even count the last pair also takes the 1x1 after it: 32 rows.)
       EXPECT_EQ(count(r.ops, "conv2d"), len / 2 + len % 2 + (len % 2 == 0 ? 0 : 1)) << n << "\n" << r.plan;
+    }
   }
 }
 
@@ -1196,7 +1201,9 @@ TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolutionAtBatch1) {
     EXPECT_EQ(any_has(ops, "conv2d", "fused=scale"), c.folds) << n << "\n" << f.compiled()->describe();
     EXPECT_EQ(count(ops, "mul"), c.folds ? 0 : 1) << n << "\n" << f.compiled()->describe();
     // The scale is written plain for the convolution that reads it plain.
-    if (c.folds) EXPECT_EQ(count(ops, "reorder"), 0) << n << "\n" << f.compiled()->describe();
+    if (c.folds) {
+      EXPECT_EQ(count(ops, "reorder"), 0) << n << "\n" << f.compiled()->describe();
+    }
   }
 }
 

@@ -390,7 +390,7 @@ __attribute__((target("avx512f"))) inline void interleave3x16(const float* a, co
   constexpr __mmask16 kTakeC[3] = {0x4924, 0x2492, 0x9249};
   for (int k = 0; k < 3; ++k) {
     const __m512 ab = _mm512_permutex2var_ps(va, _mm512_load_si512(kAB[k]), vb);
-    const __m512 cc = _mm512_permutexvar_ps(_mm512_load_si512(kC[k]), vc);
+    const __m512 cc = _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_load_si512(kC[k]), vc);
     _mm512_storeu_ps(d + 16 * k, _mm512_mask_blend_ps(kTakeC[k], ab, cc));
   }
 }
@@ -456,7 +456,7 @@ __attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& 
             const __m512 a = _mm512_maskz_loadu_ps(m[v], xp + 16 * v);
             // max_ps gives its second operand when either is NaN: a NaN
             // kept stays; a NaN read is taken by the mask.
-            acc[v] = _mm512_mask_mov_ps(_mm512_max_ps(a, acc[v]), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+            acc[v] = _mm512_mask_mov_ps(_mm512_maskz_max_ps(0xFFFF, a, acc[v]), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
           }
         }
       for (int v = 0; v < nv; ++v) _mm512_mask_storeu_ps(yo + c0 + 16 * v, m[v], acc[v]);
