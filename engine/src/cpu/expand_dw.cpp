@@ -11,6 +11,7 @@
 
 #include "cpu/aligned.h"
 #include "cpu/avx512_math.h"
+#include "cpu/simd_kernels.h"
 
 namespace jobflow::cpu {
 namespace {
@@ -27,6 +28,17 @@ __attribute__((target("avx512f"))) inline __m512 activate(__m512 v, const Activa
     case Activation::HardSwish: return hardswish16(v);
     case Activation::Swish: return swish16(v);
     default: return v;
+  }
+}
+
+// Every pixel's sums start at the bias of its NV vectors of channels.
+template <int NV, int PX>
+__attribute__((target("avx512f"), always_inline)) inline void bias_init(__m512 (&acc)[PX][NV], const float* b) {
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const __m512 bv = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 8
+    for (int p = 0; p < PX; ++p) acc[p][v] = bv;
   }
 }
 
@@ -48,12 +60,7 @@ __attribute__((target("avx512f"))) void expand_tile(const float* const* xr, int 
                                                     int64_t valid, const float* res, const Activation& a) {
   const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
   __m512 acc[PX][NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    const __m512 bv = _mm512_loadu_ps(b + 16 * v);
-#pragma GCC unroll 8
-    for (int p = 0; p < PX; ++p) acc[p][v] = bv;
-  }
+  bias_init<NV, PX>(acc, b);
   for (int r = 0; r < R1; ++r) {
     const float* x = xr[r];
     const float* wr = w + r * SC * Ep;
@@ -102,9 +109,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load16(__mmas
 }
 
 // acc[p][v] += the dot products of pixel p's bfloat16 pair at x + p * ps
-// with the 16 channel pairs of vector v at w + 32 * v.
+// (Last: its one value there, paired with a zero) with the 16 channel pairs
+// of vector v at w + 32 * v.
 using unaligned_u32 = uint32_t __attribute__((may_alias, aligned(2)));
-template <int NV, int PX>
+template <int NV, int PX, bool Last>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline void dot_pairs(
     __m512 (&acc)[PX][NV], const uint16_t* w, const uint16_t* x, int64_t ps) {
   __m512i wv[NV];
@@ -112,21 +120,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) i
   for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(w + 32 * v);
 #pragma GCC unroll 8
   for (int p = 0; p < PX; ++p) {
-    const __m512i xv = _mm512_set1_epi32(static_cast<int>(*reinterpret_cast<const unaligned_u32*>(x + p * ps)));
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
-  }
-}
-// The same for one value per pixel, paired with a zero.
-template <int NV, int PX>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline void dot_last(
-    __m512 (&acc)[PX][NV], const uint16_t* w, const uint16_t* x, int64_t ps) {
-  __m512i wv[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_si512(w + 32 * v);
-#pragma GCC unroll 8
-  for (int p = 0; p < PX; ++p) {
-    const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[p * ps]));
+    uint32_t two;
+    if constexpr (Last)
+      two = x[p * ps];
+    else
+      two = *reinterpret_cast<const unaligned_u32*>(x + p * ps);
+    const __m512i xv = _mm512_set1_epi32(static_cast<int>(two));
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], (__m512bh)xv, (__m512bh)wv[v]);
   }
@@ -139,20 +138,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void expand_tile
   const __m512 lo = _mm512_set1_ps(a.lo), hi = _mm512_set1_ps(a.hi);
   const int64_t SCh = (SC + 1) / 2;
   __m512 acc[PX][NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    const __m512 bv = _mm512_loadu_ps(b + 16 * v);
-#pragma GCC unroll 8
-    for (int p = 0; p < PX; ++p) acc[p][v] = bv;
-  }
+  bias_init<NV, PX>(acc, b);
   for (int r = 0; r < R1; ++r) {
     const uint16_t* x = xr[r];
     const uint16_t* wr = w + r * SCh * Ep * 2;
     // Pairs, each pixel's broadcast straight from memory (vpbroadcastd
     // with a memory operand: a load, no trip through a general register),
     // then an odd SC's last value with a zero.
-    for (int64_t k = 0; k < SC / 2; ++k) dot_pairs<NV, PX>(acc, wr + k * Ep * 2, x + 2 * k, ps);
-    if (SC % 2) dot_last<NV, PX>(acc, wr + (SC / 2) * Ep * 2, x + SC - 1, ps);
+    for (int64_t k = 0; k < SC / 2; ++k) dot_pairs<NV, PX, false>(acc, wr + k * Ep * 2, x + 2 * k, ps);
+    if (SC % 2) dot_pairs<NV, PX, true>(acc, wr + (SC / 2) * Ep * 2, x + SC - 1, ps);
   }
   __mmask16 m[NV];
 #pragma GCC unroll 4
@@ -348,9 +342,7 @@ bool ExpandDepthwise::supported() {
 }
 
 bool ExpandDepthwise::supports_bf16() {
-  static const bool yes = supported() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
+  return supported() && own_bf16_kernels();
 }
 
 bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
