@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -127,13 +128,18 @@ TEST_F(Precision, DepthwiseAndPointwise) {
 // the ops' tolerance: a network's stem (3x3, stride 2, on 3 channels: an
 // odd 9 values per window row, the last paired with a zero) with the
 // projection and without it (a short image: the depthwise output rounded
-// to bfloat16 into memory), 1x1 expansions of an odd channel count (7) and to
-// an odd one (21: the projection's last pair), a residual input, the stem's
-// output added from the kept rows (mobilenet_v3's first block), relu6,
-// hardswish and swish (relu6 where a count is odd: an infinite input then
-// gives no NaN at all). The same bits at 1 and 2 threads; an infinite input
-// value gives NaN exactly where float32 does (a zero weight paired with an
-// infinite neighbour would give NaN elsewhere).
+// to bfloat16 for the projection's node), 1x1 expansions of an odd channel
+// count (7) and to an odd one (21: the projection's last pair), a residual
+// input, the stem's output added from the kept rows (mobilenet_v3's first
+// block), a block whose output goes on in bfloat16 to another convolution,
+// relu6, hardswish and swish. Every first convolution writes at least 28 x
+// 28 pixels (with AMX the fusion takes those only). A returned block writes
+// float32, as every bf16 convolution does there (values finer than
+// bfloat16's 8 bits). The same bits at 1 and 2 threads (one image: bands of
+// rows at 2). An infinite input value at the third pixel of the second
+// row (what a stem window's odd last pair would take from the next pixel:
+// SAME puts the odd pad first, so windows start at odd columns) gives NaN
+// exactly where float32 does, and none at all with relu6.
 TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
   auto act = [](int k, Blob y) {
     if (k == 0) return flow::clip(y, 0.0, 6.0);
@@ -143,14 +149,16 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
   struct Case {
     Shape x;
     int64_t e, k1, k, stride, out;  // first convolution (channels, size), depthwise (size, stride), projection
-    int act;
+    int act;                        // 0 relu6, 1 hardswish, 2 swish
     bool residual;  // the projection adds the block's input (x, or the stem's output with k1 = 3)
-    int nodes;      // convolutions in the bf16 plan (2: a short image alone keeps its projection apart)
+    bool then;      // a 1x1 convolution reads the block's output (not returned)
+    int nodes;      // convolutions in the bf16 plan (a short image alone keeps its projection apart)
   };
   const std::vector<Case> cases = {
-      {{1, 3, 34, 33}, 32, 3, 3, 1, 8, 0, false, 2},  {{2, 3, 30, 31}, 16, 3, 3, 1, 8, 1, false, 1},
-      {{2, 7, 21, 20}, 40, 1, 5, 2, 24, 0, false, 1}, {{2, 8, 12, 12}, 21, 1, 3, 1, 8, 0, true, 1},
-      {{2, 24, 20, 20}, 144, 1, 3, 1, 24, 2, true, 1}, {{1, 3, 64, 66}, 16, 3, 3, 1, 16, 1, true, 1},
+      {{1, 3, 40, 80}, 32, 3, 3, 1, 8, 0, false, false, 2},   {{2, 3, 56, 58}, 16, 3, 3, 1, 8, 1, false, false, 1},
+      {{2, 7, 30, 28}, 40, 1, 5, 2, 24, 0, false, false, 1},  {{1, 8, 28, 28}, 21, 1, 3, 1, 8, 0, true, false, 1},
+      {{1, 24, 28, 30}, 144, 1, 3, 1, 24, 2, true, false, 1}, {{1, 3, 64, 66}, 16, 3, 3, 1, 16, 1, true, false, 1},
+      {{1, 16, 56, 56}, 96, 1, 3, 2, 24, 0, false, true, 2},
   };
   flow::cpu::ScopedThreads restore(0);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -166,7 +174,8 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
             Blob d = flow::nn::conv2d(e, var(n + "_d", {c.e, 1, c.k, c.k}), c.stride, "SAME", 1, c.e);
             d = act(c.act, flow::nn::bias_add(d, var(n + "_db", {c.e}), 1));
             Blob y = flow::nn::bias_add(flow::nn::conv2d(d, var(n + "_p", {c.out, c.e, 1, 1}), 1, "SAME"), var(n + "_pb", {c.out}), 1);
-            return c.residual ? flow::add(y, c.k1 > 1 ? e : b) : y;
+            if (c.residual) y = flow::add(y, c.k1 > 1 ? e : b);
+            return c.then ? flow::nn::conv2d(y, var(n + "_t", {8, c.out, 1, 1}), 1, "SAME") : y;
           });
     };
     auto f32 = define(false), b16 = define(true);
@@ -180,9 +189,6 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
     EXPECT_LE(rel_diff(got, want), kOpTolerance) << n << "\n" << plan;
     EXPECT_GT(rel_diff(got, want), 0.0) << n << ": bf16 gave float32's bits\n" << plan;
     if (!flow::cpu::LayoutConv::own_expand_dw_bf16()) continue;
-    // (With AMX only maps of 28 x 28 and up: LayoutConv::expand_dw_bf16_for.)
-    const int64_t pixels = c.k1 > 1 ? (c.x[2] + 1) / 2 * ((c.x[3] + 1) / 2) : c.x[2] * c.x[3];
-    if (flow::cpu::bf16_support() == flow::cpu::Bf16Support::Amx && pixels < 28 * 28) continue;
     const auto ops = b16.compiled()->plan().op_sequence();
     int64_t convs = 0, fused = 0;
     for (const std::string& op : ops) {
@@ -192,16 +198,23 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
     }
     EXPECT_EQ(convs, c.nodes) << n << "\n" << plan;
     EXPECT_EQ(fused, 1) << n << "\n" << plan;
+    if (c.nodes == 1) {  // the block's own output, returned: float32 from the kernel
+      int64_t finer = 0;
+      for (int64_t k = 0; k < got.numel(); ++k) {
+        uint32_t u;
+        std::memcpy(&u, got.data<float>() + k, sizeof u);
+        finer += (u & 0xFFFF) != 0;
+      }
+      EXPECT_GT(finer, got.numel() / 2) << n << ": a returned block rounded to bfloat16\n" << plan;
+    }
     auto& p = const_cast<flow::Plan&>(b16.compiled()->plan());
     for (int t : {1, 2}) {
       omp_set_num_threads(t);
       EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
     }
     omp_set_num_threads(2);
-    // An infinite input (channel 0 of the third pixel of the second row:
-    // what an odd window row's last pair would take from the next pixel):
-    // relu6 keeps everything finite, hardswish and swish give infinities or
-    // NaN where one meets its negative; each as in float32.
+    // Infinite: relu6 keeps everything finite, hardswish and swish give
+    // infinities or NaN where one meets its negative; each as in float32.
     Tensor xi = x.clone();
     xi.data<float>()[c.x[3] + 2] = INFINITY;
     const Tensor yf = f32(xi), yb = b16(xi);

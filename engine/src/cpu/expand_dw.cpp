@@ -246,8 +246,9 @@ void expand_row(const XT* const* xr, int R1, int64_t SC, int64_t ps, int64_t W1,
 }
 
 // 16 values stored in the lanes of m: float32 as they are, or rounded to
-// bfloat16 (nearest even, a NaN stays a quiet NaN) with AVX512F alone, so
-// that one depthwise template serves both kernels.
+// bfloat16 with AVX512F alone as vcvtneps2bf16 rounds (nearest even, a NaN
+// stays a quiet NaN, a denormal becomes zero), so that one depthwise
+// template serves both kernels.
 __attribute__((target("avx512f"))) inline void store16(float* p, __mmask16 m, __m512 v) {
   _mm512_mask_storeu_ps(p, m, v);
 }
@@ -258,6 +259,9 @@ __attribute__((target("avx512f"))) inline void store16(uint16_t* p, __mmask16 m,
   __m512i r = _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   r = _mm512_mask_or_epi32(r, nan, high, _mm512_set1_epi32(0x40));
+  // A denormal becomes a signed zero, as vcvtneps2bf16 makes it.
+  const __mmask16 tiny = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
+  r = _mm512_mask_and_epi32(r, tiny, high, _mm512_set1_epi32(0x8000));
   _mm512_mask_cvtepi32_storeu_epi16(p, m, r);
 }
 
@@ -440,7 +444,7 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
   // bfloat16 pairs (expand_tile_bf16) of the float32 packing above: the
   // first convolution's [R1][SCh][Ep][2] (SC = S1 x C values k of a window
   // row, SCh = (SC + 1) / 2 pairs, an odd SC's last pair with a zero), the
-  // projection's [Ep / 2][Kp][2]. Rounded to nearest even.
+  // projection's [Ep / 2][Kp][2]. Rounded as store16 rounds.
   const int64_t R1 = p_.R, SC = p_.S * C, SCh = (SC + 1) / 2;
   const size_t n1 = static_cast<size_t>(R1 * SCh * Ep_ * 2), n3 = static_cast<size_t>(Ep_ * Kp_);
   pairs_.clear();
@@ -449,6 +453,7 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
     uint32_t u;
     std::memcpy(&u, &v, sizeof u);
     if (std::isnan(v)) return static_cast<uint16_t>((u >> 16) | 0x40);
+    if (!(u & 0x7F800000)) return static_cast<uint16_t>((u >> 16) & 0x8000);  // a denormal: zero (vcvtneps2bf16)
     return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
   };
   for (int64_t r = 0; r < R1; ++r)
@@ -472,12 +477,17 @@ void ExpandDepthwise::run(const uint16_t* x, uint16_t* y, const uint16_t* res) c
   run_as(x, y, res);
 }
 
-template <typename XT>
-void ExpandDepthwise::run_as(const XT* x, XT* y, const XT* res) const {
+void ExpandDepthwise::run(const uint16_t* x, float* y, const float* res) const {
+  if (!bf16_) throw std::invalid_argument("ExpandDepthwise::run: bfloat16 data for the float32 kernel");
+  run_as(x, y, res);
+}
+
+template <typename XT, typename YT>
+void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res) const {
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
   if (res && add_expanded_)
     throw std::invalid_argument("ExpandDepthwise::run: a residual where the first convolution's output is added");
-  if (projects_ && (res == y || x == y))
+  if (projects_ && (static_cast<const void*>(res) == y || static_cast<const void*>(x) == y))
     throw std::invalid_argument("ExpandDepthwise::run: the output in place of the input or the residual");
   // The first convolution's output (the depthwise input) is H x W here;
   // its input, x, is Hx x Wx (padded when padded_input()).
@@ -518,8 +528,11 @@ void ExpandDepthwise::run_as(const XT* x, XT* y, const XT* res) const {
   const float* b1 = w1 + R1 * SC * Ep;
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
-  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, XT> : dw_row<3, 6, 2, XT>)
-                         : (sw == 1 ? dw_row<5, 4, 1, XT> : dw_row<5, 4, 2, XT>);
+  // (The depthwise row goes to the projection as XT, or is y.)
+  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, YT> : dw_row<3, 6, 2, YT>)
+                         : (sw == 1 ? dw_row<5, 4, 1, YT> : dw_row<5, 4, 2, YT>);
+  const auto dw_in = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, XT> : dw_row<3, 6, 2, XT>)
+                            : (sw == 1 ? dw_row<5, 4, 1, XT> : dw_row<5, 4, 2, XT>);
   const float* w3 = b2 + Ep;
   const float* b3 = w3 + Ep * Kp_;
   // The first and last convolutions' weights as the tiles read them: the
@@ -585,7 +598,7 @@ void ExpandDepthwise::run_as(const XT* x, XT* y, const XT* res) const {
           dw(rows, Ep, c0, c1, E, OW, w2, b2, y + (n * OH + oy) * OW * E, a2_);
           continue;
         }
-        dw(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
+        dw_in(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
         const XT* in[1] = {drow};
         const int64_t at = (n * OH + oy) * OW * K3;
         // Over the E real channels only: a padding channel holds act(0)
@@ -595,10 +608,10 @@ void ExpandDepthwise::run_as(const XT* x, XT* y, const XT* res) const {
         // convolution keeps the size, so its taps read that row): its
         // pixels are Ep = K3 floats apart, as pw's output's.
         if (add_expanded_)
-          expand_row<XT, XT, float>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3,
+          expand_row<XT, YT, float>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3,
                                     ring + (oy % R) * Wp * Ep + pl * Ep, a3_);
         else
-          expand_row<XT, XT, XT>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
+          expand_row<XT, YT, YT>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
       }
     }
   }

@@ -101,12 +101,14 @@ class ExpandDepthwise {
   // split into bands of rows. With add_expanded, res is null (the kernel
   // has the residual).
   void run(const float* x, float* y, const float* res = nullptr) const;
-  // The same with bfloat16 data (a bf16 kernel).
+  // The same with bfloat16 data (a bf16 kernel), y and res bfloat16 or,
+  // for an output that leaves the bf16 chain (a return), float32.
   void run(const uint16_t* x, uint16_t* y, const uint16_t* res = nullptr) const;
+  void run(const uint16_t* x, float* y, const float* res = nullptr) const;
 
  private:
-  template <typename XT>
-  void run_as(const XT* x, XT* y, const XT* res) const;
+  template <typename XT, typename YT>
+  void run_as(const XT* x, YT* y, const YT* res) const;
 
   Conv2dParams p_, dw_;
   int64_t Ep_;  // E rounded up to 16

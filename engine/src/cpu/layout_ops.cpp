@@ -355,7 +355,9 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
                                                f_.pw && f_.pw_adds_expanded, bf16_);
     impl_ = bf16_ ? "expand_dw:avx512_bf16" : "expand_dw:avx512";
     const Conv2dParams& q = f_.pw ? f_.pw_p : f_.dw_p;
-    dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, compute, tag::acdb);
+    // (A bf16 block whose output leaves the chain, a return, writes float32
+    // as every bf16 convolution does there.)
+    dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, plain_dst ? dt::f32 : compute, tag::acdb);
     if (f_.residual) {  // the projection's, read channels-last (a copy when it comes in another format)
       if (!f_.pw || !res_md) throw std::invalid_argument("LayoutConv: a residual on the expansion + depthwise kernel");
       if (*res_md != dst_) {
@@ -609,9 +611,11 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
       } else if (f_.residual) {
         res = in[res_input_].raw();
       }
-      if (bf16_)
+      if (bf16_ && dst_.data_type() == dt::bf16)
         expdw_->run(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out[0].raw()),
                     static_cast<const uint16_t*>(res));
+      else if (bf16_)
+        expdw_->run(static_cast<const uint16_t*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res));
       else
         expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res));
       return;
@@ -933,8 +937,10 @@ void LayoutBinary::channelwise_bf16(const uint16_t* x, const uint16_t* s, uint16
   // As channelwise(), with the scales read as they are (bf16) by the span.
   const Channelwise& c = cw_;
   if (c.block == 0) {  // channels-last: each pixel is C contiguous channels
-    // Runs of about 16K values (pixels of one image), each through one call.
-    const int64_t runs = std::max<int64_t>(1, c.HW * c.C / 16384);
+    // Runs of about 16K values (pixels of one image), each through one
+    // call, and at least one per thread.
+    const int64_t runs =
+        std::max<int64_t>(1, std::max<int64_t>(c.HW * c.C / 16384, std::min<int64_t>(c.HW, omp_get_max_threads())));
 #pragma omp parallel for collapse(2) if (c.N * c.HW * c.C > 32768)
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t r = 0; r < runs; ++r) {
