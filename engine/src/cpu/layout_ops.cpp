@@ -377,7 +377,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       src_prim_ = memory(padded, eng);
       std::memset(src_prim_.get_data_handle(), 0, padded.get_size());
       reorder_src_ = true;
-      own_transpose_ = !bf16_ && src_md == MemDesc(sd, dt::f32, tag::nchw) && p.C <= 4;  // cpu::nchw_to_nhwc
+      // cpu::nchw_to_nhwc (_bf16)
+      own_transpose_ = src_md == MemDesc(sd, dt::f32, tag::nchw) && p.C <= 4 && (!bf16_ || own_bf16_kernels());
       if (!own_transpose_) {
         pad_inside_ =
             memory(padded.submemory_desc(sd, {0, 0, p.pad_top, p.pad_left}), eng, src_prim_.get_data_handle());
@@ -592,8 +593,13 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     if (own_transpose_) {  // into the inside of the padded copy
       int64_t hx, wx;
       expdw_->input_dims(&hx, &wx);
-      nchw_to_nhwc(in[0].data<float>(), p_.N, p_.C, p_.H, p_.W,
-                   static_cast<float*>(src_prim_.get_data_handle()) + (p_.pad_top * wx + p_.pad_left) * p_.C, hx, wx);
+      const int64_t inside = (p_.pad_top * wx + p_.pad_left) * p_.C;
+      if (bf16_)
+        nchw_to_nhwc_bf16(in[0].data<float>(), p_.N, p_.C, p_.H, p_.W,
+                          static_cast<uint16_t*>(src_prim_.get_data_handle()) + inside, hx, wx);
+      else
+        nchw_to_nhwc(in[0].data<float>(), p_.N, p_.C, p_.H, p_.W, static_cast<float*>(src_prim_.get_data_handle()) + inside,
+                     hx, wx);
       x = src_prim_.get_data_handle();
     } else if (reorder_src_) {
       src_user_.set_data_handle(in[0].raw());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "cpu/avx512_math.h"
@@ -515,6 +516,37 @@ void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, fl
       const float* s = x + ((n * C + c) * H + h) * W;
       for (int64_t w = 0; w < W; ++w) d[w * C + c] = s[w];
     }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void floats_to_bf16(const float* x, int64_t n,
+                                                                                    uint16_t* y) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    store_bf16(y + i, m, _mm512_maskz_loadu_ps(m, x + i));
+  }
+}
+
+void nchw_to_nhwc_bf16(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, uint16_t* y, int64_t Hy,
+                       int64_t Wy) {
+  if (!own_bf16_kernels()) throw std::logic_error("nchw_to_nhwc_bf16 on a CPU without AVX512_BF16");
+#pragma omp parallel for schedule(static)
+  for (int64_t nh = 0; nh < N * H; ++nh) {
+    const int64_t n = nh / H, h = nh % H;
+    // The row channels-last in float32 (as nchw_to_nhwc makes it), then
+    // rounded into y.
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<size_t>(W * C)) row.resize(static_cast<size_t>(W * C));
+    if (C == 3) {
+      const float* s = x + (n * C * H + h) * W;
+      rgb_row_to_nhwc(s, s + H * W, s + 2 * H * W, W, row.data());
+    } else {
+      for (int64_t c = 0; c < C; ++c) {
+        const float* s = x + ((n * C + c) * H + h) * W;
+        for (int64_t w = 0; w < W; ++w) row[w * C + c] = s[w];
+      }
+    }
+    floats_to_bf16(row.data(), W * C, y + (n * Hy + h) * Wy * C);
   }
 }
 

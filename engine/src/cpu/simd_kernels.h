@@ -130,6 +130,11 @@ void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uin
 // 16 pixels at a time, three permutes per 48 values instead of 48 scalar
 // stores.
 void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy);
+// The same into bfloat16 y (rounded to nearest even): a bf16 plan's first
+// convolution on the image (oneDNN's reorder into bf16 channels-last took
+// several times as long). Needs own_bf16_kernels().
+void nchw_to_nhwc_bf16(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, uint16_t* y, int64_t Hy,
+                       int64_t Wy);
 
 // Tests: false makes max_pool_2x2 (and its backward) run their plain loops
 // on AVX-512 CPUs too, so both paths are checked on one machine. Process-
