@@ -340,10 +340,7 @@ __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t
 
 }  // namespace
 
-bool ExpandDepthwise::supported() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
+bool ExpandDepthwise::supported() { return own_avx512_kernels(); }
 
 bool ExpandDepthwise::supports_bf16() {
   return supported() && own_bf16_kernels();
@@ -444,27 +441,20 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
   // bfloat16 pairs (expand_tile_bf16) of the float32 packing above: the
   // first convolution's [R1][SCh][Ep][2] (SC = S1 x C values k of a window
   // row, SCh = (SC + 1) / 2 pairs, an odd SC's last pair with a zero), the
-  // projection's [Ep / 2][Kp][2]. Rounded as store16 rounds.
+  // projection's [Ep / 2][Kp][2]: laid out in float32, then rounded in
+  // one pass (cpu::floats_to_bf16, vcvtneps2bf16 as the tiles store).
   const int64_t R1 = p_.R, SC = p_.S * C, SCh = (SC + 1) / 2;
-  const size_t n1 = static_cast<size_t>(R1 * SCh * Ep_ * 2), n3 = static_cast<size_t>(Ep_ * Kp_);
-  pairs_.clear();
-  uint16_t* q = reinterpret_cast<uint16_t*>(align64(pairs_, (n1 + n3 + 1) / 2));
-  auto bf16 = [](float v) {
-    uint32_t u;
-    std::memcpy(&u, &v, sizeof u);
-    if (std::isnan(v)) return static_cast<uint16_t>((u >> 16) | 0x40);
-    if (!(u & 0x7F800000)) return static_cast<uint16_t>((u >> 16) & 0x8000);  // a denormal: zero (vcvtneps2bf16)
-    return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-  };
+  const size_t n1 = static_cast<size_t>(R1 * SCh * Ep_ * 2), n3 = static_cast<size_t>(projects_ ? Ep_ * Kp_ : 0);
+  std::vector<float> laid(n1 + n3, 0.f);
   for (int64_t r = 0; r < R1; ++r)
-    for (int64_t k = 0; k < 2 * SCh; ++k)
-      for (int64_t e = 0; e < Ep_; ++e)
-        q[((r * SCh + k / 2) * Ep_ + e) * 2 + k % 2] = k < SC ? bf16(w1p[(r * SC + k) * Ep_ + e]) : 0;
-  if (!projects_) return;
+    for (int64_t k = 0; k < SC; ++k)
+      for (int64_t e = 0; e < Ep_; ++e) laid[((r * SCh + k / 2) * Ep_ + e) * 2 + k % 2] = w1p[(r * SC + k) * Ep_ + e];
   const float* w3p = b2p + Ep_;
-  uint16_t* q3 = q + n1;
-  for (int64_t e = 0; e < Ep_; ++e)
-    for (int64_t k = 0; k < Kp_; ++k) q3[((e / 2) * Kp_ + k) * 2 + e % 2] = bf16(w3p[e * Kp_ + k]);
+  for (int64_t e = 0; projects_ && e < Ep_; ++e)
+    for (int64_t k = 0; k < Kp_; ++k) laid[n1 + ((e / 2) * Kp_ + k) * 2 + e % 2] = w3p[e * Kp_ + k];
+  pairs_.clear();
+  floats_to_bf16(laid.data(), static_cast<int64_t>(laid.size()),
+                 reinterpret_cast<uint16_t*>(align64(pairs_, (laid.size() + 1) / 2)));
 }
 
 void ExpandDepthwise::run(const float* x, float* y, const float* res) const {

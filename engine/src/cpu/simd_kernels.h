@@ -130,8 +130,12 @@ void max_pool_2x2_backward(const MaxPool2x2Params& p, const float* dy, const uin
 // 16 pixels at a time, three permutes per 48 values instead of 48 scalar
 // stores.
 void nchw_to_nhwc(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, float* y, int64_t Hy, int64_t Wy);
-// The same into bfloat16 y (rounded to nearest even): a bf16 plan's first
-// convolution on the image (oneDNN's reorder into bf16 channels-last took
+// y[i] = x[i] rounded to bfloat16 (vcvtneps2bf16: nearest even, denormals
+// to zero) for i < n; one thread. Needs own_bf16_kernels().
+void floats_to_bf16(const float* x, int64_t n, uint16_t* y);
+// x (N, C, H, W) into bfloat16 channels-last y as nchw_to_nhwc does (each
+// row rounded by floats_to_bf16): a bf16 plan's first convolution on the
+// image (oneDNN's reorder into bf16 channels-last took
 // several times as long). Needs own_bf16_kernels().
 void nchw_to_nhwc_bf16(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, uint16_t* y, int64_t Hy,
                        int64_t Wy);
