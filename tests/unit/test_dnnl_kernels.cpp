@@ -505,6 +505,58 @@ TEST(Conv2d, BlockedActivationsMatchPlain) {
   }
 }
 
+// Where train plans run a convolution's three passes on Jobflow's Winograd
+// kernel (nChw16c on both sides, stride 1, 3x3 or 5x5):
+// LeNet's conv2, a 5x5 and a 3x3 layer with uneven pads (the input
+// gradient's convolution mirrors them; the tiles overhang the output) and
+// channel counts the kernels split unevenly; each pass matches the
+// reference: the forward with and without bias and relu, backward data,
+// backward weights with and without the bias gradient.
+TEST(Conv2d, BlockedPassesOnWinogradMatchReference) {
+  const ConvFormats f{true, true};
+  for (const Conv2dParams& p : {conv(4, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2, 2, 2),
+                                conv(3, 32, 11, 9, 48, 5, 5, 1, 1, 1, 2, 3, 0),
+                                conv(2, 48, 10, 13, 32, 3, 3, 1, 1, 0, 1, 2, 1)}) {
+    const std::string name = "x=[" + std::to_string(p.N) + "," + std::to_string(p.C) + "," + std::to_string(p.H) +
+                             "," + std::to_string(p.W) + "] " + std::to_string(p.R) + "x" + std::to_string(p.S) +
+                             " -> " + std::to_string(p.K) + " pads " + std::to_string(p.pad_top) +
+                             std::to_string(p.pad_left) + std::to_string(p.pad_bottom) + std::to_string(p.pad_right);
+    SCOPED_TRACE(name);
+    // On AVX-512 CPUs (every machine this project's CI runs on) the
+    // kernel takes both passes; elsewhere oneDNN's answers are checked.
+    if (__builtin_cpu_supports("avx512f") && !avx2_at_most()) {
+      EXPECT_TRUE(conv2d_on_winograd(p, ConvPass::Forward, f));
+      EXPECT_TRUE(conv2d_on_winograd(p, ConvPass::BackwardData, f));
+      EXPECT_TRUE(conv2d_on_winograd(p, ConvPass::BackwardWeights, f));
+    }
+    EXPECT_FALSE(conv2d_on_winograd(p, ConvPass::Forward, ConvFormats{true, false}));
+    EXPECT_FALSE(conv2d_on_winograd(p, ConvPass::BackwardWeights, ConvFormats{false, true}));
+    Buf x(x_size(p)), w(w_size(p)), b(p.K), dy(y_size(p)), xb(x_size(p)), dyb(y_size(p));
+    fill_random(x, 41), fill_random(w, 42), fill_random(b, 43), fill_random(dy, 44);
+    to_c16(x, xb, p.N, p.C, p.H, p.W);
+    to_c16(dy, dyb, p.N, p.K, p.OH, p.OW);
+    Buf y(y_size(p)), y0(y_size(p)), dx(x_size(p)), dw(w_size(p)), db(p.K);
+    conv2d_forward(p, xb.p, w.p, b.p, y.p, true, false, f);
+    expect_close(y, ref_from_blocked(ref_conv_fwd(p, x, w, &b, true), p.N, p.K, p.OH, p.OW), "fwd + bias + relu");
+    conv2d_forward(p, xb.p, w.p, nullptr, y0.p, false, false, f);
+    expect_close(y0, ref_from_blocked(ref_conv_fwd(p, x, w, nullptr, false), p.N, p.K, p.OH, p.OW), "fwd");
+    conv2d_backward_data(p, w.p, dyb.p, dx.p, false, f);
+    expect_close(dx, ref_from_blocked(ref_conv_bwd_data(p, w, dy), p.N, p.C, p.H, p.W), "bwd_data");
+    // New weights at the next step are taken (a train plan's weights change at every call).
+    for (size_t i = 0; i < w.n; ++i) w[i] = -0.5f * w[i];
+    conv2d_backward_data(p, w.p, dyb.p, dx.p, false, f);
+    expect_close(dx, ref_from_blocked(ref_conv_bwd_data(p, w, dy), p.N, p.C, p.H, p.W), "bwd_data, new weights");
+    conv2d_forward(p, xb.p, w.p, b.p, y.p, false, false, f);
+    expect_close(y, ref_from_blocked(ref_conv_fwd(p, x, w, &b, false), p.N, p.K, p.OH, p.OW), "fwd, new weights");
+    conv2d_backward_weights(p, xb.p, dyb.p, dw.p, db.p, false, f);
+    expect_close(dw, ref_conv_bwd_weights(p, x, dy), "bwd_weights");
+    expect_close(db, ref_conv_bwd_bias(p, dy), "bwd_bias");
+    Buf dw1(w_size(p));
+    conv2d_backward_weights(p, xb.p, dyb.p, dw1.p, nullptr, false, f);
+    expect_close(dw1, ref_conv_bwd_weights(p, x, dy), "bwd_weights without bias");
+  }
+}
+
 // The 2x2/2 max pooling and its gradient (plain and relu-masked) in
 // nChw16c agree with the plain ones, odd sizes included.
 void PoolBlockedMaxTwoByTwoMatchesPlain();

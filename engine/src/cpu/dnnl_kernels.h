@@ -119,6 +119,13 @@ ConvLayout conv_layout(ConvPass pass);
 // (e.g. "jit:avx512_core", "gemm:jit"); creates the cache entry if needed.
 const char* conv2d_impl_name(const Conv2dParams& p, ConvPass pass, bool has_bias);
 
+// Whether a float32 pass with these formats runs on Jobflow's Winograd
+// kernel instead of oneDNN's (train plans' stride-1 3x3 and 5x5
+// convolutions with nChw16c activations on both sides, where
+// Winograd::worthwhile; see dnnl_kernels.cpp; for backward data, the
+// mirrored convolution that computes dx).
+bool conv2d_on_winograd(const Conv2dParams& p, ConvPass pass, ConvFormats f);
+
 // Drops every cached primitive (e.g. after changing the layout knobs; the cache
 // key includes the layout, so this is only needed to free memory).
 void clear_dnnl_cache();

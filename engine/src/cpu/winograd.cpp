@@ -1,6 +1,9 @@
 // cpu/winograd.cpp — F(4x4, 3x3) and F(2x2, 5x5) convolutions on AVX2 or
 // AVX-512 (see winograd.h): the weight transform and the split into tile
-// blocks; a block's work is wino::<isa>::block() (winograd_block.inc).
+// blocks; a block's work is wino::<isa>::block() (winograd_block.inc). The
+// weight gradient of train plans (backward_weights) runs the same tiles
+// through wino::<isa>::weight_gradient_block() and turns its sums into
+// weights by G^T dU G.
 //
 // Transforms of F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
 // Convolutional Neural Networks", 2015; interpolation points 0, +-1, +-2,
@@ -73,6 +76,20 @@ constexpr int64_t kMinBlock = 24;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// G (6 x r) for r x r weights: row i is scale_i (1, p_i, p_i^2, ...,
+// p_i^(r-1)) for the points 0, 1, -1, 2, -2, and (0, ..., 0, 1) for
+// infinity.
+void weight_matrix(int64_t r, double G[6][5]) {
+  static const double pts[5] = {0, 1, -1, 2, -2}, scale[5] = {1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 5; ++j) G[i][j] = 0;
+  for (int i = 0; i < 5; ++i) {
+    double pw = 1;
+    for (int j = 0; j < r; ++j, pw *= pts[i]) G[i][j] = scale[i] * pw;
+  }
+  G[5][r - 1] = 1;
+}
+
 // The 16-lane kernel's condition: the CPU has AVX512F and oneDNN runs its
 // AVX-512 kernels (ONEDNN_MAX_CPU_ISA may cap them at AVX2: then the chain
 // around this kernel is nChw8c, and so is this kernel).
@@ -127,26 +144,27 @@ Winograd::Winograd(const Conv2dParams& p, int lanes) : p_(p), m_(p.R == 3 ? 4 : 
   tiles_w_ = ceil_div(p.OW, m_);
 }
 
-void Winograd::set_weights(const float* w) {
+void Winograd::set_weights(const float* w) { transform_weights(w, false); }
+
+void Winograd::set_backward_data_weights(const float* w) { transform_weights(w, true); }
+
+void Winograd::transform_weights(const float* w, bool turned) {
   const int64_t C = p_.C, K = p_.K, r = p_.R;
   float* u = align64(u_, static_cast<size_t>(kAlpha * C * K));
-  // G: row i is scale_i (1, p_i, p_i^2, ..., p_i^(r-1)) for the points 0,
-  // 1, -1, 2, -2, and (0, ..., 0, 1) for infinity.
-  static const double pts[5] = {0, 1, -1, 2, -2}, scale[5] = {1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24};
-  double G[6][5] = {};
-  for (int i = 0; i < 5; ++i) {
-    double pw = 1;
-    for (int j = 0; j < r; ++j, pw *= pts[i]) G[i][j] = scale[i] * pw;
-  }
-  G[5][r - 1] = 1;
+  double G[6][5];
+  weight_matrix(r, G);
+  // (Train plans transform their weights at every step: in parallel.)
+#pragma omp parallel for schedule(static) if (K * C >= 1024)
   for (int64_t k = 0; k < K; ++k) {
     const int64_t k0 = k / 16 * 16, nb = std::min<int64_t>(16, K - k0);
     for (int64_t c = 0; c < C; ++c) {
-      const float* g = w + (k * C + c) * r * r;
+      // Filter (k, c): w[k][c], or (turned) w[c][k] rotated by 180 degrees.
+      const float* g = w + (turned ? c * K + k : k * C + c) * r * r;
+      const int64_t last = r * r - 1;
       double gg[6][5] = {};  // G g
       for (int i = 0; i < 6; ++i)
         for (int j = 0; j < r; ++j)
-          for (int l = 0; l < r; ++l) gg[i][j] += G[i][l] * g[l * r + j];
+          for (int l = 0; l < r; ++l) gg[i][j] += G[i][l] * g[turned ? last - (l * r + j) : l * r + j];
       for (int i = 0; i < 6; ++i)
         for (int j = 0; j < 6; ++j) {  // (G g) G^T
           double v = 0;
@@ -190,6 +208,71 @@ void Winograd::run(const float* x, float* y, const float* bias, const float* res
     float* M = V + kAlpha * tbs * g.C;
     const int64_t t0 = blk * tbs;
     block(g, x, u, V, M, t0, std::min(tbs, T - t0), tbs, y, bias, res, lo, hi);
+  }
+}
+
+void Winograd::backward_weights(const float* x, const float* dy, float* dw, float* db) const {
+  const int64_t C = p_.C, K = p_.K, r = p_.R;
+  wino::Geometry g{p_.N, C, p_.H, p_.W, K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};
+  const int64_t T = g.N * g.th * g.tw;
+  const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), T)));
+  const wino::WeightGradientFn block = lanes_ == 16 ? wino::avx512::weight_gradient_block : wino::avx2::weight_gradient_block;
+  // Each thread sums its own run of tiles into its own dU, in blocks whose
+  // V and D stay within the L2 budget (each block reads and writes the
+  // thread's dU, 36 C K floats: the larger the block, the fewer passes).
+  const int64_t tbs = std::clamp<int64_t>(kL2Budget / (kAlpha * 4 * (C + K)), 8, 120);
+  const int64_t dus = kAlpha * C * K, per_thread = kAlpha * tbs * (C + K) + dus;  // multiples of 16 floats
+  float* scratch = align64(scratch_, static_cast<size_t>(per_thread * threads));
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads();
+    float* V = scratch + per_thread * id;
+    float* D = V + kAlpha * tbs * C;
+    float* du = D + kAlpha * tbs * K;
+    std::fill(du, du + dus, 0.f);
+    const int64_t end = T * (id + 1) / n;
+    for (int64_t t0 = T * id / n; t0 < end; t0 += tbs) block(g, x, dy, V, D, t0, std::min(tbs, end - t0), tbs, du);
+#pragma omp barrier
+    // The threads' sums into the first one's, then dg = G^T dU G per
+    // filter.
+    float* du0 = scratch + kAlpha * tbs * (C + K);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < dus; i += 16)
+      for (int64_t j = 1; j < n; ++j) {
+        const float* o = scratch + per_thread * j + kAlpha * tbs * (C + K) + i;
+        for (int l = 0; l < 16; ++l) du0[i + l] += o[l];
+      }
+    double G[6][5];
+    weight_matrix(r, G);
+#pragma omp for schedule(static)
+    for (int64_t kc = 0; kc < K * C; ++kc) {
+      double gu[5][6] = {};  // G^T dU
+      for (int l = 0; l < r; ++l)
+        for (int j = 0; j < 6; ++j)
+          for (int i = 0; i < 6; ++i) gu[l][j] += G[i][l] * du0[(i * 6 + j) * K * C + kc];
+      float* out = dw + kc * r * r;  // (K, C, r, r): filter k * C + c
+      for (int l = 0; l < r; ++l)
+        for (int m = 0; m < r; ++m) {  // (G^T dU) G
+          double v = 0;
+          for (int j = 0; j < 6; ++j) v += gu[l][j] * G[j][m];
+          out[l * r + m] = static_cast<float>(v);
+        }
+    }
+    if (db) {  // the bias gradient: dy summed over images and pixels, per channel block
+      const int64_t KB = K / lanes_, HW = g.OH * g.OW;
+#pragma omp for schedule(static)
+      for (int64_t kb = 0; kb < KB; ++kb) {
+        double acc[16] = {};
+        for (int64_t im = 0; im < g.N; ++im) {
+          float part[16] = {};
+          const float* p = dy + (im * KB + kb) * HW * lanes_;
+          for (int64_t px = 0; px < HW; ++px)
+            for (int l = 0; l < lanes_; ++l) part[l] += p[px * lanes_ + l];
+          for (int l = 0; l < lanes_; ++l) acc[l] += part[l];
+        }
+        for (int l = 0; l < lanes_; ++l) db[kb * lanes_ + l] = static_cast<float>(acc[l]);
+      }
+    }
   }
 }
 

@@ -1,7 +1,10 @@
 // cpu/winograd.h — stride-1 convolutions by Winograd's minimal filtering,
 // F(4x4, 3x3) for 3x3 weights and F(2x2, 5x5) for 5x5 ones, float32 on
 // AVX2 + FMA (8 lanes) or AVX-512 (16 lanes), for predict plans
-// (compiler/layout.cpp through LayoutConv).
+// (compiler/layout.cpp through LayoutConv) and for all three passes of
+// train plans' nChw16c convolutions (cpu/dnnl_kernels.cpp,
+// conv2d_on_winograd): forward, input gradient (a convolution of dy by the
+// turned weights) and weight gradient (backward_weights).
 //
 // Why: on CPUs without AVX-512, oneDNN 2.6 has only its direct kernel for
 // float32 convolutions (jit:avx2; its Winograd kernel needs AVX-512), and
@@ -71,6 +74,11 @@ class Winograd {
   int lanes() const { return lanes_; }
   // w: the weights (K, C, R, R), float32 row-major; transformed and kept.
   void set_weights(const float* w);
+  // For the input gradient of a stride-1 convolution (train plans,
+  // cpu::conv2d_backward_data): w are that convolution's weights (C, K, R,
+  // R) with this kernel's C and K, the gradient's, swapped; each filter is
+  // used turned by 180 degrees (dx = conv(dy, w turned, pads R - 1 - pad)).
+  void set_backward_data_weights(const float* w);
   // x: the input (N, C, H, W) in nChw<lanes>c; y: the output (N, K, OH, OW)
   // in the same format. y = clamp(conv(x) + bias + res, lo, hi): bias [K] or
   // null, res (formatted like y, may be y itself) or null. With
@@ -80,8 +88,17 @@ class Winograd {
   // with the calling thread's OpenMP count.
   void run(const float* x, float* y, const float* bias, const float* res, float lo, float hi,
            bool res_channels_last = false) const;
+  // The weight gradient of this convolution (train plans' backward
+  // weights): x (N, C, H, W) and dy (N, K, OH, OW) in nChw<lanes>c; dw
+  // (K, C, R, R) row-major and, unless null, db (K) (dy's sums) are
+  // overwritten. The weights set, if any, are not used. The products are
+  // summed in the transformed domain (winograd_block.inc), each thread
+  // over its own run of tiles, then turned into dw once.
+  void backward_weights(const float* x, const float* dy, float* dw, float* db) const;
 
  private:
+  void transform_weights(const float* w, bool turned);
+
   Conv2dParams p_;
   int64_t m_;  // output tile: 4 (3x3 weights) or 2 (5x5)
   int lanes_;  // 8 (x, y in nChw8c) or 16 (nChw16c)

@@ -26,16 +26,27 @@ struct Geometry {
 using BlockFn = void (*)(const Geometry& g, const float* x, const float* u, float* V, float* M, int64_t t0,
                          int64_t tb, int64_t tbs, float* y, const float* bias, const float* res, float lo, float hi);
 
+// The weight gradient's share of tiles t0 .. t0 + tb - 1: the input
+// transform into V [36][tbs][C], dy's tiles transformed by A into
+// D [36][tbs][K] (dy in y's format), and du [36][K][C] += the sum over
+// the tiles of D[a][t][k] V[a][t][c].
+using WeightGradientFn = void (*)(const Geometry& g, const float* x, const float* dy, float* V, float* D, int64_t t0,
+                                  int64_t tb, int64_t tbs, float* du);
+
 namespace avx2 {
 constexpr int kLanes = 8, kRows = 6;  // rows: tiles per matrix-product kernel call
 void block(const Geometry& g, const float* x, const float* u, float* V, float* M, int64_t t0, int64_t tb, int64_t tbs,
            float* y, const float* bias, const float* res, float lo, float hi);
+void weight_gradient_block(const Geometry& g, const float* x, const float* dy, float* V, float* D, int64_t t0,
+                           int64_t tb, int64_t tbs, float* du);
 }  // namespace avx2
 
 namespace avx512 {
 constexpr int kLanes = 16, kRows = 12;
 void block(const Geometry& g, const float* x, const float* u, float* V, float* M, int64_t t0, int64_t tb, int64_t tbs,
            float* y, const float* bias, const float* res, float lo, float hi);
+void weight_gradient_block(const Geometry& g, const float* x, const float* dy, float* V, float* D, int64_t t0,
+                           int64_t tb, int64_t tbs, float* du);
 }  // namespace avx512
 
 }  // namespace jobflow::cpu::wino
