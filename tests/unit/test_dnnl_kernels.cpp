@@ -555,6 +555,37 @@ TEST(Conv2d, BlockedPassesOnWinogradMatchReference) {
     conv2d_backward_weights(p, xb.p, dyb.p, dw1.p, nullptr, false, f);
     expect_close(dw1, ref_conv_bwd_weights(p, x, dy), "bwd_weights without bias");
   }
+  // At LeNet's batch (100 images, 4,900 tiles) the weight gradient's sums
+  // stay within 2e-5 of its largest value (oneDNN's: 2.6e-6; a single
+  // running sum per thread gave 4e-5 to 6e-5).
+  {
+    const Conv2dParams p = conv(100, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2, 2, 2);
+    Buf x(x_size(p)), dy(y_size(p)), xb(x_size(p)), dyb(y_size(p)), dw(w_size(p));
+    fill_random(x, 45), fill_random(dy, 46);
+    to_c16(x, xb, p.N, p.C, p.H, p.W);
+    to_c16(dy, dyb, p.N, p.K, p.OH, p.OW);
+    conv2d_backward_weights(p, xb.p, dyb.p, dw.p, nullptr, false, f);
+    const std::vector<double> want = ref_conv_bwd_weights(p, x, dy);
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      const double e = std::abs(dw[i] - want[i]);
+      if (!(e <= err)) err = e;  // (a NaN stays, and fails below)
+    }
+    EXPECT_LE(err, 2e-5 * scale) << "largest error " << err << " of " << scale;
+  }
+  // A padding wider than the weights' reach has no mirrored convolution:
+  // its input gradient stays on oneDNN.
+  EXPECT_FALSE(conv2d_on_winograd(conv(4, 32, 14, 14, 64, 5, 5, 1, 1, 5, 2, 2, 2), ConvPass::BackwardData, f));
+  // Wide layers keep their weight gradient on oneDNN (each thread's sums
+  // in the transformed domain would take 2.4 MB); the other passes take
+  // the kernel.
+  if (__builtin_cpu_supports("avx512f") && !avx2_at_most()) {
+    const Conv2dParams wide = conv(2, 128, 12, 12, 128, 3, 3, 1, 1, 1, 1, 1, 1);
+    EXPECT_TRUE(conv2d_on_winograd(wide, ConvPass::Forward, f));
+    EXPECT_TRUE(conv2d_on_winograd(wide, ConvPass::BackwardData, f));
+    EXPECT_FALSE(conv2d_on_winograd(wide, ConvPass::BackwardWeights, f));
+  }
 }
 
 // The 2x2/2 max pooling and its gradient (plain and relu-masked) in

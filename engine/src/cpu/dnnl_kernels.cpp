@@ -365,18 +365,29 @@ Entry& conv_entry(const Conv2dParams& p, ConvPass pass, bool has_bias, bool relu
 }
 
 // Train plans' stride-1 3x3 and 5x5 convolutions whose activations are
-// nChw16c on both sides (compiler/train_layout.cpp) run all three passes on
-// Jobflow's Winograd kernel where a predict plan would run the forward one
-// there (Winograd::worthwhile), at 16 lanes. LeNet's conv2 (32 -> 64,
-// 14x14, batch 100; Zen 5, 2 threads), ms per pass on oneDNN's direct
-// kernels and on this one: forward 7.8-8.0 -> 5.7-6.1, backward data
-// 7.8-8.1 -> 5.7-6.9, backward weights 8.9-11.1 -> 5.4-5.9. The weights
+// nChw16c on both sides (compiler/train_layout.cpp), in float32 plans on
+// CPUs where oneDNN runs AVX-512, run all three passes on Jobflow's
+// Winograd kernel at 16 lanes where a predict plan would run the forward
+// one there (Winograd::worthwhile; the weight gradient with a bound of its
+// own, train_winograd_weights). LeNet's conv2 (32 -> 64, 14x14, batch
+// 100; Zen 5, 2 threads), ms per pass on oneDNN's direct kernels and on
+// this one: forward 7.8-8.0 -> 5.1-6.1, backward data 7.8-8.1 -> 5.2-6.9,
+// backward weights 8.9-11.1 -> 5.1-5.9. The weights
 // change at every step, so the forward and backward-data passes transform
 // them at every call (0.25 ms for that layer); the weight gradient is
 // summed in the transformed domain (Winograd::backward_weights).
 bool train_winograd(const Conv2dParams& p, bool bf16, ConvFormats f) {
   return !bf16 && f.src_blocked && f.dst_blocked && Winograd::preferred() && Winograd::lanes_for(p) == 16 &&
          Winograd::worthwhile(p);
+}
+
+// The weight gradient on the Winograd kernel too where each thread's sums,
+// 36 C K floats, take at most 1 MB (LeNet's conv2: 295 KB): every thread
+// zeroes, fills and reduces its own, which for wide layers (256 -> 256:
+// 9.4 MB per thread) would cost more than the products it saves (not
+// measured beyond LeNet's shapes: oneDNN keeps those).
+bool train_winograd_weights(const Conv2dParams& p, bool bf16, ConvFormats f) {
+  return train_winograd(p, bf16, f) && 36 * 4 * p.C * p.K <= (int64_t{1} << 20);
 }
 
 // The input gradient of stride-1 convolution p as a convolution of dy: its
@@ -616,7 +627,7 @@ void conv2d_backward_weights(const Conv2dParams& p, const float* x, const float*
   check("backward_weights", p);
   check_formats("backward_weights", p, f);
   if (!x || !dy || !dw) conv_fail("backward_weights", p, "null buffer");
-  if (train_winograd(p, bf16, f)) {
+  if (train_winograd_weights(p, bf16, f)) {
     winograd_entry(p, ConvPass::BackwardWeights).wino->backward_weights(x, dy, dw, dbias);
     return;
   }
@@ -711,7 +722,7 @@ bool conv2d_on_winograd(const Conv2dParams& p, ConvPass pass, ConvFormats f) {
   switch (pass) {
     case ConvPass::Forward: return train_winograd(p, false, f);
     case ConvPass::BackwardData: return backward_data_as_conv(p, &q) && train_winograd(q, false, f);
-    case ConvPass::BackwardWeights: return train_winograd(p, false, f);
+    case ConvPass::BackwardWeights: return train_winograd_weights(p, false, f);
   }
   return false;
 }

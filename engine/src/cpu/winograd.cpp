@@ -9,7 +9,7 @@
 // Convolutional Neural Networks", 2015; interpolation points 0, +-1, +-2,
 // infinity). F(2x2, 5x5) on the same points has the same B^T, the first two
 // rows of A^T (with the infinity column in its last row: 0 1 -1 2 -2 1) and
-// G's rows extended to five powers (set_weights()):
+// G's rows extended to five powers (weight_matrix()):
 //
 //   B^T = | 4  0 -5  0  1  0 |   G = |  1/4     0     0  |   A^T = | 1  1  1  1  1  0 |
 //         | 0 -4 -4  1  1  0 |       | -1/6  -1/6  -1/6 |         | 0  1 -1  2 -2  0 |

@@ -104,7 +104,7 @@ class Winograd {
   int lanes_;  // 8 (x, y in nChw8c) or 16 (nChw16c)
   int64_t tiles_h_, tiles_w_;
   std::vector<float> u_;  // [36][K in blocks of 16 (8 for a last odd block)][C][block]
-  mutable std::vector<float> scratch_;  // per thread: V [36][TB][C] and M [36][TB][K]
+  mutable std::vector<float> scratch_;  // per thread: V [36][TB][C] and M [36][TB][K] (backward_weights: V, D [36][TB][K] and dU [36][K][C])
 };
 
 }  // namespace jobflow::cpu
