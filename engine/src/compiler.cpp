@@ -1,5 +1,5 @@
 // The compiler's driver: Plan::compile runs the passes of compiler/passes.h
-// in order (prune, fuse, order, layouts, memory, bind); Plan::run is one
+// in order (place, prune, fuse, order, layouts, memory, bind); Plan::run is one
 // call of the plan it built. The plan cache (compiler/plan_cache.cpp) specializes the
 // graph of a job with dynamic shapes first and then compiles it the same way.
 #include "compiler.h"
@@ -30,6 +30,7 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
 }
 
 std::shared_ptr<Plan> Plan::compile(compiler::PlanBuild& b) {
+  compiler::place(b);
   compiler::prune(b);
   compiler::fuse(b);
   compiler::order(b);

@@ -663,14 +663,55 @@ TEST_F(JobRules, KilledSaveNeverReplacesAGoodCheckpoint) {
     if (e.path().filename().string().rfind(stem, 0) == 0) fs::remove_all(e.path());
 }
 
+// Without a usable CUDA backend (CI's machines) a job placed on "gpu" is
+// compiled as the same job on "cpu" (compiler::place, before the other
+// passes): its nodes on the CPU, a one-line notice naming the job, and the
+// CPU's passes applied: a train job's convolutions keep nChw16c
+// (train_layouts, which takes CPU nodes only) exactly as when placed on
+// "cpu", with the same loss.
 TEST_F(JobRules, GpuPlacementRunsOnCpuWithoutCudaBackend) {
-  auto job = flow::global_function(flow::Predict, {flow::Numpy::Placeholder({3})}, [](Blob x) -> flow::Numpy {
-    auto s = flow::scope::placement("gpu", "0:0");
-    return x * 3.0;
-  });
+  bool fell_back = false;
+  flow::backend_for("gpu", &fell_back);
+  if (!fell_back) GTEST_SKIP() << "a CUDA backend is usable here";
+  testing::internal::CaptureStderr();
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("gpu_placed"),
+                                   {flow::Numpy::Placeholder({3})}, [](Blob x) -> flow::Numpy {
+                                     auto s = flow::scope::placement("gpu", "0:0");
+                                     return x * 3.0;
+                                   });
   Tensor r = job(Tensor::from<float>({3}, {1, 2, 3}));
+  const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_FLOAT_EQ(r.data<float>()[2], 9.0f);
-  EXPECT_EQ(job.compiled()->plan().graph().nodes.back().placement.device, "gpu");
+  EXPECT_EQ(job.compiled()->plan().graph().nodes.back().placement.device, "cpu");
+  EXPECT_NE(err.find("jobflow: job 'gpu_placed' places ops on \"gpu\" but this build has no usable CUDA backend; "
+                     "running them on the CPU\n"),
+            std::string::npos)
+      << err;
+
+  const Tensor x = flow::testing::random_float32({2, 16, 8, 8}, 5);
+  auto step = [&](const char* device) {
+    flow::session::reset();
+    auto train = flow::global_function(
+        flow::Train, flow::function_config().name(std::string("placed_") + device), {flow::Numpy::Placeholder(x.shape())},
+        [device](Blob b) -> flow::Numpy {
+          auto s = flow::scope::placement(device, "0:0");
+          Blob w = flow::get_variable("pl_w", {16, 16, 3, 3}, flow::Float,
+                                      flow::random_uniform_initializer(-0.3, 0.3), true);
+          Blob h = flow::nn::max_pool2d(flow::nn::relu(flow::nn::conv2d(b, w, 1, "SAME")), 2, 2, "VALID");
+          Blob loss = flow::reduce_mean(flow::square(flow::add_scalar(h, -0.25)));
+          flow::optimizer::SGD(flow::optimizer::PiecewiseConstantScheduler({}, {0.5}), 0).minimize(loss);
+          return loss;
+        });
+    Tensor loss = train(x);
+    return std::make_pair(loss.data<float>()[0], train.compiled()->plan().op_sequence());
+  };
+  const auto [loss_cpu, ops_cpu] = step("cpu");
+  const auto [loss_gpu, ops_gpu] = step("gpu");
+  EXPECT_EQ(ops_gpu, ops_cpu);
+  bool blocked = false;
+  for (const std::string& op : ops_gpu) blocked |= op.find("blocked=") != std::string::npos;
+  EXPECT_TRUE(blocked) << ::testing::PrintToString(ops_gpu);
+  EXPECT_EQ(loss_gpu, loss_cpu);
 }
 
 TEST_F(JobRules, CompilerFusesBiasAndReluAndReusesMemory) {

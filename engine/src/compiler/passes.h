@@ -64,6 +64,11 @@ struct PlanBuild {
   size_t arena_bytes = 0, unshared_bytes = 0;
 };
 
+// Nodes placed on a device whose backend this build or machine lacks (a
+// seeds' job placed on "gpu" without CUDA) are placed on the CPU before the
+// other passes, so the CPU's fusions, layouts and kernels apply to them;
+// one notice per plan on stderr.
+void place(PlanBuild& b);
 void prune(PlanBuild& b);
 void fuse(PlanBuild& b);
 void order(PlanBuild& b);
