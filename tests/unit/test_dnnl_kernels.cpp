@@ -7,6 +7,7 @@
 #include "cpu/simd_kernels.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -554,6 +555,20 @@ TEST(Conv2d, BlockedPassesOnWinogradMatchReference) {
     Buf dw1(w_size(p));
     conv2d_backward_weights(p, xb.p, dyb.p, dw1.p, nullptr, false, f);
     expect_close(dw1, ref_conv_bwd_weights(p, x, dy), "bwd_weights without bias");
+    // One thread, and three (tiles split unevenly, three sums reduced):
+    // the same answers (the calling thread's OpenMP count decides).
+    const int threads = omp_get_max_threads();
+    for (int t : {1, 3}) {
+      omp_set_num_threads(t);
+      Buf dwt(w_size(p)), dbt(p.K), dxt(x_size(p));
+      conv2d_backward_weights(p, xb.p, dyb.p, dwt.p, dbt.p, false, f);
+      conv2d_backward_data(p, w.p, dyb.p, dxt.p, false, f);
+      omp_set_num_threads(threads);
+      expect_close(dwt, ref_conv_bwd_weights(p, x, dy), "bwd_weights, " + std::to_string(t) + " threads");
+      expect_close(dbt, ref_conv_bwd_bias(p, dy), "bwd_bias, " + std::to_string(t) + " threads");
+      expect_close(dxt, ref_from_blocked(ref_conv_bwd_data(p, w, dy), p.N, p.C, p.H, p.W),
+                   "bwd_data, " + std::to_string(t) + " threads");
+    }
   }
   // At LeNet's batch (100 images, 4,900 tiles) the weight gradient's sums
   // stay within 2e-5 of its largest value (oneDNN's: 2.6e-6; a single
