@@ -708,6 +708,49 @@ TEST(MatMulBf16, TransposesAndAccumulate) {
   EXPECT_THROW(matmul_bf16(false, false, 0, N, K, a.p, b.p, c0.p, false), std::runtime_error);
 }
 
+// matmul_f32 (oneDNN's matmul primitive on the caller's float32 buffers)
+// against a double reference: every transpose combination, with and
+// without accumulating, within float32's sums (1e-5 of the largest
+// output); and where the float32 products take it: a times a transposed b
+// with M >= 32 and 2^20 multiply-adds, on AVX-512 (LeNet's dense forward).
+TEST(MatMulF32, TransposesAndAccumulateOnThePrimitive) {
+  const int64_t M = 40, N = 64, K = 520;
+  Buf a(M * K), b(K * N), c0(M * N);
+  fill_random(a, 51), fill_random(b, 52), fill_random(c0, 53);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) {
+        const std::string name = std::string("ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0") + " acc=" +
+                                 (acc ? "1" : "0");
+        std::vector<double> want(M * N);
+        double scale = 0;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = acc ? c0[m * N + n] : 0.0;
+            for (int64_t k = 0; k < K; ++k)
+              s += static_cast<double>(ta ? a[k * M + m] : a[m * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
+            want[m * N + n] = s;
+            scale = std::max(scale, std::abs(s));
+          }
+        Buf c(M * N);
+        std::copy(c0.p, c0.p + M * N, c.p);
+        matmul_f32(ta, tb, M, N, K, a.p, b.p, c.p, acc);
+        double worst = 0;
+        for (int64_t i = 0; i < M * N; ++i) {
+          const double e = std::abs(c[i] - want[i]);
+          if (!(e <= worst)) worst = e;  // (a NaN stays)
+        }
+        EXPECT_LE(worst, 1e-5 * scale) << name;
+      }
+  const bool avx512 = __builtin_cpu_supports("avx512f") && !avx2_at_most();
+  EXPECT_EQ(matmul_f32_on_primitive(false, true, M, N, K), avx512);
+  EXPECT_FALSE(matmul_f32_on_primitive(false, false, M, N, K));
+  EXPECT_FALSE(matmul_f32_on_primitive(true, true, M, N, K));
+  EXPECT_FALSE(matmul_f32_on_primitive(false, true, 8, 512, 3136));
+  EXPECT_FALSE(matmul_f32_on_primitive(false, true, 32, 16, 16));
+  EXPECT_THROW(matmul_f32(false, true, 0, N, K, a.p, b.p, c0.p, false), std::runtime_error);
+}
+
 // The pooling tests again on the plain loops Jobflow's 2x2 max pooling
 // uses where AVX-512 is missing (on a CPU without it, the same loops twice).
 TEST(Pool2d, PlainLoopsOfTheOwnMaxPooling) {

@@ -32,6 +32,7 @@
 // So Blocked everywhere except backward-data with few input channels.
 #include "cpu/dnnl_kernels.h"
 #include "cpu/dnnl_common.h"
+#include "cpu/isa.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/winograd.h"
 #include "jobflow/tensor.h"
@@ -522,13 +523,14 @@ Entry& pool_entry(const Pool2dParams& p, PoolPass pass) {
 }
 
 // ---------------------------------------------------------------------------
-// Matrix product in bfloat16
+// Matrix products on oneDNN's matmul primitive
 
-// C[M,N] (+)= op(A)[M,K] * op(B)[K,N] on oneDNN's matmul with bf16 operands
-// (the entry's reorders convert the caller's float32 buffers, transposed or
-// not, into the layouts the primitive picks) and a float32 destination.
-Entry& matmul_bf16_entry(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  const Key key{40, M, N, K, ta, tb, accumulate, omp_get_max_threads(), 0, 0, 0, 0,
+// C[M,N] (+)= op(A)[M,K] * op(B)[K,N] on oneDNN's matmul and a float32
+// destination: with bf16 operands (the entry's reorders convert the
+// caller's float32 buffers, transposed or not), or on the caller's float32
+// buffers as they are.
+Entry& matmul_entry(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate, bool bf16) {
+  const Key key{bf16 ? 40 : 41, M, N, K, ta, tb, accumulate, omp_get_max_threads(), 0, 0, 0, 0,
                 0,  0, 0, 0, 0,  0,  0,          0,                     0, 0, 0, 0};
   return get_entry(key, [&](Entry& e) {
     const memory::desc a_user({M, K}, dt::f32, ta ? memory::dims{1, M} : memory::dims{K, 1});
@@ -545,8 +547,9 @@ Entry& matmul_bf16_entry(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool
     // preferred blocked weights (BA16a64b2a) cost a reorder slower than the
     // product (LeNet's 3136x512 dense layer, AMX: 0.82 ms to reorder, 0.33
     // to multiply).
-    dnnl::matmul::desc d(memory::desc({M, K}, dt::bf16, ta ? tag::ba : tag::ab),
-                         memory::desc({K, N}, dt::bf16, tb ? tag::ba : tag::ab), c);
+    const dt low = bf16 ? dt::bf16 : dt::f32;
+    dnnl::matmul::desc d(memory::desc({M, K}, low, ta ? tag::ba : tag::ab),
+                         memory::desc({K, N}, low, tb ? tag::ba : tag::ab), c);
     dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
     e.prim = dnnl::matmul(pd);
     e.impl = pd.impl_info_str();
@@ -693,10 +696,27 @@ void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float*
     throw jobflow::Error("[matmul] bf16: sizes must be positive and buffers non-null (M=" + std::to_string(M) +
                          " N=" + std::to_string(N) + " K=" + std::to_string(K) + ")");
   try {
-    matmul_bf16_entry(ta, tb, M, N, K, accumulate).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    matmul_entry(ta, tb, M, N, K, accumulate, true).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
   } catch (const dnnl::error& err) {
     throw jobflow::Error("[matmul] bf16 M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
                          std::to_string(K) + ": oneDNN error: " + err.what());
+  }
+}
+
+bool matmul_f32_on_primitive(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  return !ta && tb && M >= 32 && M * N * K >= (int64_t{1} << 20) && !avx2_at_most();
+}
+
+void matmul_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
+                bool accumulate) {
+  if (M <= 0 || N <= 0 || K <= 0 || !a || !b || !c)
+    throw jobflow::Error("[matmul] sizes must be positive and buffers non-null (M=" + std::to_string(M) +
+                         " N=" + std::to_string(N) + " K=" + std::to_string(K) + ")");
+  try {
+    matmul_entry(ta, tb, M, N, K, accumulate, false).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  } catch (const dnnl::error& err) {
+    throw jobflow::Error("[matmul] M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                         ": oneDNN error: " + err.what());
   }
 }
 

@@ -95,6 +95,17 @@ void pool2d_backward_relu_masked(const Pool2dParams& p, const float* dy, const v
 // where the CPU has it). Needs AVX512_BF16 or AMX.
 void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
                  bool accumulate);
+// The same in float32 on oneDNN's matmul primitive, on the caller's buffers
+// as they are (no conversion). matmul_f32_on_primitive: where it beats
+// oneDNN's sgemm, which runs the other float32 products: a (M, K) times a
+// transposed b with M >= 32 and at least 2^20 multiply-adds, where oneDNN
+// runs AVX-512 (brgemm). Zen 5, 2 threads, M x N x K: 100 x 512 x 3136
+// (LeNet's dense layer forward in train plans) 2.0-2.4 -> 1.55-1.8 ms,
+// 100 x 512 x 784 0.48 -> 0.39, 32 x 512 x 3136 0.84 -> 0.56; the other
+// transpositions and M = 1 or 8 were the same or slower.
+bool matmul_f32_on_primitive(bool ta, bool tb, int64_t M, int64_t N, int64_t K);
+void matmul_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
+                bool accumulate);
 
 // ---- Tuning knobs (benchmarks and tests; the defaults are the measured best) ----
 

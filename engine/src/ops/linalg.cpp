@@ -31,6 +31,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
   }
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   if constexpr (std::is_same_v<T, float>) {
+    if (cpu::matmul_f32_on_primitive(ta, tb, M, N, K)) {
+      cpu::matmul_f32(ta, tb, M, N, K, A, B, C, beta != 0.f);
+      return;
+    }
     const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
     if (st != dnnl_success)
       op_error("matmul", "oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ") for M=" +
@@ -482,7 +486,8 @@ class Einsum final : public Primitive {
       std::set<int> elsewhere(sp.out.begin(), sp.out.end());
       for (size_t j = 0; j < in.size(); ++j)
         if (static_cast<int>(j) != k) {
-          lhs += "," + term(sp.ins[j]);
+          lhs += ',';  // (not "," + term(): GCC 12 warns -Wrestrict on that, wrongly)
+          lhs += term(sp.ins[j]);
           ops.push_back(in[j]);
           elsewhere.insert(sp.ins[j].begin(), sp.ins[j].end());
         }
