@@ -9,6 +9,9 @@
 // reshape to a computed shape) cuts the call into segments, each a Plan.
 //
 // Plan::compile runs the passes of compiler/passes.h:
+//   0. place: nodes placed on a device without a usable backend ("gpu"
+//      without CUDA) are placed on the CPU, so the passes below treat
+//      them as CPU nodes;
 //   1. prune: keep the nodes the returns and the updates need;
 //   2. fuse: matmul/conv -> bias_add -> relu become one node (oneDNN
 //      post-ops / a GEMM with bias), when the intermediate blobs have no

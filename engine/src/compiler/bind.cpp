@@ -47,8 +47,9 @@ double step_flops(const Node& n, const Graph& g) {
 }
 
 void place(PlanBuild& b) {
-  bool moved = false;
-  for (Node& node : b.graph->nodes) {
+  b.moved_to_cpu.assign(b.graph->nodes.size(), 0);
+  for (size_t n = 0; n < b.graph->nodes.size(); ++n) {
+    Node& node = b.graph->nodes[n];
     if (node.placement.device == "cpu") continue;
     bool fell_back = false;
     backend_for(node.placement.device, &fell_back);
@@ -57,11 +58,8 @@ void place(PlanBuild& b) {
     // layout passes, which take CPU nodes only, skipped the whole job: the
     // seeds' LeNet trained at half the speed of the same job on "cpu".)
     node.placement.device = "cpu";
-    moved = true;
+    b.moved_to_cpu[n] = 1;
   }
-  if (moved)
-    std::cerr << "jobflow: job '" << b.opts.job_name
-              << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
 }
 
 std::shared_ptr<Plan> bind(PlanBuild& b) {
@@ -92,6 +90,13 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
       default: return Tensor();
     }
   };
+  // (Of the nodes place() moved, only those this plan runs: a segment of a
+  // job with dims known at call time, or a pruned node, says nothing.)
+  bool moved = false;
+  for (int n : b.order) moved |= static_cast<size_t>(n) < b.moved_to_cpu.size() && b.moved_to_cpu[n];
+  if (moved)
+    std::cerr << "jobflow: job '" << b.opts.job_name
+              << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
   for (size_t s = 0; s < b.order.size(); ++s) {
     const Node& node = G.nodes[b.order[s]];
     Plan::Step st;

@@ -19,8 +19,8 @@
 //   memory      every intermediate blob an offset in one arena (memory.cpp);
 //   bind        each node its backend and preallocated views: the Plan
 //               (bind.cpp).
-// Plan::compile (compiler.cpp) runs prune, fuse, order, layouts, memory and
-// bind; the plan cache (plan_cache.cpp) runs specialize first, so a plan
+// Plan::compile (compiler.cpp) runs place, prune, fuse, order, layouts,
+// memory and bind; the plan cache (plan_cache.cpp) runs specialize first, so a plan
 // compiled for a call shape gets the same layouts and precision as a static
 // job's plan (docs/architecture.md, "Design: shapes known at call time, the
 // plan cache and layouts").
@@ -53,6 +53,8 @@ struct PlanBuild {
   PlanOptions opts;
   std::map<int, Tensor> constants;  // blob id -> value known when compiling (bound, never computed)
   int node_limit = -1;              // nodes at or after it are not part of this plan (-1: none)
+  // place
+  std::vector<char> moved_to_cpu;   // per node: placed on a device without a backend, now on "cpu"
   // prune / fuse
   std::vector<char> alive;          // per node
   // order
@@ -67,7 +69,7 @@ struct PlanBuild {
 // Nodes placed on a device whose backend this build or machine lacks (a
 // seeds' job placed on "gpu" without CUDA) are placed on the CPU before the
 // other passes, so the CPU's fusions, layouts and kernels apply to them;
-// one notice per plan on stderr.
+// bind prints one notice per plan that runs any of them.
 void place(PlanBuild& b);
 void prune(PlanBuild& b);
 void fuse(PlanBuild& b);
