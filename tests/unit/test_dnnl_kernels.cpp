@@ -74,6 +74,17 @@ void expect_close(const Buf& got, const std::vector<double>& want, const std::st
 // ---------------------------------------------------------------------------
 // Naive references (double accumulation)
 
+// The largest |got[i] - want[i]|; NaN when any difference is NaN.
+double max_error(const Buf& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::abs(got.p[i] - want[i]);
+    if (std::isnan(e)) return e;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
 Conv2dParams conv(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S, int64_t sh,
                   int64_t sw, int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t dh = 1, int64_t dw = 1,
                   int64_t g = 1) {
@@ -581,13 +592,9 @@ TEST(Conv2d, BlockedPassesOnWinogradMatchReference) {
     to_c16(dy, dyb, p.N, p.K, p.OH, p.OW);
     conv2d_backward_weights(p, xb.p, dyb.p, dw.p, nullptr, false, f);
     const std::vector<double> want = ref_conv_bwd_weights(p, x, dy);
-    double scale = 0, err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, std::abs(want[i]));
-      const double e = std::abs(dw[i] - want[i]);
-      if (std::isnan(e) || e > err) err = e;  // (a NaN fails below)
-      if (std::isnan(err)) break;
-    }
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::abs(v));
+    const double err = max_error(dw, want);  // (a NaN fails below)
     EXPECT_LE(err, 2e-5 * scale) << "largest error " << err << " of " << scale;
   }
   // A padding wider than the weights' reach has no mirrored convolution:
@@ -676,6 +683,20 @@ void PoolMaxTwoByTwoPropagatesNaN() {
   }
 }
 
+// op(a) (M x K) times op(b) (K x N) [+ c0] in double: the reference of the
+// matmul_bf16 and matmul_f32 tests (a stored K x M when ta, b N x K when tb).
+std::vector<double> ref_matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, Buf& a, Buf& b, Buf* c0) {
+  std::vector<double> want(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = c0 ? (*c0)[m * N + n] : 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(ta ? a[k * M + m] : a[m * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
+      want[m * N + n] = s;
+    }
+  return want;
+}
+
 // matmul_bf16 against a double reference: every transpose combination,
 // with and without accumulating into c (a bias), within bf16's rounding of
 // the inputs (2^-8 relative each, so about 1% of the largest output here).
@@ -689,20 +710,13 @@ TEST(MatMulBf16, TransposesAndAccumulate) {
       for (bool acc : {false, true}) {
         const std::string name = std::string("ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0") + " acc=" +
                                  (acc ? "1" : "0");
-        std::vector<double> want(M * N);
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            double s = acc ? c0[m * N + n] : 0.0;
-            for (int64_t k = 0; k < K; ++k)
-              s += static_cast<double>(ta ? a[k * M + m] : a[m * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
-            want[m * N + n] = s;
-          }
+        const std::vector<double> want = ref_matmul(ta, tb, M, N, K, a, b, acc ? &c0 : nullptr);
         Buf c(M * N);
         std::copy(c0.p, c0.p + M * N, c.p);
         matmul_bf16(ta, tb, M, N, K, a.p, b.p, c.p, acc);
-        double scale = 0, worst = 0;
+        double scale = 0;
         for (double v : want) scale = std::max(scale, std::abs(v));
-        for (int64_t i = 0; i < M * N; ++i) worst = std::max(worst, std::abs(c[i] - want[i]));
+        const double worst = max_error(c, want);
         EXPECT_LE(worst, 0.02 * scale) << name;
         EXPECT_GT(worst, 0.0) << name << ": exact, so not computed in bf16";
       }
@@ -723,25 +737,13 @@ TEST(MatMulF32, TransposesAndAccumulateOnThePrimitive) {
       for (bool acc : {false, true}) {
         const std::string name = std::string("ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0") + " acc=" +
                                  (acc ? "1" : "0");
-        std::vector<double> want(M * N);
+        const std::vector<double> want = ref_matmul(ta, tb, M, N, K, a, b, acc ? &c0 : nullptr);
         double scale = 0;
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            double s = acc ? c0[m * N + n] : 0.0;
-            for (int64_t k = 0; k < K; ++k)
-              s += static_cast<double>(ta ? a[k * M + m] : a[m * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
-            want[m * N + n] = s;
-            scale = std::max(scale, std::abs(s));
-          }
+        for (double v : want) scale = std::max(scale, std::abs(v));
         Buf c(M * N);
         std::copy(c0.p, c0.p + M * N, c.p);
         matmul_f32(ta, tb, M, N, K, a.p, b.p, c.p, acc);
-        double worst = 0;
-        for (int64_t i = 0; i < M * N; ++i) {
-          const double e = std::abs(c[i] - want[i]);
-          if (std::isnan(e) || e > worst) worst = e;  // (a NaN fails below)
-          if (std::isnan(worst)) break;
-        }
+        const double worst = max_error(c, want);  // (a NaN fails below)
         EXPECT_LE(worst, 1e-5 * scale) << name;
       }
   const bool avx512 = __builtin_cpu_supports("avx512f") && !avx2_at_most();

@@ -690,17 +690,25 @@ void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspa
   }
 }
 
+namespace {
+// Both precisions' entry point: checks, runs, and names the shape in errors.
+void run_matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
+                bool accumulate, bool bf16) {
+  const std::string what = std::string("[matmul] ") + (bf16 ? "bf16 " : "") + "M=" + std::to_string(M) +
+                           " N=" + std::to_string(N) + " K=" + std::to_string(K);
+  if (M <= 0 || N <= 0 || K <= 0 || !a || !b || !c)
+    throw jobflow::Error(what + ": sizes must be positive and buffers non-null");
+  try {
+    matmul_entry(ta, tb, M, N, K, accumulate, bf16).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  } catch (const dnnl::error& err) {
+    throw jobflow::Error(what + ": oneDNN error: " + err.what());
+  }
+}
+}  // namespace
+
 void matmul_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
                  bool accumulate) {
-  if (M <= 0 || N <= 0 || K <= 0 || !a || !b || !c)
-    throw jobflow::Error("[matmul] bf16: sizes must be positive and buffers non-null (M=" + std::to_string(M) +
-                         " N=" + std::to_string(N) + " K=" + std::to_string(K) + ")");
-  try {
-    matmul_entry(ta, tb, M, N, K, accumulate, true).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  } catch (const dnnl::error& err) {
-    throw jobflow::Error("[matmul] bf16 M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-                         std::to_string(K) + ": oneDNN error: " + err.what());
-  }
+  run_matmul(ta, tb, M, N, K, a, b, c, accumulate, true);
 }
 
 bool matmul_f32_on_primitive(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
@@ -709,15 +717,7 @@ bool matmul_f32_on_primitive(bool ta, bool tb, int64_t M, int64_t N, int64_t K) 
 
 void matmul_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
                 bool accumulate) {
-  if (M <= 0 || N <= 0 || K <= 0 || !a || !b || !c)
-    throw jobflow::Error("[matmul] sizes must be positive and buffers non-null (M=" + std::to_string(M) +
-                         " N=" + std::to_string(N) + " K=" + std::to_string(K) + ")");
-  try {
-    matmul_entry(ta, tb, M, N, K, accumulate, false).run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  } catch (const dnnl::error& err) {
-    throw jobflow::Error("[matmul] M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                         ": oneDNN error: " + err.what());
-  }
+  run_matmul(ta, tb, M, N, K, a, b, c, accumulate, false);
 }
 
 bool pool2d_own_max_2x2(const Pool2dParams& p) { return own_max_2x2(p); }
