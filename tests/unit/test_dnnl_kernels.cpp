@@ -683,6 +683,96 @@ void PoolMaxTwoByTwoPropagatesNaN() {
   }
 }
 
+// Max pooling of any other window (Jobflow's general loop, which replaced
+// oneDNN's: that one dropped every NaN) keeps a NaN too: each output is its
+// window's first NaN or else its first maximum (row by row, padding never
+// wins), and the gradient goes there. Rows of up to 90 outputs (one to six
+// vector blocks, the last partial), strides 1 to 3, pads, windows cut by
+// both edges; every position of a 3x3 window in turn; windows of -inf
+// alone (their first pixel takes the gradient).
+void PoolMaxOfAnyWindowPropagatesNaN();
+TEST(Pool2d, MaxOfAnyWindowPropagatesNaN) { PoolMaxOfAnyWindowPropagatesNaN(); }
+void PoolMaxOfAnyWindowPropagatesNaN() {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    int64_t H, W, kh, kw, sh, sw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {
+      {9, 181, 3, 3, 2, 2, 1, 1, 1, 1},  // resnet's pool, 91 outputs a row
+      {7, 40, 3, 3, 1, 1, 1, 1, 1, 1},   // stride 1, 40 outputs
+      {6, 9, 3, 3, 2, 2, 0, 0, 0, 0},    // 4 outputs, no pads
+      {8, 20, 2, 3, 3, 3, 1, 2, 0, 1},   // stride 3 (the plain loop)
+      {5, 33, 4, 4, 2, 2, 2, 3, 1, 0},   // uneven pads
+  };
+  for (const Case& c : cases) {
+    const Pool2dParams p = pool(2, 3, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl, c.pb, c.pr, PoolKind::Max);
+    ASSERT_FALSE(pool2d_own_max_2x2(p));
+    const size_t xn = static_cast<size_t>(p.N * p.C * p.H * p.W), yn = static_cast<size_t>(p.N * p.C * p.OH * p.OW);
+    for (int variant = 0; variant < 3; ++variant) {
+      const std::string name = std::to_string(c.H) + "x" + std::to_string(c.W) + " k" + std::to_string(c.kh) + "x" +
+                               std::to_string(c.kw) + " s" + std::to_string(c.sh) + "x" + std::to_string(c.sw) +
+                               (variant == 0 ? " sparse NaN" : variant == 1 ? " dense NaN and ties" : " -inf planes");
+      SCOPED_TRACE(name);
+      Buf x(xn), y(yn), dy(yn), dx(xn);
+      fill_random(x, 40 + variant), fill_random(dy, 50);
+      for (size_t i = 0; i < xn; ++i) {
+        if (variant == 1) x[i] = std::round(x[i] * 2);  // ties everywhere
+        if (variant == 0 && i % 37 == 5) x[i] = nan;
+        if (variant == 1 && i % 7 == 3) x[i] = nan;
+        if (variant == 2 && (i / (p.H * p.W)) % 2 == 1) x[i] = i % 11 == 0 ? nan : -inf;
+      }
+      // The reference: the first NaN of a window, else its first maximum.
+      std::vector<float> want(yn);
+      std::vector<double> want_dx(xn, 0.0);
+      for (int64_t q = 0; q < p.N * p.C; ++q)
+        for (int64_t oh = 0; oh < p.OH; ++oh)
+          for (int64_t ow = 0; ow < p.OW; ++ow) {
+            int64_t at = -1;
+            for (int64_t i = 0; i < p.kh; ++i)
+              for (int64_t j = 0; j < p.kw; ++j) {
+                const int64_t h = oh * p.sh - p.pad_top + i, w = ow * p.sw - p.pad_left + j;
+                if (h < 0 || h >= p.H || w < 0 || w >= p.W) continue;
+                const int64_t xi = (q * p.H + h) * p.W + w;
+                if (at < 0 || (std::isnan(x[xi]) && !std::isnan(x[at])) || x[xi] > x[at]) at = xi;
+              }
+            ASSERT_GE(at, 0);
+            const size_t yi = static_cast<size_t>((q * p.OH + oh) * p.OW + ow);
+            want[yi] = x[at];
+            want_dx[at] += dy[yi];
+          }
+      std::vector<unsigned char> ws(pool2d_workspace_bytes(p));
+      EXPECT_EQ(ws.size(), yn * sizeof(int32_t));
+      for (bool train : {false, true}) {
+        std::fill(y.p, y.p + yn, 12345.f);
+        pool2d_forward(p, x.p, y.p, train ? ws.data() : nullptr);
+        int64_t nans = 0, wrong = 0;
+        for (size_t i = 0; i < yn; ++i) {
+          nans += std::isnan(want[i]);
+          wrong += std::isnan(want[i]) ? !std::isnan(y[i]) : !(y[i] == want[i]);
+        }
+        EXPECT_EQ(wrong, 0) << (train ? "training" : "inference") << " forward, of " << yn << " outputs";
+        if (variant < 2) {
+          EXPECT_GT(nans, 0);
+        }
+      }
+      pool2d_backward(p, dy.p, ws.data(), dx.p);
+      expect_close(dx, want_dx, name + " backward");
+    }
+  }
+  // A NaN at each position of a 3x3 window: the one output it falls in.
+  for (int pos = 0; pos < 9; ++pos) {
+    const Pool2dParams p = pool(1, 1, 3, 3, 3, 3, 1, 1, 0, 0, 0, 0, PoolKind::Max);
+    Buf x(9), y(1), dy(1), dx(9);
+    for (int k = 0; k < 9; ++k) x[k] = k == pos ? nan : static_cast<float>(k);
+    dy[0] = 2.f;
+    std::vector<unsigned char> ws(pool2d_workspace_bytes(p));
+    pool2d_forward(p, x.p, y.p, ws.data());
+    EXPECT_TRUE(std::isnan(y[0])) << "NaN at " << pos;
+    pool2d_backward(p, dy.p, ws.data(), dx.p);
+    for (int k = 0; k < 9; ++k) EXPECT_EQ(dx[k], k == pos ? 2.f : 0.f) << "NaN at " << pos << ", position " << k;
+  }
+}
+
 // op(a) (M x K) times op(b) (K x N) [+ c0] in double: the reference of the
 // matmul_bf16 and matmul_f32 tests (a stored K x M when ta, b N x K when tb).
 std::vector<double> ref_matmul(bool ta, bool tb, int64_t M, int64_t N, int64_t K, Buf& a, Buf& b, Buf* c0) {
@@ -755,8 +845,8 @@ TEST(MatMulF32, TransposesAndAccumulateOnThePrimitive) {
   EXPECT_THROW(matmul_f32(false, true, 0, N, K, a.p, b.p, c0.p, false), std::runtime_error);
 }
 
-// The pooling tests again on the plain loops Jobflow's 2x2 max pooling
-// uses where AVX-512 is missing (on a CPU without it, the same loops twice).
+// The pooling tests again on the plain loops Jobflow's max pooling uses
+// where AVX-512 is missing (on a CPU without it, the same loops twice).
 TEST(Pool2d, PlainLoopsOfTheOwnMaxPooling) {
   set_pool_vectors(false);
   struct Restore {
@@ -766,4 +856,5 @@ TEST(Pool2d, PlainLoopsOfTheOwnMaxPooling) {
   PoolMaxTiesGoToTheFirstMaximum();
   PoolBlockedMaxTwoByTwoMatchesPlain();
   PoolMaxTwoByTwoPropagatesNaN();
+  PoolMaxOfAnyWindowPropagatesNaN();
 }

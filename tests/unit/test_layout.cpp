@@ -718,7 +718,8 @@ namespace {
 
 // Jobflow's nChw8c pooling (max, average over the window's elements inside
 // the input, global average) against a direct loop: pads, strides, windows
-// cut by the edges, a padded channel block.
+// cut by the edges, a padded channel block; a NaN in a window is its
+// maximum (and its average).
 TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
   if (!flow::cpu::Winograd::supported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";  // AVX-512 CPUs run them too
   struct Case {
@@ -733,7 +734,10 @@ TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
   };
   for (const Case& c : cases) {
     const int64_t CB = (c.C + 7) / 8;
-    const Tensor x = random_float32({c.N, CB * 8, c.H, c.W}, 50, -3.f, 3.f);  // already nChw8c-shaped storage
+    Tensor x = random_float32({c.N, CB * 8, c.H, c.W}, 50, -3.f, 3.f);  // already nChw8c-shaped storage
+    // Some NaN: a max pooling's window holding one gives NaN.
+    for (int64_t i = 3; i < x.numel(); i += 29) x.data<float>()[i] = NAN;
+    int64_t nan_windows = 0;
     for (bool max : {true, false}) {
       const std::string name = (max ? "max " : "avg ") + std::to_string(c.H) + "x" + std::to_string(c.W) + " k" +
                                std::to_string(c.kh) + " s" + std::to_string(c.s) + " pad " + std::to_string(c.pad);
@@ -752,14 +756,21 @@ TEST(Avx2Kernels, PoolingMatchesADirectLoop) {
                   const int64_t h = oh * c.s - c.pad + i, w = ow * c.s - c.pad + j;
                   if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
                   const double v = x.data<float>()[((q * c.H + h) * c.W + w) * 8 + l];
-                  acc = max ? std::max(acc, v) : acc + v;
+                  acc = !max ? acc + v : std::isnan(acc) ? acc : std::isnan(v) || v > acc ? v : acc;
                   ++n;
                 }
               if (!max) acc /= static_cast<double>(n);
-              worst = std::max(worst, std::abs(acc - y[((q * c.OH + oh) * c.OW + ow) * 8 + l]));
+              const float got = y[((q * c.OH + oh) * c.OW + ow) * 8 + l];
+              if (std::isnan(acc)) {
+                nan_windows += max;
+                EXPECT_TRUE(std::isnan(got)) << name << " at " << q << ", " << oh << ", " << ow << ", " << l;
+              } else {
+                worst = std::max(worst, std::abs(acc - got));
+              }
             }
       EXPECT_LE(worst, max ? 0.0 : 1e-6) << name;
     }
+    EXPECT_GT(nan_windows, 0);
   }
 }
 
@@ -777,7 +788,9 @@ TEST_F(Layout, ExpansionAndStride2DepthwiseFuse) {
   const Tensor x = random_float32({2, 16, 56, 55}, 60);
   for (int64_t k : {3, 5}) {
     for (int64_t stride : {2, 1}) {
-      const std::string n = "k" + std::to_string(k) + "s" + std::to_string(stride);
+      // (Appended, not "k" + ...: GCC 12 warned -Wrestrict about that one.)
+      std::string n = "k";
+      n += std::to_string(k) + "s" + std::to_string(stride);
       auto r = run_both("dwf_" + n, x, [&](Blob b) {
         Blob e = flow::clip(conv(b, "dwf_e_" + n, 48, 1), 0.0, 6.0);
         const int64_t p = k / 2;
@@ -1084,9 +1097,9 @@ TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRunsOfRowsInOrder) {
 // its stem) runs Jobflow's loop with AVX-512 ("algo=max_nhwc"): windows
 // over the edges (pads never win), odd sizes, channel counts that are not
 // multiples of 16 and over 128, two images; a NaN in a window is the
-// output (as max_pool_2x2 and PyTorch have it; oneDNN's pooling, which
-// the graph as written runs, keeps a NaN only where it is a window's last
-// value: fewer NaN there).
+// output (as max_pool_2x2 and PyTorch have it), in the graph as written
+// too (cpu::max_pool_plain; oneDNN's pooling, which ran it before, dropped
+// the NaN).
 TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
   struct Case {
     Shape x;
@@ -1123,7 +1136,7 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
     // 2 x 2 output pixels whose 3x3 stride-2 windows hold pixel (5, 7); the
     // pool's windows over them.
     EXPECT_GT(nan_f, 0) << r.plan;
-    EXPECT_GE(nan_f, nan_r) << r.plan;
+    EXPECT_EQ(nan_f, nan_r) << r.plan;
     int64_t windows = 0;  // pool outputs whose window holds a stem output with a NaN
     for (int64_t ph = 0; ph < 4; ++ph)
       for (int64_t pw = 0; pw < 4; ++pw) {
@@ -1133,6 +1146,73 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
         windows += hit;
       }
     EXPECT_EQ(nan_f, 32 * windows) << r.plan;
+  }
+}
+
+// LayoutPool's max pooling on every format a chain may hand it
+// (channels-last, nChw16c and nChw8c with a padded channel block; float32
+// and bfloat16): Jobflow's loop, never oneDNN's (which drops a NaN), with
+// the output in the input's format; against the plain pooling of the same
+// values (bfloat16: the maximum is one of the inputs, so exact). A format
+// without the loop is refused (the layout pass then runs the node as
+// written).
+TEST_F(Layout, MaxPoolOnEveryChainFormatKeepsNaN) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  if (!flow::cpu::own_max_pool_nhwc(false)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const Shape xs{2, 20, 9, 9}, ys{2, 20, 5, 5};
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("mp_formats").enable_fusion(false),
+                                   {flow::Numpy::Placeholder(xs)}, [](Blob a) -> flow::Numpy {
+                                     return flow::nn::max_pool2d(a, 3, 2, std::vector<int64_t>{1, 1, 1, 1});
+                                   });
+  std::shared_ptr<const flow::Primitive> mp;
+  for (const auto& n : job.compiled()->plan().graph().nodes)
+    if (n.op->kind() == flow::OpKind::MaxPool2d) mp = n.op;
+  ASSERT_TRUE(mp);
+  Tensor x = random_float32(xs, 77, -3.f, 3.f);
+  for (int64_t i = 5; i < x.numel(); i += 41) x.data<float>()[i] = NAN;
+  const flow::cpu::Pool2dParams p{2, 20, 9, 9, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, flow::cpu::PoolKind::Max};
+  auto& eng = flow::cpu::dnnl_engine();
+  auto reorder = [&](dnnl::memory& from, dnnl::memory& to) {
+    dnnl::reorder(from, to).execute(flow::cpu::dnnl_stream(), from, to);
+    flow::cpu::dnnl_stream().wait();
+  };
+  EXPECT_FALSE(flow::cpu::LayoutPool::supports(p, dnnl::memory::desc({2, 20, 9, 9}, dt::f32, tag::abcd)));
+  EXPECT_THROW(flow::cpu::LayoutPool(mp, {{ys, flow::Float}}, p, dnnl::memory::desc({2, 20, 9, 9}, dt::f32, tag::abcd)),
+               std::invalid_argument);
+  for (dt type : {dt::f32, dt::bf16}) {
+    if (type == dt::bf16 && !flow::cpu::own_max_pool_nhwc(true)) continue;
+    for (tag t : {tag::acdb, tag::aBcd16b, tag::aBcd8b}) {
+      std::string name = type == dt::bf16 ? "bf16 " : "f32 ";
+      name += t == tag::acdb ? "acdb" : t == tag::aBcd16b ? "aBcd16b" : "aBcd8b";
+      const dnnl::memory::desc bx(xs, type, t);
+      ASSERT_TRUE(flow::cpu::LayoutPool::supports(p, bx)) << name;
+      dnnl::memory ux(flow::cpu::plain_desc(xs), eng, x.raw()), mx(bx, eng);
+      reorder(ux, mx);
+      // The values the pooling sees, back in plain float32 (bf16: rounded).
+      Tensor xr(xs, flow::Float);
+      dnnl::memory uxr(flow::cpu::plain_desc(xs), eng, xr.raw());
+      reorder(mx, uxr);
+      Tensor want(ys, flow::Float);
+      flow::cpu::pool2d_forward(p, xr.data<float>(), want.data<float>(), nullptr);
+      flow::cpu::LayoutPool op(mp, {{ys, flow::Float}}, p, bx);
+      ASSERT_EQ(op.dst_desc(), dnnl::memory::desc(ys, type, t)) << name;
+      dnnl::memory my(op.dst_desc(), eng);
+      flow::ExecContext ctx;
+      op.eval_cpu({Tensor::wrap(mx.get_data_handle(), xs, flow::Float, nullptr)},
+                  {Tensor::wrap(my.get_data_handle(), ys, flow::Float, nullptr)}, ctx);
+      Tensor got(ys, flow::Float);
+      dnnl::memory ug(flow::cpu::plain_desc(ys), eng, got.raw());
+      reorder(my, ug);
+      int64_t nans = 0, wrong = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        const float g = got.data<float>()[i], w = want.data<float>()[i];
+        nans += std::isnan(w);
+        wrong += std::isnan(w) ? !std::isnan(g) : !(g == w);
+      }
+      EXPECT_EQ(wrong, 0) << name << " of " << got.numel();
+      EXPECT_GT(nans, 0) << name;
+    }
   }
 }
 

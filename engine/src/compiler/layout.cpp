@@ -686,6 +686,8 @@ class Pass {
           const auto k = op.attr_ints("kernel_shape"), s = op.attr_ints("strides"), p = op.attr_ints("pads");
           cpu::Pool2dParams pp{x[0], x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3],
                                kind(n) == OpKind::MaxPool2d ? cpu::PoolKind::Max : cpu::PoolKind::AvgExcludePad};
+          // (Max pooling of a format without Jobflow's loop: as written.)
+          if (!cpu::LayoutPool::supports(pp, md(node.inputs[0]))) return nullptr;
           return std::make_shared<cpu::LayoutPool>(node.op, outs, pp, md(node.inputs[0]));
         }
         case Cap::Gap: {

@@ -472,6 +472,13 @@ MaxPool2x2Params max_2x2(const Pool2dParams& p, bool blocked = false) {
   return {blocked ? p.N * p.C / 16 : p.N * p.C, p.H, p.W, p.OH, p.OW, blocked ? 16 : 1};
 }
 
+// Every other max pooling on plain NCHW runs Jobflow's general loop
+// (cpu::max_pool_plain: oneDNN's drops a NaN); its workspace is the input
+// position of each output's maximum, an int32 per output.
+MaxPoolPlainParams max_plain(const Pool2dParams& p) {
+  return {p.N * p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
+}
+
 void check_blocked(const char* fn, const Pool2dParams& p, bool blocked) {
   if (blocked && (!own_max_2x2(p) || p.C % 16 != 0))
     pool_fail(fn, p, "nChw16c pooling needs 2x2 max pooling with stride 2, no pads, and channels a multiple of 16");
@@ -484,8 +491,9 @@ Key pool_key(const Pool2dParams& p, PoolPass pass) {
              static_cast<int64_t>(p.kind), omp_get_max_threads(), 0, 0, 0, 0, 0, 0, 0};
 }
 
-// Pooling runs directly on NCHW: it is memory-bound and cheap, so reordering
-// to a blocked layout and back would cost more than it could save.
+// Average pooling runs on oneDNN directly on NCHW: it is memory-bound and
+// cheap, so reordering to a blocked layout and back would cost more than it
+// could save.
 dnnl::pooling_forward::desc pool_fwd_desc(const Pool2dParams& p, dnnl::prop_kind prop) {
   const memory::desc src({p.N, p.C, p.H, p.W}, dt::f32, tag::nchw);
   const memory::desc dst({p.N, p.C, p.OH, p.OW}, dt::f32, tag::nchw);
@@ -646,6 +654,7 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p) {
   check("workspace_bytes", p);
   if (p.kind != PoolKind::Max) return 0;
   if (own_max_2x2(p)) return static_cast<size_t>(p.N * p.C * p.OH * p.OW);
+  if (p.kind == PoolKind::Max) return static_cast<size_t>(p.N * p.C * p.OH * p.OW) * sizeof(int32_t);
   try {
     return pool_entry(p, PoolPass::Training).workspace_bytes;
   } catch (const dnnl::error& err) {
@@ -665,6 +674,10 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
       max_pool_2x2(max_2x2(p, blocked), x, y, train ? static_cast<uint8_t*>(workspace) : nullptr);
       return;
     }
+    if (p.kind == PoolKind::Max) {
+      max_pool_plain(max_plain(p), x, y, train ? static_cast<int32_t*>(workspace) : nullptr);
+      return;
+    }
     Entry& e = pool_entry(p, train ? PoolPass::Training : PoolPass::Inference);
     e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_WORKSPACE, workspace}});
   } catch (const dnnl::error& err) {
@@ -680,6 +693,10 @@ void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspa
     pool_fail("backward", p, "max pooling backward needs the workspace filled by pool2d_forward");
   if (own_max_2x2(p)) {
     max_pool_2x2_backward(max_2x2(p, blocked), dy, static_cast<const uint8_t*>(workspace), dx);
+    return;
+  }
+  if (p.kind == PoolKind::Max) {
+    max_pool_plain_backward(max_plain(p), dy, static_cast<const int32_t*>(workspace), dx);
     return;
   }
   try {

@@ -66,9 +66,15 @@ struct Pool2dParams {
   PoolKind kind = PoolKind::Max;
 };
 
-// Bytes the forward must keep for the backward (max-pool argmax indices);
-// 0 for average pooling. The buffer needs no particular initialisation.
+// Bytes the forward must keep for the backward (max-pool argmax indices:
+// a byte per output for 2x2 stride-2 windows, an int32 otherwise, 4-byte
+// aligned); 0 for average pooling. The buffer needs no particular
+// initialisation.
 size_t pool2d_workspace_bytes(const Pool2dParams& p);
+// Max pooling runs Jobflow's own loops (cpu/simd_kernels.h): each output
+// is its window's first maximum, or its first NaN (NaN propagates, as in
+// PyTorch and cuDNN), and the backward sends dy there. Average pooling
+// runs oneDNN's.
 // workspace may be null when not training (inference primitive, no indices);
 // for PoolKind::Max with a later pool2d_backward it must hold
 // pool2d_workspace_bytes(p) bytes.

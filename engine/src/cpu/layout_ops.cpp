@@ -747,13 +747,37 @@ void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Ten
 
 // ---------------------------------------------------------------- pool
 
+namespace {
+// Whether max pooling of src_md runs cpu::max_pool_nhwc on this CPU:
+// channels-last (*block = 0) or nChw16c / nChw8c (*block = 16 / 8),
+// float32 or bfloat16.
+bool max_nhwc_format(const Pool2dParams& p, const MemDesc& src_md, int64_t* block) {
+  const dt type = src_md.data_type();
+  if ((type != dt::f32 && type != dt::bf16) || !own_max_pool_nhwc(type == dt::bf16)) return false;
+  const memory::dims dims{p.N, p.C, p.H, p.W};
+  const std::pair<tag, int64_t> forms[] = {{tag::acdb, 0}, {tag::aBcd16b, 16}, {tag::aBcd8b, 8}};
+  for (const auto& [t, b] : forms)
+    if (src_md == MemDesc(dims, type, t)) {
+      *block = b;
+      return true;
+    }
+  return false;
+}
+}  // namespace
+
+bool LayoutPool::supports(const Pool2dParams& p, const MemDesc& src_md) {
+  if (p.kind != PoolKind::Max) return true;
+  int64_t block = 0;
+  return (own_avx2_kernels() && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) ||
+         max_nhwc_format(p, src_md, &block);
+}
+
 LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
                        const MemDesc& src_md)
     : LayoutOp(std::move(orig), std::move(out)) {
   auto& eng = dnnl_engine();
-  const dnnl::algorithm alg = p.kind == PoolKind::Max            ? dnnl::algorithm::pooling_max
-                              : p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
-                                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+  const dnnl::algorithm alg = p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
+                                                                 : dnnl::algorithm::pooling_avg_exclude_padding;
   if (own_avx2_kernels() && p.kind != PoolKind::AvgIncludePad &&
       src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) {
     own_ = true;
@@ -762,20 +786,35 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
     dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::aBcd8b);
     return;
   }
-  // Channels-last float32 on AVX-512: Jobflow's loops, writing
-  // channels-last (what oneDNN writes for such an input). Max pooling
-  // (cpu::max_pool_nhwc) and a global average pool, a
-  // squeeze-and-excitation's (cpu::gap_nhwc, over bands of rows).
-  if (own_avx512_kernels() && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb)) {
-    const bool global_avg = p.kind != PoolKind::Max && p.OH == 1 && p.OW == 1 && p.kh == p.H && p.kw == p.W &&
-                            !p.pad_top && !p.pad_left && !p.pad_bottom && !p.pad_right;
-    own_max_nhwc_ = p.kind == PoolKind::Max;
-    own_gap_ = global_avg;
-    if (own_max_nhwc_) nhwc_p_ = {p.N, p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
-    if (own_max_nhwc_ || own_gap_) {
+  // A global average pool of channels-last float32 on AVX-512 (a
+  // squeeze-and-excitation's): Jobflow's loop (cpu::gap_nhwc, over bands
+  // of rows), writing channels-last (what oneDNN writes for such an input).
+  if (own_avx512_kernels() && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::acdb) &&
+      p.kind != PoolKind::Max) {
+    own_gap_ = p.OH == 1 && p.OW == 1 && p.kh == p.H && p.kw == p.W && !p.pad_top && !p.pad_left &&
+               !p.pad_bottom && !p.pad_right;
+    if (own_gap_) {
       dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, dt::f32, tag::acdb);
       return;
     }
+  }
+  // Max pooling never runs oneDNN's (which drops a NaN: cpu/simd_kernels.h,
+  // max_pool_plain): channels-last and nChw16c / nChw8c, float32 or
+  // bfloat16, are images of C (16, 8) channels for cpu::max_pool_nhwc,
+  // written in the same format (a blocked format's padding channels hold
+  // zeros, and their maximum is zero). supports() tells the compiler
+  // which formats these are.
+  if (p.kind == PoolKind::Max) {
+    int64_t block = 0;
+    if (!max_nhwc_format(p, src_md, &block))
+      throw std::invalid_argument("LayoutPool: max pooling of a format without Jobflow's loop (see supports())");
+    own_max_nhwc_ = true;
+    max_bf16_ = src_md.data_type() == dt::bf16;
+    const int64_t images = block ? p.N * ((p.C + block - 1) / block) : p.N;
+    nhwc_p_ = {images, block ? block : p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
+    dst_ = MemDesc({p.N, p.C, p.OH, p.OW}, src_md.data_type(),
+                   block == 16 ? tag::aBcd16b : block == 8 ? tag::aBcd8b : tag::acdb);
+    return;
   }
   const MemDesc dst_any({p.N, p.C, p.OH, p.OW}, src_md.data_type(), tag::any);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_any, {p.sh, p.sw},
@@ -808,7 +847,10 @@ void LayoutPool::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     return;
   }
   if (own_max_nhwc_) {
-    max_pool_nhwc(nhwc_p_, in[0].data<float>(), out[0].data<float>());
+    if (max_bf16_)
+      max_pool_nhwc(nhwc_p_, static_cast<const uint16_t*>(in[0].raw()), static_cast<uint16_t*>(out[0].raw()));
+    else
+      max_pool_nhwc(nhwc_p_, static_cast<const float*>(in[0].raw()), static_cast<float*>(out[0].raw()));
     return;
   }
   if (own_gap_) {

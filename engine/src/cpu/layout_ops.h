@@ -347,9 +347,16 @@ class LayoutPool final : public LayoutOp {
   // an average with the whole plane as its window.
   // Max and average (excluding pads) pooling of nChw8c float32 on CPUs
   // whose oneDNN kernels are AVX2 at most run Jobflow's own loop
-  // (cpu::pool_nchw8c), oneDNN's otherwise.
+  // (cpu::pool_nchw8c); other max pooling runs cpu::max_pool_nhwc
+  // (channels-last, nChw16c or nChw8c; float32 or bfloat16), average
+  // pooling oneDNN's (a global one over channels-last float32:
+  // cpu::gap_nhwc). Max pooling of any other format throws
+  // std::invalid_argument: oneDNN's would drop a NaN.
   LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
              const MemDesc& src_md);
+  // Whether the constructor takes this pooling of src_md (the layout pass
+  // leaves the node as written, on plain NCHW, otherwise).
+  static bool supports(const Pool2dParams& p, const MemDesc& src_md);
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   // With "algo=gap_nhwc" on Jobflow's global average pool, "algo=max_nhwc"
   // on its channels-last max pooling.
@@ -359,7 +366,8 @@ class LayoutPool final : public LayoutOp {
   bool own_ = false;
   Pool8cParams own_p_{};
   bool own_gap_ = false;  // a global average pool on cpu::gap_nhwc
-  bool own_max_nhwc_ = false;  // channels-last max pooling on cpu::max_pool_nhwc
+  bool own_max_nhwc_ = false;  // max pooling on cpu::max_pool_nhwc
+  bool max_bf16_ = false;      // ... of bfloat16 data
   PoolNhwcParams nhwc_p_{};
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;

@@ -111,7 +111,13 @@ __attribute__((target("avx2,fma"))) void pool_row(const Pool8cParams& p, const f
     for (int64_t h = h_lo; h < h_hi; ++h) {
       const float* row = x + (h * p.W) * 8;
       if (p.max) {
-        for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_max_ps(acc, _mm256_loadu_ps(row + w * 8));
+        // max_ps gives its second operand when either is NaN: a NaN kept
+        // stays, a NaN read is blended in (a NaN in the window is the
+        // output, as in max_pool_nhwc and cuDNN).
+        for (int64_t w = w_lo; w < w_hi; ++w) {
+          const __m256 v = _mm256_loadu_ps(row + w * 8);
+          acc = _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
       } else {
         for (int64_t w = w_lo; w < w_hi; ++w) acc = _mm256_add_ps(acc, _mm256_loadu_ps(row + w * 8));
       }
@@ -437,30 +443,141 @@ __attribute__((target("avx512f"))) void gap_chunk(const float* x, int64_t p0, in
   }
 }
 
-// One output row of max_pool_nhwc.
-__attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& p, const float* x, float* y,
-                                                          int64_t oh) {
+// 16 values of a max pooling's data: float32, or bfloat16 widened
+// exactly (a maximum is one of the inputs, so it is stored back exactly by
+// dropping the low half again; a NaN keeps its bits).
+__attribute__((target("avx512f"))) inline __m512 pool_load(__mmask16 m, const float* p) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+__attribute__((target("avx512f"))) inline void pool_store(float* p, __mmask16 m, __m512 v) {
+  _mm512_mask_storeu_ps(p, m, v);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 pool_load(__mmask16 m, const uint16_t* p) {
+  return load_bf16(m, p);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void pool_store(uint16_t* p, __mmask16 m, __m512 v) {
+  _mm512_mask_cvtepi32_storeu_epi16(p, m, _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16));
+}
+
+// One output row of max_pool_nhwc. T: float (AVX512F) or bfloat16 bits
+// (AVX512BW and VL too; the caller checks).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_nhwc_row(const PoolNhwcParams& p, const T* x,
+                                                                             T* y, int64_t oh) {
   const int64_t C = p.C;
   const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
   const __m512 lowest = _mm512_set1_ps(-INFINITY);
   for (int64_t ow = 0; ow < p.OW; ++ow) {
     const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
-    float* yo = y + (oh * p.OW + ow) * C;
+    T* yo = y + (oh * p.OW + ow) * C;
     for (int64_t c0 = 0; c0 < C; c0 += 128) {
       __mmask16 m[8];
       __m512 acc[8];
       const int nv = channel_block(C, c0, m, acc, lowest);
       for (int64_t h = h_lo; h < h_hi; ++h)
         for (int64_t w = w_lo; w < w_hi; ++w) {
-          const float* xp = x + (h * p.W + w) * C + c0;
+          const T* xp = x + (h * p.W + w) * C + c0;
           for (int v = 0; v < nv; ++v) {
-            const __m512 a = _mm512_maskz_loadu_ps(m[v], xp + 16 * v);
+            const __m512 a = pool_load(m[v], xp + 16 * v);
             // max_ps gives its second operand when either is NaN: a NaN
             // kept stays; a NaN read is taken by the mask.
             acc[v] = _mm512_mask_mov_ps(_mm512_maskz_max_ps(0xFFFF, a, acc[v]), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
           }
         }
-      for (int v = 0; v < nv; ++v) _mm512_mask_storeu_ps(yo + c0 + 16 * v, m[v], acc[v]);
+      for (int v = 0; v < nv; ++v) pool_store(yo + c0 + 16 * v, m[v], acc[v]);
+    }
+  }
+}
+
+template <typename T>
+void max_pool_nhwc_as(const PoolNhwcParams& p, const T* x, T* y) {
+  const int64_t rows = p.N * p.OH;
+#pragma omp parallel for schedule(static) if (rows * p.OW * p.C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r / p.OH;
+    max_pool_nhwc_row<T>(p, x + n * p.H * p.W * p.C, y + n * p.OH * p.OW * p.C, r % p.OH);
+  }
+}
+
+// Whether a window's running maximum `best` gives way to `v` (see takes()).
+inline bool takes_plain(float v, float best) { return v > best || (std::isnan(v) && !std::isnan(best)); }
+
+// The bits i < 16 with 0 <= start + i < n.
+inline __mmask16 in_range(int64_t start, int64_t n) {
+  const int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>(16, n - start);
+  if (hi <= lo) return 0;
+  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// Window column `start` (lane 0's input column) of a block of
+// max_pool_plain_row: each lane's column, the lanes whose column is inside
+// the input (and an output), and the masks of the one (stride 1) or two
+// (stride 2) loads from start.
+__attribute__((target("avx512f"))) inline void plain_column(int64_t start, __m512i step, __m512i width, __mmask16 out,
+                                                            int64_t sw, int64_t W, __m512i* col, __mmask16* valid,
+                                                            __mmask16* lo, __mmask16* hi) {
+  *col = _mm512_add_epi32(step, _mm512_set1_epi32(static_cast<int>(start)));
+  *valid = out & _mm512_cmpge_epi32_mask(*col, _mm512_setzero_si512()) & _mm512_cmplt_epi32_mask(*col, width);
+  *lo = sw == 1 ? *valid : in_range(start, W);
+  *hi = in_range(start + 16, W);
+}
+
+// One output row of max_pool_plain, 16 outputs at a time (strides 1 and
+// 2 across). Lane j of a block reads column (ow0 + j) * sw + s - pl of
+// each window column s: contiguous at stride 1, the even values of 32
+// at stride 2; lanes whose column is padding take nothing.
+template <bool Train, int B>
+__attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainParams& p, const float* xp, float* yo,
+                                                           int32_t* io, int64_t oh) {
+  const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i zero = _mm512_setzero_si512(), width = _mm512_set1_epi32(static_cast<int>(p.W));
+  const __m512i step = p.sw == 1 ? lane : _mm512_add_epi32(lane, lane);
+  // B (up to 4) blocks of 16 outputs side by side: each block's running
+  // maximum is a chain (compare, mask, move) through every window pixel,
+  // so one block at a time waited on it (2.2x oneDNN's time).
+  for (int64_t ow0 = 0; ow0 < p.OW; ow0 += 16 * B) {
+    __mmask16 out[B], unset[B];
+    __m512 best[B];
+    __m512i at[B];
+#pragma GCC unroll 4
+    for (int k = 0; k < B; ++k) {
+      out[k] = lanes(std::max<int64_t>(0, p.OW - ow0 - 16 * k));
+      unset[k] = out[k];  // lanes that have not read a pixel yet
+      best[k] = _mm512_set1_ps(-INFINITY);
+      at[k] = zero;
+    }
+    const int64_t col0 = ow0 * p.sw - p.pl;  // lane 0's column at s = 0
+    for (int64_t h = h_lo; h < h_hi; ++h) {
+      const float* row = xp + h * p.W;
+      const __m512i row_at = _mm512_set1_epi32(static_cast<int>(h * p.W));
+      for (int64_t s = 0; s < p.kw; ++s) {
+#pragma GCC unroll 4
+        for (int k = 0; k < B; ++k) {
+          const int64_t start = col0 + 16 * p.sw * k + s;
+          __m512i col;
+          __mmask16 valid, lo, hi;
+          plain_column(start, step, width, out[k], p.sw, p.W, &col, &valid, &lo, &hi);
+          __m512 v;
+          if (p.sw == 1) {
+            v = _mm512_maskz_loadu_ps(lo, row + start);
+          } else {
+            const __m512 a = _mm512_maskz_loadu_ps(lo, row + start);
+            const __m512 b = _mm512_maskz_loadu_ps(hi, row + start + 16);
+            v = _mm512_permutex2var_ps(a, even, b);
+          }
+          const __mmask16 take = valid & (takes16(v, best[k]) | unset[k]);
+          unset[k] &= static_cast<__mmask16>(~valid);
+          best[k] = _mm512_mask_mov_ps(best[k], take, v);
+          if constexpr (Train) at[k] = _mm512_mask_mov_epi32(at[k], take, _mm512_add_epi32(col, row_at));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < B; ++k) {
+      _mm512_mask_storeu_ps(yo + ow0 + 16 * k, out[k], best[k]);
+      if constexpr (Train) _mm512_mask_storeu_epi32(io + ow0 + 16 * k, out[k], at[k]);
     }
   }
 }
@@ -468,11 +585,88 @@ __attribute__((target("avx512f"))) void max_pool_nhwc_row(const PoolNhwcParams& 
 }  // namespace
 
 void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y) {
-  const int64_t rows = p.N * p.OH;
-#pragma omp parallel for schedule(static) if (rows * p.OW * p.C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
+  if (has_avx512bw()) {
+    max_pool_nhwc_as(p, x, y);
+    return;
+  }
+  // AVX512F without BW (no server CPU since 2017): the same search, one
+  // channel at a time.
+  const int64_t C = p.C;
+#pragma omp parallel for schedule(static) if (p.N * p.OH * p.OW * C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
+  for (int64_t r = 0; r < p.N * p.OH; ++r) {
+    const int64_t n = r / p.OH, oh = r % p.OH;
+    const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+    for (int64_t ow = 0; ow < p.OW; ++ow) {
+      const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
+      for (int64_t c = 0; c < C; ++c) {
+        float bv = -INFINITY;
+        for (int64_t h = h_lo; h < h_hi; ++h)
+          for (int64_t w = w_lo; w < w_hi; ++w) {
+            const float v = x[((n * p.H + h) * p.W + w) * C + c];
+            if (takes_plain(v, bv)) bv = v;
+          }
+        y[((n * p.OH + oh) * p.OW + ow) * C + c] = bv;
+      }
+    }
+  }
+}
+
+bool own_max_pool_nhwc(bool bf16) { return own_avx512_kernels() && (!bf16 || has_avx512bw()); }
+
+void max_pool_nhwc(const PoolNhwcParams& p, const uint16_t* x, uint16_t* y) {
+  if (!has_avx512bw()) throw std::invalid_argument("max_pool_nhwc: bfloat16 data needs AVX512BW and AVX512VL");
+  max_pool_nhwc_as(p, x, y);
+}
+
+void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32_t* idx) {
+  if (p.H * p.W > INT32_MAX) throw std::invalid_argument("max_pool_plain: planes of more than 2^31 - 1 pixels");
+  const int64_t rows = p.planes * p.OH;
+  const bool vectors = g_pool_vectors.load(std::memory_order_relaxed) && own_avx512_kernels() &&
+                       (p.sw == 1 || p.sw == 2);
+#pragma omp parallel for schedule(static) if (rows * p.OW * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / p.OH;
-    max_pool_nhwc_row(p, x + n * p.H * p.W * p.C, y + n * p.OH * p.OW * p.C, r % p.OH);
+    const int64_t q = r / p.OH, oh = r % p.OH;
+    const float* xp = x + q * p.H * p.W;
+    float* yo = y + r * p.OW;
+    int32_t* io = idx ? idx + r * p.OW : nullptr;
+    if (vectors) {
+      const int64_t blocks = (p.OW + 15) / 16;
+      if (io) {
+        if (blocks >= 4) max_pool_plain_row<true, 4>(p, xp, yo, io, oh);
+        else if (blocks >= 2) max_pool_plain_row<true, 2>(p, xp, yo, io, oh);
+        else max_pool_plain_row<true, 1>(p, xp, yo, io, oh);
+      } else {
+        if (blocks >= 4) max_pool_plain_row<false, 4>(p, xp, yo, io, oh);
+        else if (blocks >= 2) max_pool_plain_row<false, 2>(p, xp, yo, io, oh);
+        else max_pool_plain_row<false, 1>(p, xp, yo, io, oh);
+      }
+      continue;
+    }
+    const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
+    for (int64_t ow = 0; ow < p.OW; ++ow) {
+      const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
+      // The window's first pixel inside the input starts the search (every
+      // window holds one: pads are smaller than the window).
+      int64_t best = h_lo * p.W + w_lo;
+      float bv = xp[best];
+      for (int64_t h = h_lo; h < h_hi; ++h)
+        for (int64_t w = w_lo; w < w_hi; ++w)
+          if (takes_plain(xp[h * p.W + w], bv)) bv = xp[h * p.W + w], best = h * p.W + w;
+      yo[ow] = bv;
+      if (io) io[ow] = static_cast<int32_t>(best);
+    }
+  }
+}
+
+void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const int32_t* idx, float* dx) {
+  const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+#pragma omp parallel for schedule(static) if (p.planes * HW > 65536 && omp_get_max_threads() > 1)
+  for (int64_t q = 0; q < p.planes; ++q) {
+    float* dxp = dx + q * HW;
+    std::fill(dxp, dxp + HW, 0.f);
+    const float* dyp = dy + q * OHW;
+    const int32_t* ip = idx + q * OHW;
+    for (int64_t o = 0; o < OHW; ++o) dxp[ip[o]] += dyp[o];
   }
 }
 

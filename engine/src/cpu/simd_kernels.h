@@ -56,7 +56,8 @@ void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t 
 // blocks and rows.
 //
 // Why: oneDNN 2.6's jit:avx2 pooling took 0.97 ms for resnet18's 3x3/2 max
-// pool (64 x 112 x 112), this loop 0.26 (ONNX Runtime 0.37).
+// pool (64 x 112 x 112), this loop 0.26 (ONNX Runtime 0.37). A NaN in a
+// max pooling's window is its output (as in max_pool_nhwc).
 struct Pool8cParams {
   int64_t N, CB, H, W, OH, OW, kh, kw, sh, sw, pad_top, pad_left;
   bool max;
@@ -88,6 +89,34 @@ struct PoolNhwcParams {
   int64_t N, C, H, W, OH, OW, kh, kw, sh, sw, pt, pl;
 };
 void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y);
+// The same on bfloat16 data (a bf16 plan's chain): each maximum is one of
+// the inputs, stored back bit for bit. Needs AVX512BW and AVX512VL.
+// Blocked formats pool the same way: nChw16c (or nChw8c) is N x ceil(C /
+// 16) channels-last images of 16 (8) channels.
+void max_pool_nhwc(const PoolNhwcParams& p, const uint16_t* x, uint16_t* y);
+// Whether max_pool_nhwc runs on this CPU for float32 (AVX512F) or
+// bfloat16 (AVX512F, BW and VL) data.
+bool own_max_pool_nhwc(bool bf16);
+
+// Max pooling of any window, strides and pads (smaller than the window)
+// on plain NCHW float32: x has `planes` (N * C) planes of H x W, y of OH x
+// OW. Each output is its window's first maximum, or its first NaN (a NaN
+// in the window is the output, as in PyTorch and cuDNN; padding never
+// wins). idx (nullable, for training) receives the position of that
+// input in its plane (h * W + w); max_pool_plain_backward adds each dy to
+// dx there (dx overwritten, zeros elsewhere). Plain loops, parallel over
+// rows (backward: planes) with the calling thread's OpenMP count.
+//
+// Why: oneDNN 2.6's max pooling, which ran these before, drops a NaN (the
+// window's largest number is its output: checked for every position of a
+// NaN in a 3x3 window), while Jobflow's other pooling kernels and cuDNN
+// (CUDNN_PROPAGATE_NAN) keep it: one job gave different answers on
+// different layouts, and a diverging training run's NaN could vanish.
+struct MaxPoolPlainParams {
+  int64_t planes, H, W, OH, OW, kh, kw, sh, sw, pt, pl;
+};
+void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32_t* idx);
+void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const int32_t* idx, float* dx);
 
 // Max pooling with a 2x2 window and stride 2, no padding, on plain NCHW
 // float32: x has `planes` (N * C) planes of H x W, y of OH x OW with

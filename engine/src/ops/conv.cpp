@@ -7,6 +7,7 @@
 // and infer() only has to check them against the input it is given.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -505,7 +506,8 @@ class Pool2dGrad final : public Primitive {
       return;
     }
     // No workspace (gradient taken in a predict job): route each dy to the
-    // first maximum of its window; padding never wins, as in the forward.
+    // first maximum of its window, or its first NaN (the forward's output
+    // there); padding never wins, as in the forward.
     const float* dy = in[0].data<float>();
     const float* x = in[2].data<float>();
     float* dx = out[0].data<float>();
@@ -526,7 +528,8 @@ class Pool2dGrad final : public Primitive {
           float bv = -std::numeric_limits<float>::infinity();
           for (int64_t h = hb; h < he; ++h)
             for (int64_t w = wb; w < we; ++w)
-              if (best < 0 || xp[h * p.W + w] > bv) bv = xp[h * p.W + w], best = h * p.W + w;
+              if (const float v = xp[h * p.W + w]; best < 0 || v > bv || (std::isnan(v) && !std::isnan(bv)))
+                bv = v, best = h * p.W + w;
           if (best >= 0) dxp[best] += dyp[oh * p.OW + ow];
         }
       }
