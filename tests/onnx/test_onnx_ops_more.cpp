@@ -5,7 +5,9 @@
 //   * import-only forms through hand-built one-node models;
 //   * unsupported forms fail at load naming the node, the op and what is
 //     missing.
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "errors.h"
@@ -173,6 +175,22 @@ TEST_F(OnnxOps, ImportedFormsBuiltFromOtherOps) {
   const auto mo = mx.run(Tensor::from<float>({1, 1, 2, 3}, {0, 5, 1, 5, 0, 5}));
   EXPECT_TRUE(mo[0].equal(Tensor::from<float>({1, 1, 1, 2}, {5, 5})));
   EXPECT_TRUE(mo[1].equal(Tensor::from<int64_t>({1, 1, 1, 2}, {1, 1}))) << mo[1].str(8);
+  // A NaN is a window's maximum and its index, wherever it sits (the
+  // first NaN; max_pool2d's rule): windows (0 5 | 5 0), (5 nan | 0 5).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int at : {1, 2, 4, 5}) {
+    std::vector<float> v{0, 5, 1, 5, 0, 5};
+    v[static_cast<size_t>(at)] = nan;
+    const auto mn = mx.run(Tensor::from<float>({1, 1, 2, 3}, v));
+    const int64_t col = at % 3;  // the windows: columns 0-1 and 1-2
+    for (int64_t w = 0; w < 2; ++w) {
+      const bool hit = col == w || col == w + 1;
+      EXPECT_EQ(std::isnan(mn[0].data<float>()[w]), hit) << "NaN at " << at << ", window " << w;
+      if (hit) {
+        EXPECT_EQ(mn[1].data<int64_t>()[w], at) << "NaN at " << at << ", window " << w;
+      }
+    }
+  }
   // Dropout outside training: the ratio may be computed; the mask keeps everything.
   Model d(13);
   d.input("x", Tensor({2}, flow::Float32));

@@ -375,7 +375,8 @@ void op_max_unpool(Importer& I) {
 // input with count_include_pad). Needs static spatial sizes.
 // With `indices` (MaxPool's second output): also the flat index into x of
 // each maximum (row-major, or column-major over the spatial dims with
-// storage_order 1), the first one in row-major order where several are equal.
+// storage_order 1), the first one in row-major order where several are equal
+// (a NaN is the maximum: the first NaN where there are any).
 Blob pool_by_slices(Importer& I, Blob x, bool max, SpatialArgs a, bool ceil_mode, bool include_pad,
                     Blob* indices = nullptr, bool column_major = false) {
   const std::string opn = I.node->op_type();
@@ -439,6 +440,10 @@ Blob pool_by_slices(Importer& I, Blob x, bool max, SpatialArgs a, bool ceil_mode
         acc = sl, acc_idx = cand;
       } else if (indices) {  // strictly greater: the first maximum keeps its index
         Blob better = greater(sl, acc);
+        // A NaN is the maximum (as maximum() and max_pool2d have it): the
+        // first NaN takes the place of any number.
+        if (is_floating(x.dtype()))
+          better = logical_or(better, logical_and(math::is_nan(sl), logical_not(math::is_nan(acc))));
         acc = where(better, sl, acc);
         acc_idx = where(better, cand, acc_idx);
       } else {
