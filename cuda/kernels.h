@@ -108,8 +108,9 @@ struct PoolGeom {
 };
 // Average pooling's dx (padding excluded from each window's count).
 cudaError_t avg_pool_grad(const PoolGeom& g, const float* dy, float* dx, cudaStream_t s);
-// Max pooling's dx without a workspace: each dy goes to the first maximum
-// of its window in x (row-major order; padding never wins), as on the CPU.
+// Max pooling's dx without a workspace: each dy goes to the first NaN of
+// its window in x, else its first maximum (row-major order; padding never
+// wins), as on the CPU.
 cudaError_t max_pool_grad_from_x(const PoolGeom& g, const float* dy, const float* x, float* dx, cudaStream_t s);
 
 }  // namespace jobflow::cuda::k

@@ -184,9 +184,13 @@ __global__ void max_pool_grad_from_x_k(PoolGeom g, const float* dy, const float*
         const int64_t wb = max(w0, int64_t{0}), we = min(w0 + g.kw, g.W);
         int64_t best = -1;
         float bv = 0.f;
+        // The first NaN, else the first maximum: the forward's output
+        // (CUDNN_PROPAGATE_NAN) and the CPU's rule.
         for (int64_t hh = hb; hh < he; ++hh)
-          for (int64_t ww = wb; ww < we; ++ww)
-            if (best < 0 || xp[hh * g.W + ww] > bv) bv = xp[hh * g.W + ww], best = hh * g.W + ww;
+          for (int64_t ww = wb; ww < we; ++ww) {
+            const float v = xp[hh * g.W + ww];
+            if (best < 0 || v > bv || (isnan(v) && !isnan(bv))) bv = v, best = hh * g.W + ww;
+          }
         if (best == self) acc += d[oh * g.OW + ow];
       }
     }

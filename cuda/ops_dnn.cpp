@@ -10,8 +10,8 @@
 //   remainder, applied by copying x into a larger zero-padded buffer (and,
 //   for the data gradient, cropping the result back).
 // * float32 math is exact FP32 (CUDNN_FMA_MATH) unless JOBFLOW_CUDA_TF32=1.
-// * Max pooling in train jobs keeps a workspace (oneDNN's, or for 2x2
-//   stride-2 windows Jobflow's own index bytes) whose format the CPU
+// * Max pooling in train jobs keeps a workspace (Jobflow's own indices: a
+//   byte per output for 2x2 stride-2 windows, an int32 otherwise) whose format the CPU
 //   gradient reads; those two ops stay on the CPU (supports() is false), so
 //   a forward and a backward on different backends never disagree about it.
 //   Predict-job max pooling and its gradient from x run here.

@@ -364,7 +364,7 @@ void check_pool(const Pool2dParams& p, const std::string& name, bool ties = fals
 }
 
 // The gradient of a window with several maxima goes to the first (row by
-// row), in oneDNN's kernels and in Jobflow's own 2x2/2 loop alike.
+// row), in Jobflow's 2x2/2 loop and its general one alike.
 void PoolMaxTiesGoToTheFirstMaximum();
 TEST(Pool2d, MaxTiesGoToTheFirstMaximum) { PoolMaxTiesGoToTheFirstMaximum(); }
 void PoolMaxTiesGoToTheFirstMaximum() {
@@ -703,6 +703,8 @@ void PoolMaxOfAnyWindowPropagatesNaN() {
       {6, 9, 3, 3, 2, 2, 0, 0, 0, 0},    // 4 outputs, no pads
       {8, 20, 2, 3, 3, 3, 1, 2, 0, 1},   // stride 3 (the plain loop)
       {5, 33, 4, 4, 2, 2, 2, 3, 1, 0},   // uneven pads
+      {4, 7, 3, 3, 1, 1, 1, 1, 1, 1},    // one partial block cut at both edges
+      {4, 5, 2, 2, 2, 2, 1, 1, 1, 1},    // stride 2, W < 16
   };
   for (const Case& c : cases) {
     const Pool2dParams p = pool(2, 3, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl, c.pb, c.pr, PoolKind::Max);

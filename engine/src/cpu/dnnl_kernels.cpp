@@ -654,12 +654,7 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p) {
   check("workspace_bytes", p);
   if (p.kind != PoolKind::Max) return 0;
   if (own_max_2x2(p)) return static_cast<size_t>(p.N * p.C * p.OH * p.OW);
-  if (p.kind == PoolKind::Max) return static_cast<size_t>(p.N * p.C * p.OH * p.OW) * sizeof(int32_t);
-  try {
-    return pool_entry(p, PoolPass::Training).workspace_bytes;
-  } catch (const dnnl::error& err) {
-    pool_fail("workspace_bytes", p, std::string("oneDNN error: ") + err.what());
-  }
+  return static_cast<size_t>(p.N * p.C * p.OH * p.OW) * sizeof(int32_t);
 }
 
 void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace, bool blocked) {

@@ -395,11 +395,12 @@ cpu::Pool2dParams pool_params(const Shape& x, const Shape& y, const PoolGeom& g,
   return p;
 }
 
-// Max pooling has a second output: oneDNN's workspace (argmax indices) as raw
-// bytes, which the backward reads instead of searching the windows again. It
-// is only filled in train jobs; predict jobs get a (0,) placeholder and run
-// oneDNN's inference primitive. Average pooling (padding excluded from the
-// count, as TensorFlow/OneFlow do) needs no workspace.
+// Max pooling has a second output: the workspace (each output's argmax, from
+// Jobflow's own loops: cpu::pool2d_workspace_bytes) as raw bytes, which the
+// backward reads instead of searching the windows again. It is only filled in
+// train jobs; predict jobs get a (0,) placeholder. Average pooling (padding
+// excluded from the count, as TensorFlow/OneFlow do) runs oneDNN's and needs
+// no workspace.
 class Pool2d final : public Primitive {
  public:
   Pool2d(cpu::PoolKind kind, PoolGeom g, bool workspace, bool blocked = false)
