@@ -11,9 +11,10 @@
 //   for the data gradient, cropping the result back).
 // * float32 math is exact FP32 (CUDNN_FMA_MATH) unless JOBFLOW_CUDA_TF32=1.
 // * Max pooling in train jobs keeps a workspace (Jobflow's own indices: a
-//   byte per output for 2x2 stride-2 windows, an int32 otherwise) whose format the CPU
-//   gradient reads; those two ops stay on the CPU (supports() is false), so
-//   a forward and a backward on different backends never disagree about it.
+//   byte per output, an int32 for windows of over 256 taps) whose format
+//   the CPU gradient reads; those two ops stay on the CPU (supports() is
+//   false), so a forward and a backward on different backends never
+//   disagree about it.
 //   Predict-job max pooling and its gradient from x run here.
 #include <climits>
 #include <mutex>

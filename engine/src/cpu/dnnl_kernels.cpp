@@ -440,6 +440,8 @@ void check(const char* fn, const Pool2dParams& p) {
   // A window lying entirely in padding has no defined max / exclude-pad average.
   if (p.pad_top >= p.kh || p.pad_bottom >= p.kh || p.pad_left >= p.kw || p.pad_right >= p.kw)
     pool_fail(fn, p, "padding must be smaller than the kernel");
+  // (max_pool_plain's indices are int32 positions in the window.)
+  if (p.kind == PoolKind::Max && p.kh > INT32_MAX / p.kw) pool_fail(fn, p, "a max pooling window of 2^31 taps or more");
   const int64_t oh = (p.H + p.pad_top + p.pad_bottom - p.kh) / p.sh + 1;
   const int64_t ow = (p.W + p.pad_left + p.pad_right - p.kw) / p.sw + 1;
   if (p.H + p.pad_top + p.pad_bottom < p.kh || p.W + p.pad_left + p.pad_right < p.kw || oh != p.OH ||
@@ -473,8 +475,9 @@ MaxPool2x2Params max_2x2(const Pool2dParams& p, bool blocked = false) {
 }
 
 // Every other max pooling on plain NCHW runs Jobflow's general loop
-// (cpu::max_pool_plain: oneDNN's drops a NaN); its workspace is the input
-// position of each output's maximum, an int32 per output.
+// (cpu::max_pool_plain: oneDNN's drops a NaN); its workspace is the position
+// of each output's maximum in its window, a byte (an int32 for windows of
+// more than 256 taps) per output.
 MaxPoolPlainParams max_plain(const Pool2dParams& p) {
   return {p.N * p.C, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left};
 }
@@ -654,7 +657,7 @@ size_t pool2d_workspace_bytes(const Pool2dParams& p) {
   check("workspace_bytes", p);
   if (p.kind != PoolKind::Max) return 0;
   if (own_max_2x2(p)) return static_cast<size_t>(p.N * p.C * p.OH * p.OW);
-  return static_cast<size_t>(p.N * p.C * p.OH * p.OW) * sizeof(int32_t);
+  return static_cast<size_t>(p.N * p.C * p.OH * p.OW) * max_pool_plain_index_bytes(max_plain(p));
 }
 
 void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* workspace, bool blocked) {
@@ -670,7 +673,7 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
       return;
     }
     if (p.kind == PoolKind::Max) {
-      max_pool_plain(max_plain(p), x, y, train ? static_cast<int32_t*>(workspace) : nullptr);
+      max_pool_plain(max_plain(p), x, y, train ? workspace : nullptr);
       return;
     }
     Entry& e = pool_entry(p, train ? PoolPass::Training : PoolPass::Inference);
@@ -691,7 +694,7 @@ void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspa
     return;
   }
   if (p.kind == PoolKind::Max) {
-    max_pool_plain_backward(max_plain(p), dy, static_cast<const int32_t*>(workspace), dx);
+    max_pool_plain_backward(max_plain(p), dy, workspace, dx);
     return;
   }
   try {

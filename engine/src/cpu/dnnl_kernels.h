@@ -67,9 +67,9 @@ struct Pool2dParams {
 };
 
 // Bytes the forward must keep for the backward (max-pool argmax indices:
-// a byte per output for 2x2 stride-2 windows, an int32 otherwise, 4-byte
-// aligned); 0 for average pooling. The buffer needs no particular
-// initialisation.
+// a byte per output, the maximum's position in its window; an int32,
+// 4-byte aligned, for windows of more than 256 taps); 0 for average
+// pooling. The buffer needs no particular initialisation.
 size_t pool2d_workspace_bytes(const Pool2dParams& p);
 // Max pooling runs Jobflow's own loops (cpu/simd_kernels.h): each output
 // is its window's first maximum, or its first NaN (NaN propagates, as in

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/avx512_math.h"
@@ -525,10 +526,12 @@ __attribute__((target("avx512f"))) inline void plain_column(int64_t start, __m51
 // One output row of max_pool_plain, 16 outputs at a time (strides 1 and
 // 2 across). Lane j of a block reads column (ow0 + j) * sw + s - pl of
 // each window column s: contiguous at stride 1, the even values of 32
-// at stride 2; lanes whose column is padding take nothing.
-template <bool Train, int B>
+// at stride 2; lanes whose column is padding take nothing. I: the index
+// type (void: no indices), each index the winner's position in its window.
+template <typename I, int B>
 __attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainParams& p, const float* xp, float* yo,
-                                                           int32_t* io, int64_t oh) {
+                                                           I* io, int64_t oh) {
+  constexpr bool Train = !std::is_void_v<I>;
   const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -551,8 +554,8 @@ __attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainPar
     const int64_t col0 = ow0 * p.sw - p.pl;  // lane 0's column at s = 0
     for (int64_t h = h_lo; h < h_hi; ++h) {
       const float* row = xp + h * p.W;
-      const __m512i row_at = _mm512_set1_epi32(static_cast<int>(h * p.W));
       for (int64_t s = 0; s < p.kw; ++s) {
+        const __m512i tap = _mm512_set1_epi32(static_cast<int>((h - h0) * p.kw + s));
 #pragma GCC unroll 4
         for (int k = 0; k < B; ++k) {
           const int64_t start = col0 + 16 * p.sw * k + s;
@@ -570,14 +573,17 @@ __attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainPar
           const __mmask16 take = valid & (takes16(v, best[k]) | unset[k]);
           unset[k] &= static_cast<__mmask16>(~valid);
           best[k] = _mm512_mask_mov_ps(best[k], take, v);
-          if constexpr (Train) at[k] = _mm512_mask_mov_epi32(at[k], take, _mm512_add_epi32(col, row_at));
+          if constexpr (Train) at[k] = _mm512_mask_mov_epi32(at[k], take, tap);
         }
       }
     }
 #pragma GCC unroll 4
     for (int k = 0; k < B; ++k) {
       _mm512_mask_storeu_ps(yo + ow0 + 16 * k, out[k], best[k]);
-      if constexpr (Train) _mm512_mask_storeu_epi32(io + ow0 + 16 * k, out[k], at[k]);
+      if constexpr (std::is_same_v<I, uint8_t>)
+        _mm512_mask_cvtepi32_storeu_epi8(io + ow0 + 16 * k, out[k], at[k]);
+      else if constexpr (std::is_same_v<I, int32_t>)
+        _mm512_mask_storeu_epi32(io + ow0 + 16 * k, out[k], at[k]);
     }
   }
 }
@@ -585,12 +591,12 @@ __attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainPar
 }  // namespace
 
 void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y) {
-  if (has_avx512bw()) {
+  if (has_avx512bw() && g_pool_vectors.load(std::memory_order_relaxed)) {
     max_pool_nhwc_as(p, x, y);
     return;
   }
-  // AVX512F without BW (no server CPU since 2017): the same search, one
-  // channel at a time.
+  // AVX512F without BW (no server CPU since 2017; set_pool_vectors(false)
+  // in tests): the same search, one channel at a time.
   const int64_t C = p.C;
 #pragma omp parallel for schedule(static) if (p.N * p.OH * p.OW * C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < p.N * p.OH; ++r) {
@@ -618,8 +624,10 @@ void max_pool_nhwc(const PoolNhwcParams& p, const uint16_t* x, uint16_t* y) {
   max_pool_nhwc_as(p, x, y);
 }
 
-void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32_t* idx) {
-  if (p.H * p.W > INT32_MAX) throw std::invalid_argument("max_pool_plain: planes of more than 2^31 - 1 pixels");
+namespace {
+
+template <typename I>
+void max_pool_plain_as(const MaxPoolPlainParams& p, const float* x, float* y, I* idx) {
   const int64_t rows = p.planes * p.OH;
   const bool vectors = g_pool_vectors.load(std::memory_order_relaxed) && own_avx512_kernels() &&
                        (p.sw == 1 || p.sw == 2);
@@ -628,18 +636,13 @@ void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32
     const int64_t q = r / p.OH, oh = r % p.OH;
     const float* xp = x + q * p.H * p.W;
     float* yo = y + r * p.OW;
-    int32_t* io = idx ? idx + r * p.OW : nullptr;
+    I* io = nullptr;
+    if constexpr (!std::is_void_v<I>) io = idx + r * p.OW;
     if (vectors) {
       const int64_t blocks = (p.OW + 15) / 16;
-      if (io) {
-        if (blocks >= 4) max_pool_plain_row<true, 4>(p, xp, yo, io, oh);
-        else if (blocks >= 2) max_pool_plain_row<true, 2>(p, xp, yo, io, oh);
-        else max_pool_plain_row<true, 1>(p, xp, yo, io, oh);
-      } else {
-        if (blocks >= 4) max_pool_plain_row<false, 4>(p, xp, yo, io, oh);
-        else if (blocks >= 2) max_pool_plain_row<false, 2>(p, xp, yo, io, oh);
-        else max_pool_plain_row<false, 1>(p, xp, yo, io, oh);
-      }
+      if (blocks >= 4) max_pool_plain_row<I, 4>(p, xp, yo, io, oh);
+      else if (blocks >= 2) max_pool_plain_row<I, 2>(p, xp, yo, io, oh);
+      else max_pool_plain_row<I, 1>(p, xp, yo, io, oh);
       continue;
     }
     const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
@@ -647,27 +650,62 @@ void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32
       const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
       // The window's first pixel inside the input starts the search (every
       // window holds one: pads are smaller than the window).
-      int64_t best = h_lo * p.W + w_lo;
-      float bv = xp[best];
+      int64_t bh = h_lo, bw = w_lo;
+      float bv = xp[h_lo * p.W + w_lo];
       for (int64_t h = h_lo; h < h_hi; ++h)
         for (int64_t w = w_lo; w < w_hi; ++w)
-          if (takes_plain(xp[h * p.W + w], bv)) bv = xp[h * p.W + w], best = h * p.W + w;
+          if (takes_plain(xp[h * p.W + w], bv)) bv = xp[h * p.W + w], bh = h, bw = w;
       yo[ow] = bv;
-      if (io) io[ow] = static_cast<int32_t>(best);
+      if constexpr (!std::is_void_v<I>) io[ow] = static_cast<I>((bh - h0) * p.kw + (bw - w0));
     }
   }
 }
 
-void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const int32_t* idx, float* dx) {
+template <typename I>
+void max_pool_plain_backward_as(const MaxPoolPlainParams& p, const float* dy, const I* idx, float* dx) {
   const int64_t HW = p.H * p.W, OHW = p.OH * p.OW;
+  // Each window position's offset from the window's corner in the plane
+  // (a division per output took twice the time of the scatter); positions
+  // of larger windows (int32 indices) are divided out.
+  int64_t off[256];
+  const bool table = p.kh * p.kw <= 256;
+  for (int64_t t = 0; table && t < p.kh * p.kw; ++t) off[t] = t / p.kw * p.W + t % p.kw;
 #pragma omp parallel for schedule(static) if (p.planes * HW > 65536 && omp_get_max_threads() > 1)
   for (int64_t q = 0; q < p.planes; ++q) {
     float* dxp = dx + q * HW;
     std::fill(dxp, dxp + HW, 0.f);
     const float* dyp = dy + q * OHW;
-    const int32_t* ip = idx + q * OHW;
-    for (int64_t o = 0; o < OHW; ++o) dxp[ip[o]] += dyp[o];
+    const I* ip = idx + q * OHW;
+    for (int64_t oh = 0; oh < p.OH; ++oh) {
+      // (The corner may lie in the padding; the position found never does.)
+      const int64_t row = (oh * p.sh - p.pt) * p.W - p.pl;
+      for (int64_t ow = 0; ow < p.OW; ++ow) {
+        const int64_t t = static_cast<int64_t>(ip[oh * p.OW + ow]);
+        dxp[row + ow * p.sw + (table ? off[t] : t / p.kw * p.W + t % p.kw)] += dyp[oh * p.OW + ow];
+      }
+    }
   }
+}
+
+}  // namespace
+
+size_t max_pool_plain_index_bytes(const MaxPoolPlainParams& p) { return p.kh * p.kw <= 256 ? 1 : 4; }
+
+void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, void* idx) {
+  if (p.kh * p.kw > INT32_MAX) throw std::invalid_argument("max_pool_plain: windows of more than 2^31 - 1 taps");
+  if (!idx)
+    max_pool_plain_as<void>(p, x, y, nullptr);
+  else if (max_pool_plain_index_bytes(p) == 1)
+    max_pool_plain_as(p, x, y, static_cast<uint8_t*>(idx));
+  else
+    max_pool_plain_as(p, x, y, static_cast<int32_t*>(idx));
+}
+
+void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const void* idx, float* dx) {
+  if (max_pool_plain_index_bytes(p) == 1)
+    max_pool_plain_backward_as(p, dy, static_cast<const uint8_t*>(idx), dx);
+  else
+    max_pool_plain_backward_as(p, dy, static_cast<const int32_t*>(idx), dx);
 }
 
 void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y) {

@@ -6,6 +6,7 @@
 // ones joined.)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace jobflow::cpu {
@@ -104,9 +105,12 @@ bool own_max_pool_nhwc(bool bf16);
 // OW. Each output is its window's first maximum, or its first NaN (a NaN
 // in the window is the output, as in PyTorch and cuDNN; padding never
 // wins). idx (nullable, for training) receives the position of that
-// input in its plane (h * W + w); max_pool_plain_backward adds each dy to
-// dx there (dx overwritten, zeros elsewhere). Plain loops, parallel over
-// rows (backward: planes) with the calling thread's OpenMP count.
+// input in its window (row * kw + column), max_pool_plain_index_bytes(p)
+// bytes each: a uint8 for windows of up to 256 taps (what oneDNN's
+// workspace held), an int32 beyond; max_pool_plain_backward adds each dy to
+// dx there (dx overwritten, zeros elsewhere). With AVX-512, 16 outputs a
+// vector at strides 1 and 2; plain loops otherwise. Parallel over rows
+// (backward: planes) with the calling thread's OpenMP count.
 //
 // Why: oneDNN 2.6's max pooling, which ran these before, drops a NaN (the
 // window's largest number is its output: checked for every position of a
@@ -116,8 +120,9 @@ bool own_max_pool_nhwc(bool bf16);
 struct MaxPoolPlainParams {
   int64_t planes, H, W, OH, OW, kh, kw, sh, sw, pt, pl;
 };
-void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, int32_t* idx);
-void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const int32_t* idx, float* dx);
+size_t max_pool_plain_index_bytes(const MaxPoolPlainParams& p);
+void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, void* idx);
+void max_pool_plain_backward(const MaxPoolPlainParams& p, const float* dy, const void* idx, float* dx);
 
 // Max pooling with a 2x2 window and stride 2, no padding, on plain NCHW
 // float32: x has `planes` (N * C) planes of H x W, y of OH x OW with
@@ -170,9 +175,9 @@ void floats_to_bf16(const float* x, int64_t n, uint16_t* y);
 void nchw_to_nhwc_bf16(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, uint16_t* y, int64_t Hy,
                        int64_t Wy);
 
-// Tests: false makes max_pool_2x2 (and its backward) run their plain loops
-// on AVX-512 CPUs too, so both paths are checked on one machine. Process-
-// wide; the default is true.
+// Tests: false makes max_pool_2x2 (and its backward), max_pool_plain and
+// the float32 max_pool_nhwc run their plain loops on AVX-512 CPUs too, so
+// both paths are checked on one machine. Process-wide; the default is true.
 void set_pool_vectors(bool on);
 
 }  // namespace jobflow::cpu
