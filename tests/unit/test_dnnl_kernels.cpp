@@ -706,7 +706,7 @@ void PoolMaxOfAnyWindowPropagatesNaN() {
       {5, 33, 4, 4, 2, 2, 2, 3, 1, 0},   // uneven pads
       {4, 7, 3, 3, 1, 1, 1, 1, 1, 1},    // one partial block cut at both edges
       {4, 5, 2, 2, 2, 2, 1, 1, 1, 1},    // stride 2, W < 16
-      {20, 21, 17, 17, 1, 2, 0, 0, 0, 0},  // 289 taps: int32 indices
+      {20, 21, 17, 17, 1, 2, 3, 5, 2, 4},  // 289 taps: int32 indices, corners in the padding
   };
   for (const Case& c : cases) {
     const Pool2dParams p = pool(2, 3, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl, c.pb, c.pr, PoolKind::Max);

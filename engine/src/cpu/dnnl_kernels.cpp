@@ -440,7 +440,7 @@ void check(const char* fn, const Pool2dParams& p) {
   // A window lying entirely in padding has no defined max / exclude-pad average.
   if (p.pad_top >= p.kh || p.pad_bottom >= p.kh || p.pad_left >= p.kw || p.pad_right >= p.kw)
     pool_fail(fn, p, "padding must be smaller than the kernel");
-  // (max_pool_plain's indices are int32 positions in the window.)
+  // (max_pool_plain's positions in the window must fit an int32.)
   if (p.kind == PoolKind::Max && p.kh > INT32_MAX / p.kw) pool_fail(fn, p, "a max pooling window of 2^31 taps or more");
   const int64_t oh = (p.H + p.pad_top + p.pad_bottom - p.kh) / p.sh + 1;
   const int64_t ow = (p.W + p.pad_left + p.pad_right - p.kw) / p.sw + 1;

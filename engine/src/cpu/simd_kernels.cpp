@@ -629,8 +629,9 @@ namespace {
 template <typename I>
 void max_pool_plain_as(const MaxPoolPlainParams& p, const float* x, float* y, I* idx) {
   const int64_t rows = p.planes * p.OH;
+  // (The vector rows count columns in int32 lanes: rows of up to 2^30.)
   const bool vectors = g_pool_vectors.load(std::memory_order_relaxed) && own_avx512_kernels() &&
-                       (p.sw == 1 || p.sw == 2);
+                       (p.sw == 1 || p.sw == 2) && p.W + p.pl + p.kw + 64 * p.sw <= (int64_t{1} << 30);
 #pragma omp parallel for schedule(static) if (rows * p.OW * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t q = r / p.OH, oh = r % p.OH;
