@@ -382,13 +382,13 @@ bool train_winograd(const Conv2dParams& p, bool bf16, ConvFormats f) {
          Winograd::worthwhile(p);
 }
 
-// The weight gradient on the Winograd kernel too where each thread's sums,
-// 36 C K floats, take at most 1 MB (LeNet's conv2: 295 KB): every thread
+// The weight gradient on the Winograd kernel too where each thread's sums
+// (Winograd::weight_gradient_bytes: 36 C K floats) take at most 1 MB (LeNet's conv2: 295 KB): every thread
 // zeroes, fills and reduces its own, which for wide layers (256 -> 256:
 // 9.4 MB per thread) would cost more than the products it saves (not
 // measured beyond LeNet's shapes: oneDNN keeps those).
 bool train_winograd_weights(const Conv2dParams& p, bool bf16, ConvFormats f) {
-  return train_winograd(p, bf16, f) && 36 * 4 * p.C * p.K <= (int64_t{1} << 20);
+  return train_winograd(p, bf16, f) && Winograd::weight_gradient_bytes(p) <= (int64_t{1} << 20);
 }
 
 // The input gradient of stride-1 convolution p as a convolution of dy: its

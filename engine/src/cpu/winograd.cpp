@@ -211,6 +211,10 @@ void Winograd::run(const float* x, float* y, const float* bias, const float* res
   }
 }
 
+int64_t Winograd::weight_gradient_bytes(const Conv2dParams& p) {
+  return kAlpha * p.C * p.K * static_cast<int64_t>(sizeof(float));
+}
+
 void Winograd::backward_weights(const float* x, const float* dy, float* dw, float* db) const {
   const int64_t C = p_.C, K = p_.K, r = p_.R;
   wino::Geometry g{p_.N, C, p_.H, p_.W, K, p_.OH, p_.OW, p_.pad_top, p_.pad_left, tiles_h_, tiles_w_, m_};

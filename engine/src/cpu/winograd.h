@@ -95,6 +95,9 @@ class Winograd {
   // summed in the transformed domain (winograd_block.inc), each thread
   // over its own run of tiles, then turned into dw once.
   void backward_weights(const float* x, const float* dy, float* dw, float* db) const;
+  // The bytes of each thread's transformed-domain sums in
+  // backward_weights (dU: 36 x C x K floats).
+  static int64_t weight_gradient_bytes(const Conv2dParams& p);
 
  private:
   void transform_weights(const float* w, bool turned);
