@@ -687,6 +687,17 @@ TEST_F(JobRules, GpuPlacementRunsOnCpuWithoutCudaBackend) {
                      "running them on the CPU\n"),
             std::string::npos)
       << err;
+  // Once per job: compiled again (a job with dims known at call time
+  // compiles a plan per shape), it says nothing more.
+  testing::internal::CaptureStderr();
+  auto again = flow::global_function(flow::Predict, flow::function_config().name("gpu_placed"),
+                                     {flow::Numpy::Placeholder({4})}, [](Blob x) -> flow::Numpy {
+                                       auto s = flow::scope::placement("gpu", "0:0");
+                                       return x * 2.0;
+                                     });
+  EXPECT_FLOAT_EQ(again(Tensor::from<float>({4}, {1, 2, 3, 4})).data<float>()[3], 8.0f);
+  const std::string err2 = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err2.find("no usable CUDA backend"), std::string::npos) << err2;
 
   const Tensor x = flow::testing::random_float32({2, 16, 8, 8}, 5);
   auto step = [&](const char* device) {

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "compiler/passes.h"
 #include "cpu/isa.h"
@@ -91,12 +94,19 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
     }
   };
   // (Of the nodes place() moved, only those this plan runs: a segment of a
-  // job with dims known at call time, or a pruned node, says nothing.)
+  // job with dims known at call time, or a pruned node, says nothing. Once
+  // per job name in a process: a job whose dims are known at call time
+  // compiles a plan per shape and segment, and said it each time.)
   bool moved = false;
   for (int n : b.order) moved |= static_cast<size_t>(n) < b.moved_to_cpu.size() && b.moved_to_cpu[n];
-  if (moved)
-    std::cerr << "jobflow: job '" << b.opts.job_name
-              << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
+  if (moved) {
+    static std::mutex told_mutex;
+    static std::set<std::string> told;
+    std::lock_guard<std::mutex> lock(told_mutex);
+    if (told.insert(b.opts.job_name).second)
+      std::cerr << "jobflow: job '" << b.opts.job_name
+                << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
+  }
   for (size_t s = 0; s < b.order.size(); ++s) {
     const Node& node = G.nodes[b.order[s]];
     Plan::Step st;
