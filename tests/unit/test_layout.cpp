@@ -1159,7 +1159,7 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
 TEST_F(Layout, MaxPoolOnEveryChainFormatKeepsNaN) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
-  if (!flow::cpu::own_max_pool_nhwc(false)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!flow::cpu::own_max_pool_nhwc()) GTEST_SKIP() << "no AVX-512 (F, BW, VL) on this CPU";
   const Shape xs{2, 20, 9, 9}, ys{2, 20, 5, 5};
   auto job = flow::global_function(flow::Predict, flow::function_config().name("mp_formats").enable_fusion(false),
                                    {flow::Numpy::Placeholder(xs)}, [](Blob a) -> flow::Numpy {
@@ -1180,17 +1180,9 @@ TEST_F(Layout, MaxPoolOnEveryChainFormatKeepsNaN) {
   EXPECT_FALSE(flow::cpu::LayoutPool::supports(p, dnnl::memory::desc({2, 20, 9, 9}, dt::f32, tag::abcd)));
   EXPECT_THROW(flow::cpu::LayoutPool(mp, {{ys, flow::Float}}, p, dnnl::memory::desc({2, 20, 9, 9}, dt::f32, tag::abcd)),
                std::invalid_argument);
-  // (float32 twice: the second time on max_pool_nhwc's plain loop, which
-  // CPUs with AVX512F but not BW run.)
-  for (int pass = 0; pass < 3; ++pass) {
-    const dt type = pass == 1 ? dt::bf16 : dt::f32;
-    if (type == dt::bf16 && !flow::cpu::own_max_pool_nhwc(true)) continue;
-    flow::cpu::set_pool_vectors(pass != 2);
-    struct Restore {
-      ~Restore() { flow::cpu::set_pool_vectors(true); }
-    } restore;
+  for (dt type : {dt::f32, dt::bf16}) {
     for (tag t : {tag::acdb, tag::aBcd16b, tag::aBcd8b}) {
-      std::string name = type == dt::bf16 ? "bf16 " : pass == 2 ? "f32 plain loop " : "f32 ";
+      std::string name = type == dt::bf16 ? "bf16 " : "f32 ";
       name += t == tag::acdb ? "acdb" : t == tag::aBcd16b ? "aBcd16b" : "aBcd8b";
       const dnnl::memory::desc bx(xs, type, t);
       ASSERT_TRUE(flow::cpu::LayoutPool::supports(p, bx)) << name;

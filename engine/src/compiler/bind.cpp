@@ -102,8 +102,12 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   if (moved) {
     static std::mutex told_mutex;
     static std::set<std::string> told;
-    std::lock_guard<std::mutex> lock(told_mutex);
-    if (told.insert(b.opts.job_name).second)
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(told_mutex);
+      first = told.insert(b.opts.job_name).second;
+    }
+    if (first)
       std::cerr << "jobflow: job '" << b.opts.job_name
                 << "' places ops on \"gpu\" but this build has no usable CUDA backend; running them on the CPU\n";
   }

@@ -87,7 +87,6 @@ struct Entry {
   std::vector<memory> arg_mems;          // keeps the memory objects named in `args` alive
   std::vector<dnnl_exec_arg_t> args;     // built once; handles are re-pointed, never replaced
   std::string impl;                      // oneDNN implementation name, for benchmarks/diagnostics
-  size_t workspace_bytes = 0;            // pooling only
   std::unique_ptr<Winograd> wino;        // a train convolution on Jobflow's Winograd kernel (no primitive)
 
   // Registers an argument whose user-visible layout is `user_md` and whose
@@ -458,7 +457,8 @@ dnnl::algorithm pool_alg(PoolKind k) {
   return dnnl::algorithm::pooling_max;
 }
 
-enum class PoolPass { Inference = 10, Training = 11, Backward = 12 };
+// (Average pooling only: max pooling runs Jobflow's loops.)
+enum class PoolPass { Inference = 10, Backward = 12 };
 
 // 2x2 max pooling with stride 2 and no padding (LeNet's, VGG's, most
 // classifiers' downsampling) runs on Jobflow's own loop (cpu/simd_kernels.h:
@@ -509,15 +509,12 @@ Entry& pool_entry(const Pool2dParams& p, PoolPass pass) {
     const dnnl::prop_kind prop =
         pass == PoolPass::Inference ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
     dnnl::pooling_forward::primitive_desc fpd(pool_fwd_desc(p, prop), user_scratchpad_attr(), cpu_engine());
-    // Average pooling has no workspace (its desc has size 0); max pooling in
-    // training stores the argmax of every output.
-    e.workspace_bytes = pass == PoolPass::Inference ? 0 : fpd.workspace_desc().get_size();
+    // (Average pooling has no workspace.)
     if (pass != PoolPass::Backward) {
       e.prim = dnnl::pooling_forward(fpd);
       e.impl = fpd.impl_info_str();
       e.add(DNNL_ARG_SRC, true, fpd.src_desc(), fpd.src_desc());
       e.add(DNNL_ARG_DST, false, fpd.dst_desc(), fpd.dst_desc());
-      if (e.workspace_bytes) e.add(DNNL_ARG_WORKSPACE, false, fpd.workspace_desc(), fpd.workspace_desc());
       e.add_scratchpad(fpd.scratchpad_desc());
     } else {
       dnnl::pooling_backward::desc bd(pool_alg(p.kind), fpd.src_desc(), fpd.dst_desc(), {p.sh, p.sw},
@@ -526,7 +523,6 @@ Entry& pool_entry(const Pool2dParams& p, PoolPass pass) {
       e.prim = dnnl::pooling_backward(bpd);
       e.impl = bpd.impl_info_str();
       e.add(DNNL_ARG_DIFF_DST, true, bpd.diff_dst_desc(), bpd.diff_dst_desc());
-      if (e.workspace_bytes) e.add(DNNL_ARG_WORKSPACE, true, fpd.workspace_desc(), fpd.workspace_desc());
       e.add(DNNL_ARG_DIFF_SRC, false, bpd.diff_src_desc(), bpd.diff_src_desc());
       e.add_scratchpad(bpd.scratchpad_desc());
     }
@@ -676,8 +672,8 @@ void pool2d_forward(const Pool2dParams& p, const float* x, float* y, void* works
       max_pool_plain(max_plain(p), x, y, train ? workspace : nullptr);
       return;
     }
-    Entry& e = pool_entry(p, train ? PoolPass::Training : PoolPass::Inference);
-    e.run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_WORKSPACE, workspace}});
+    // (Average pooling: no workspace, the inference primitive.)
+    pool_entry(p, PoolPass::Inference).run({{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
   } catch (const dnnl::error& err) {
     pool_fail("forward", p, std::string("oneDNN error: ") + err.what());
   }
@@ -699,7 +695,7 @@ void pool2d_backward(const Pool2dParams& p, const float* dy, const void* workspa
   }
   try {
     Entry& e = pool_entry(p, PoolPass::Backward);
-    e.run({{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WORKSPACE, workspace}, {DNNL_ARG_DIFF_SRC, dx}});
+    e.run({{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
   } catch (const dnnl::error& err) {
     pool_fail("backward", p, std::string("oneDNN error: ") + err.what());
   }

@@ -748,12 +748,19 @@ void LayoutMatMul::eval_cpu(const std::vector<Tensor>& in, const std::vector<Ten
 // ---------------------------------------------------------------- pool
 
 namespace {
+// Whether pooling of src_md runs cpu::pool_nchw8c: nChw8c float32 on CPUs
+// whose oneDNN kernels are AVX2 at most, max or average excluding pads.
+bool own_nchw8c(const Pool2dParams& p, const MemDesc& src_md) {
+  return own_avx2_kernels() && p.kind != PoolKind::AvgIncludePad &&
+         src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b);
+}
+
 // Whether max pooling of src_md runs cpu::max_pool_nhwc on this CPU:
 // channels-last (*block = 0) or nChw16c / nChw8c (*block = 16 / 8),
 // float32 or bfloat16.
 bool max_nhwc_format(const Pool2dParams& p, const MemDesc& src_md, int64_t* block) {
   const dt type = src_md.data_type();
-  if ((type != dt::f32 && type != dt::bf16) || !own_max_pool_nhwc(type == dt::bf16)) return false;
+  if ((type != dt::f32 && type != dt::bf16) || !own_max_pool_nhwc()) return false;
   const memory::dims dims{p.N, p.C, p.H, p.W};
   const std::pair<tag, int64_t> forms[] = {{tag::acdb, 0}, {tag::aBcd16b, 16}, {tag::aBcd8b, 8}};
   for (const auto& [t, b] : forms)
@@ -766,10 +773,8 @@ bool max_nhwc_format(const Pool2dParams& p, const MemDesc& src_md, int64_t* bloc
 }  // namespace
 
 bool LayoutPool::supports(const Pool2dParams& p, const MemDesc& src_md) {
-  if (p.kind != PoolKind::Max) return true;
   int64_t block = 0;
-  return (own_avx2_kernels() && src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) ||
-         max_nhwc_format(p, src_md, &block);
+  return p.kind != PoolKind::Max || own_nchw8c(p, src_md) || max_nhwc_format(p, src_md, &block);
 }
 
 LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<TensorSpec> out, const Pool2dParams& p,
@@ -778,8 +783,7 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
   auto& eng = dnnl_engine();
   const dnnl::algorithm alg = p.kind == PoolKind::AvgIncludePad ? dnnl::algorithm::pooling_avg_include_padding
                                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
-  if (own_avx2_kernels() && p.kind != PoolKind::AvgIncludePad &&
-      src_md == MemDesc({p.N, p.C, p.H, p.W}, dt::f32, tag::aBcd8b)) {
+  if (own_nchw8c(p, src_md)) {
     own_ = true;
     own_p_ = {p.N, (p.C + 7) / 8, p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.pad_top, p.pad_left,
               p.kind == PoolKind::Max};
@@ -807,7 +811,9 @@ LayoutPool::LayoutPool(std::shared_ptr<const Primitive> orig, std::vector<Tensor
   if (p.kind == PoolKind::Max) {
     int64_t block = 0;
     if (!max_nhwc_format(p, src_md, &block))
-      throw std::invalid_argument("LayoutPool: max pooling of a format without Jobflow's loop (see supports())");
+      throw std::invalid_argument("LayoutPool: max pooling of " + desc_str(src_md) +
+                                  ", a format without Jobflow's loop on this CPU (supports(): channels-last, nChw16c "
+                                  "or nChw8c, float32 or bfloat16, with AVX-512)");
     own_max_nhwc_ = true;
     max_bf16_ = src_md.data_type() == dt::bf16;
     const int64_t images = block ? p.N * ((p.C + block - 1) / block) : p.N;

@@ -500,9 +500,6 @@ void max_pool_nhwc_as(const PoolNhwcParams& p, const T* x, T* y) {
   }
 }
 
-// Whether a window's running maximum `best` gives way to `v` (see takes()).
-inline bool takes_plain(float v, float best) { return v > best || (std::isnan(v) && !std::isnan(best)); }
-
 // The bits i < 16 with 0 <= start + i < n.
 inline __mmask16 in_range(int64_t start, int64_t n) {
   const int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>(16, n - start);
@@ -591,36 +588,14 @@ __attribute__((target("avx512f"))) void max_pool_plain_row(const MaxPoolPlainPar
 }  // namespace
 
 void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y) {
-  if (has_avx512bw() && g_pool_vectors.load(std::memory_order_relaxed)) {
-    max_pool_nhwc_as(p, x, y);
-    return;
-  }
-  // AVX512F without BW (no server CPU since 2017; set_pool_vectors(false)
-  // in tests): the same search, one channel at a time.
-  const int64_t C = p.C;
-#pragma omp parallel for schedule(static) if (p.N * p.OH * p.OW * C * p.kh * p.kw > 65536 && omp_get_max_threads() > 1)
-  for (int64_t r = 0; r < p.N * p.OH; ++r) {
-    const int64_t n = r / p.OH, oh = r % p.OH;
-    const int64_t h0 = oh * p.sh - p.pt, h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + p.kh, p.H);
-    for (int64_t ow = 0; ow < p.OW; ++ow) {
-      const int64_t w0 = ow * p.sw - p.pl, w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + p.kw, p.W);
-      for (int64_t c = 0; c < C; ++c) {
-        float bv = -INFINITY;
-        for (int64_t h = h_lo; h < h_hi; ++h)
-          for (int64_t w = w_lo; w < w_hi; ++w) {
-            const float v = x[((n * p.H + h) * p.W + w) * C + c];
-            if (takes_plain(v, bv)) bv = v;
-          }
-        y[((n * p.OH + oh) * p.OW + ow) * C + c] = bv;
-      }
-    }
-  }
+  if (!own_max_pool_nhwc()) throw std::invalid_argument("max_pool_nhwc: needs AVX512F, AVX512BW and AVX512VL");
+  max_pool_nhwc_as(p, x, y);
 }
 
-bool own_max_pool_nhwc(bool bf16) { return own_avx512_kernels() && (!bf16 || has_avx512bw()); }
+bool own_max_pool_nhwc() { return own_avx512_kernels() && has_avx512bw(); }
 
 void max_pool_nhwc(const PoolNhwcParams& p, const uint16_t* x, uint16_t* y) {
-  if (!has_avx512bw()) throw std::invalid_argument("max_pool_nhwc: bfloat16 data needs AVX512BW and AVX512VL");
+  if (!own_max_pool_nhwc()) throw std::invalid_argument("max_pool_nhwc: needs AVX512F, AVX512BW and AVX512VL");
   max_pool_nhwc_as(p, x, y);
 }
 
@@ -655,7 +630,7 @@ void max_pool_plain_as(const MaxPoolPlainParams& p, const float* x, float* y, I*
       float bv = xp[h_lo * p.W + w_lo];
       for (int64_t h = h_lo; h < h_hi; ++h)
         for (int64_t w = w_lo; w < w_hi; ++w)
-          if (takes_plain(xp[h * p.W + w], bv)) bv = xp[h * p.W + w], bh = h, bw = w;
+          if (takes(xp[h * p.W + w], bv)) bv = xp[h * p.W + w], bh = h, bw = w;
       yo[ow] = bv;
       if constexpr (!std::is_void_v<I>) io[ow] = static_cast<I>((bh - h0) * p.kw + (bw - w0));
     }
@@ -693,7 +668,6 @@ void max_pool_plain_backward_as(const MaxPoolPlainParams& p, const float* dy, co
 size_t max_pool_plain_index_bytes(const MaxPoolPlainParams& p) { return p.kh * p.kw <= 256 ? 1 : 4; }
 
 void max_pool_plain(const MaxPoolPlainParams& p, const float* x, float* y, void* idx) {
-  if (p.kh * p.kw > INT32_MAX) throw std::invalid_argument("max_pool_plain: windows of more than 2^31 - 1 taps");
   if (!idx)
     max_pool_plain_as<void>(p, x, y, nullptr);
   else if (max_pool_plain_index_bytes(p) == 1)

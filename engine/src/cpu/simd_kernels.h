@@ -82,8 +82,7 @@ void gap_nhwc(const float* x, int64_t N, int64_t HW, int64_t C, float* y);
 // Max pooling of x (N, C, H, W) channels-last float32 into y (N, C, OH,
 // OW) channels-last: windows kh x kw, strides sh x sw, pads pt/pl (padding
 // never wins); a NaN in a window is the output, as in max_pool_2x2 and
-// max_pool_plain. Needs
-// AVX-512 (own_avx512_kernels()). Parallel over output rows.
+// max_pool_plain. Needs own_max_pool_nhwc(). Parallel over output rows.
 //
 // Why: oneDNN 2.6's channels-last max pool took 0.13 ms for resnet18's 3x3
 // stride-2 pool (64 x 112 x 112) on the 2-core Xeon, ONNX Runtime 0.10.
@@ -96,15 +95,16 @@ void max_pool_nhwc(const PoolNhwcParams& p, const float* x, float* y);
 // Blocked formats pool the same way: nChw16c (or nChw8c) is N x ceil(C /
 // 16) channels-last images of 16 (8) channels.
 void max_pool_nhwc(const PoolNhwcParams& p, const uint16_t* x, uint16_t* y);
-// Whether max_pool_nhwc runs on this CPU for float32 (AVX512F) or
-// bfloat16 (AVX512F, BW and VL) data.
-bool own_max_pool_nhwc(bool bf16);
+// Whether max_pool_nhwc runs on this CPU (AVX512F, BW and VL, both types;
+// elsewhere it throws, and the layout pass pools such blobs as written).
+bool own_max_pool_nhwc();
 
 // Max pooling of any window, strides and pads (smaller than the window)
 // on plain NCHW float32: x has `planes` (N * C) planes of H x W, y of OH x
 // OW. Each output is its window's first maximum, or its first NaN (a NaN
 // in the window is the output, as in PyTorch and cuDNN; padding never
-// wins). idx (nullable, for training) receives the position of that
+// wins; windows of fewer than 2^31 taps, as pool2d_* check). idx
+// (nullable, for training) receives the position of that
 // input in its window (row * kw + column), max_pool_plain_index_bytes(p)
 // bytes each: a uint8 for windows of up to 256 taps (what oneDNN's
 // workspace held), an int32 beyond; max_pool_plain_backward adds each dy to
@@ -175,9 +175,9 @@ void floats_to_bf16(const float* x, int64_t n, uint16_t* y);
 void nchw_to_nhwc_bf16(const float* x, int64_t N, int64_t C, int64_t H, int64_t W, uint16_t* y, int64_t Hy,
                        int64_t Wy);
 
-// Tests: false makes max_pool_2x2 (and its backward), max_pool_plain and
-// the float32 max_pool_nhwc run their plain loops on AVX-512 CPUs too, so
-// both paths are checked on one machine. Process-wide; the default is true.
+// Tests: false makes max_pool_2x2 (and its backward) and max_pool_plain
+// run their plain loops on AVX-512 CPUs too, so both paths are checked on
+// one machine. Process-wide; the default is true.
 void set_pool_vectors(bool on);
 
 }  // namespace jobflow::cpu

@@ -7,9 +7,7 @@
 // and infer() only has to check them against the input it is given.
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <cstring>
-#include <limits>
+#include <vector>
 
 #include "cpu/dnnl_kernels.h"
 #include "jobflow/job.h"
@@ -506,35 +504,16 @@ class Pool2dGrad final : public Primitive {
                            out[0].data<float>(), blocked_);
       return;
     }
-    // No workspace (gradient taken in a predict job): route each dy to the
-    // first maximum of its window, or its first NaN (the forward's output
-    // there); padding never wins, as in the forward.
-    const float* dy = in[0].data<float>();
-    const float* x = in[2].data<float>();
-    float* dx = out[0].data<float>();
-    const int64_t planes = p.N * p.C, HW = p.H * p.W, OHW = p.OH * p.OW;
-    std::memset(dx, 0, sizeof(float) * planes * HW);
-#pragma omp parallel for if (planes * HW > kern::kParallelGrain)
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float* xp = x + pl * HW;
-      float* dxp = dx + pl * HW;
-      const float* dyp = dy + pl * OHW;
-      for (int64_t oh = 0; oh < p.OH; ++oh) {
-        const int64_t h0 = oh * p.sh - p.pad_top;
-        const int64_t hb = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kh, p.H);
-        for (int64_t ow = 0; ow < p.OW; ++ow) {
-          const int64_t w0 = ow * p.sw - p.pad_left;
-          const int64_t wb = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kw, p.W);
-          int64_t best = -1;
-          float bv = -std::numeric_limits<float>::infinity();
-          for (int64_t h = hb; h < he; ++h)
-            for (int64_t w = wb; w < we; ++w)
-              if (const float v = xp[h * p.W + w]; best < 0 || v > bv || (std::isnan(v) && !std::isnan(bv)))
-                bv = v, best = h * p.W + w;
-          if (best >= 0) dxp[best] += dyp[oh * p.OW + ow];
-        }
-      }
-    }
+    // No workspace (gradient taken in a predict job): the forward again with
+    // its indices, into this thread's scratch, then the backward through
+    // them, so each dy goes where the forward took its output (the first
+    // NaN, else the first maximum; padding never wins) by the same loops.
+    thread_local std::vector<float> y;
+    thread_local std::vector<unsigned char> ws;
+    y.resize(static_cast<size_t>(p.N * p.C * p.OH * p.OW));
+    ws.resize(cpu::pool2d_workspace_bytes(p));
+    cpu::pool2d_forward(p, in[2].data<float>(), y.data(), ws.data());
+    cpu::pool2d_backward(p, in[0].data<float>(), ws.data(), out[0].data<float>());
   }
   std::vector<Blob> vjp(const std::vector<Blob>&, const std::vector<Blob>&, const std::vector<Blob>& cot,
                         const std::vector<int>& argnums) const override {
