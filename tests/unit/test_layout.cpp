@@ -1235,23 +1235,29 @@ TEST_F(Layout, AChainOfSingleChannelConvolutionsPairsEachOnce) {
 }
 
 // A squeeze-and-excitation's channel-wise mul feeding a 1x1 convolution
-// (efficientnet_b0's project convolutions) folds into that convolution at
-// batch 1 ("fused=scale": its weights scaled per call by the mul's other
-// input), computed per call (a new input, a new scale); not at batch 2,
-// nor when the activation is smaller than four times the weights, nor
-// when something else reads the mul's output.
-TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolutionAtBatch1) {
+// (efficientnet_b0's project convolutions) folds into that convolution
+// ("fused=scale": its weights scaled per call by the mul's other input;
+// at batch N > 1 image by image, each on its own factors), computed per
+// call (a new input, a new scale), a residual added after it as before;
+// not when an image of the activation is smaller than four times the
+// weights, nor when something else reads the mul's output.
+TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolution) {
   struct Case {
     Shape x;
     int64_t k;
     bool also_returned;  // the mul's output is returned as well
     bool folds;
+    bool residual = false;  // the convolution adds the block's input (k = channels)
   };
   const std::vector<Case> cases = {
       {{1, 24, 20, 19}, 16, false, true},
-      {{2, 24, 20, 19}, 16, false, false},
+      {{2, 24, 20, 19}, 16, false, true},
       {{1, 24, 4, 4}, 16, false, false},  // 16 pixels < 4 x 16 output channels
+      {{3, 24, 4, 4}, 16, false, false},  // (per image, not per batch)
       {{1, 24, 20, 19}, 16, true, false},
+      {{3, 24, 20, 19}, 16, true, false},
+      {{3, 32, 13, 11}, 32, false, true, true},
+      {{4, 24, 20, 19}, 40, false, true},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -1265,6 +1271,7 @@ TEST_F(Layout, ChannelScaleFoldsIntoTheNextConvolutionAtBatch1) {
             Blob s = flow::math::sigmoid(conv(flow::nn::relu(conv(g, n + "_r", 8, 1)), n + "_e", c.x[1], 1));
             Blob m = flow::mul(d, s);
             Blob y = flow::nn::bias_add(conv(m, n + "_p", c.k, 1), var(n + "_pb", {c.k}), 1);
+            if (c.residual) y = flow::add(y, b);
             return {y, c.also_returned ? m : flow::reduce_mean(y)};
           });
     };

@@ -63,6 +63,27 @@ dnnl::primitive_attr scratch_attr() {
 
 memory user_mem(const MemDesc& md) { return memory(md, dnnl_engine(), DNNL_MEMORY_NONE); }
 
+// Whether md's images are consecutive blocks of its memory: a blocked
+// format whose batch dimension is neither blocked nor inside another one
+// (n outermost: nchw, nhwc, nChw16c, ...).
+bool images_consecutive(const MemDesc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims < 1 || d.offset0 != 0 || d.padded_dims[0] != d.dims[0]) return false;
+  const auto& b = d.format_desc.blocking;
+  for (int i = 0; i < b.inner_nblks; ++i)
+    if (b.inner_idxs[i] == 0) return false;
+  const size_t bytes = md.get_size();
+  return d.dims[0] > 0 && bytes % static_cast<size_t>(d.dims[0]) == 0 &&
+         static_cast<size_t>(b.strides[0]) * memory::data_type_size(md.data_type()) == bytes / d.dims[0];
+}
+
+// md (images_consecutive) with `n` images: the same layout per image.
+MemDesc with_images(const MemDesc& md, int64_t n) {
+  MemDesc r = md;
+  r.data.dims[0] = r.data.padded_dims[0] = n;
+  return r;
+}
+
 const char* alg_name(dnnl::algorithm a) {
   switch (a) {
     case dnnl::algorithm::eltwise_relu: return "relu";
@@ -220,7 +241,7 @@ bool LayoutConv::adds_expanded(const Conv2dParams& p, const ConvFusion& f, const
 }
 
 bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
-  return p.R == 1 && p.S == 1 && p.groups == 1 && p.N == 1 && !f.dw && p.H * p.W >= 4 * p.K;
+  return p.R == 1 && p.S == 1 && p.groups == 1 && !f.dw && p.H * p.W >= 4 * p.K;
 }
 
 bool LayoutConv::own_expand_dw() { return !avx2_at_most() && ExpandDepthwise::supported(); }
@@ -411,7 +432,21 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     return has_bias ? cf::desc(dnnl::prop_kind::forward_inference, a, s, w, bias_md, y, strides, dil, pl, pr)
                     : cf::desc(dnnl::prop_kind::forward_inference, a, s, w, y, strides, dil, pl, pr);
   };
-  cf::desc d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
+  // An input scale at batch N > 1 (scales_input): a primitive for one
+  // image, run once per image on the weights scaled by that image's
+  // factors. It reads the source in the format it comes in (its images
+  // consecutive blocks: every format of the chain) and writes images the
+  // same way.
+  per_image_ = f_.in_scale && p.N > 1;
+  MemDesc src_sel = src_any_or_fixed, dst_sel = dst_md;
+  if (per_image_) {
+    if (!images_consecutive(src_md) || (plain_dst && !images_consecutive(dst_md)))
+      throw std::invalid_argument("LayoutConv: an input scale per image of a source in " + desc_str(src_md) +
+                                  ", whose images are not consecutive");
+    src_sel = with_images(src_md, 1);
+    dst_sel = plain_dst ? with_images(dst_md, 1) : MemDesc({1, p.K, p.OH, p.OW}, compute, tag::any);
+  }
+  cf::desc d = make_desc(alg, src_sel, wei_any, dst_sel);
   dnnl::primitive_attr attr = scratch_attr();
   // The destination's type, not the compute type, picks the loop: a bf16
   // convolution writing a returned or plain-read output writes float32.
@@ -428,7 +463,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
         return cf::primitive_desc(d, attr, eng);
       } catch (const dnnl::error&) {  // not for these post-ops, channels or pads: the direct kernel
         alg = dnnl::algorithm::convolution_direct;
-        d = make_desc(alg, src_any_or_fixed, wei_any, dst_md);
+        d = make_desc(alg, src_sel, wei_any, dst_sel);
       }
     }
     // An input in nChw16c (a oneDNN Winograd convolution's output) is taken
@@ -437,7 +472,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     // 512-channel layers (jit:avx512_core on nChw16c 5.3-5.5 ms, brgconv
     // on channels-last 6.7-7.0) and the stride-2 and 1x1 convolutions
     // after a Winograd one (no reorder first); batch 1 within noise.
-    if (compute == dt::f32 && !f_.dw && !plain_dst && src_md == MemDesc(sd, dt::f32, tag::aBcd16b)) {
+    if (compute == dt::f32 && !f_.dw && !plain_dst && !per_image_ && src_md == MemDesc(sd, dt::f32, tag::aBcd16b)) {
       try {
         cf::primitive_desc q(make_desc(alg, src_md, wei_any, dst_md), attr, eng);
         if (std::string(q.impl_info_str()).rfind("ref", 0) != 0) return q;
@@ -449,12 +484,23 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   onednn_wino_ = alg == dnnl::algorithm::convolution_winograd;
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
+  if (per_image_) {
+    if (!images_consecutive(dst_))
+      throw std::invalid_argument("LayoutConv: oneDNN chose " + desc_str(dst_) + " for one image's output");
+    dst_ = with_images(dst_, p.N);
+  }
   // The formats are chosen now; the primitive is built on the worker.
   const MemDesc src_f = pd.src_desc(), wei_f = pd.weights_desc(), dst_f = f_.dw ? dst_md : pd.dst_desc();
   cf::desc fixed = make_desc(alg, src_f, wei_f, dst_f);
 
   src_user_ = user_mem(src_md);
-  reorder_src_ = src_md != pd.src_desc();
+  reorder_src_ = src_md != (per_image_ ? with_images(pd.src_desc(), p.N) : pd.src_desc());
+  if (per_image_ && reorder_src_)
+    throw std::logic_error("LayoutConv: one image's source format differs from the batch's");
+  if (per_image_) {
+    src_img_ = user_mem(pd.src_desc());
+    dst_img_ = user_mem(pd.dst_desc());
+  }
   if (reorder_src_) {
     src_prim_ = memory(pd.src_desc(), eng);
     // An image (at most 4 channels, row-major) to channels-last: Jobflow's loop.
@@ -493,9 +539,10 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     res_user_ = user_mem(*res_md);
     res_reorder_.init_reorder(res_user_, dst_mem_);
   }
-  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, (reorder_src_ ? src_prim_ : src_user_).get()},
-                                       {DNNL_ARG_WEIGHTS, wei_.get()},
-                                       {DNNL_ARG_DST, dst_mem_.get()}};
+  std::vector<dnnl_exec_arg_t> args = {
+      {DNNL_ARG_SRC, (per_image_ ? src_img_ : reorder_src_ ? src_prim_ : src_user_).get()},
+      {DNNL_ARG_WEIGHTS, wei_.get()},
+      {DNNL_ARG_DST, (per_image_ ? dst_img_ : dst_mem_).get()}};
   if (has_bias) args.push_back({DNNL_ARG_BIAS, bias_.get()});
   if (has_bias && !f_.bias && !f_.bn) std::memset(bias_.get_data_handle(), 0, sizeof(float) * p.K);
   if (f_.dw) {
@@ -632,8 +679,8 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
                f_.residual ? static_cast<const float*>(in[res_input_].raw()) : nullptr, lo_, hi_, res_nhwc_);
     return;
   }
-  if (f_.in_scale) {  // w[k][c] * s[c]: the packed weights from their unscaled copy
-    const float* s = in[scale_input_].data<float>();
+  // w[k][c] * s[c] for an image's factors s: the packed weights from their unscaled copy.
+  auto scale_weights = [&](const float* s) {
     float* w = static_cast<float*>(wei_.get_data_handle());
     const float* b = base_w_.data();
     for (const ScaleRun& r : scale_runs_) {
@@ -642,7 +689,8 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
       const float* __restrict br = b + r.begin;
       for (uint32_t i = 0; i < r.length; ++i) wr[i] = br[i] * f;
     }
-  }
+  };
+  if (f_.in_scale && !per_image_) scale_weights(in[scale_input_].data<float>());
   src_user_.set_data_handle(in[0].raw());
   dst_mem_.set_data_handle(out[0].raw());
   if (own_transpose_)
@@ -654,8 +702,21 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     res_user_.set_data_handle(in[res_input_].raw());
     res_reorder_.execute();
   }
-  conv_.execute();
-  dnnl_stream().wait();
+  if (per_image_) {  // one image at a time, each on the weights scaled by its own factors
+    dnnl_stream().wait();
+    const float* s = in[scale_input_].data<float>();
+    const size_t xb = src_img_.get_desc().get_size(), yb = dst_img_.get_desc().get_size();
+    for (int64_t n = 0; n < p_.N; ++n) {
+      scale_weights(s + n * p_.C);
+      src_img_.set_data_handle(static_cast<char*>(in[0].raw()) + n * xb);
+      dst_img_.set_data_handle(static_cast<char*>(out[0].raw()) + n * yb);
+      conv_.execute();
+      dnnl_stream().wait();
+    }
+  } else {
+    conv_.execute();
+    dnnl_stream().wait();
+  }
   if (swish_after_ && swish_bf16_)
     swish_inplace_bf16(static_cast<uint16_t*>(out[0].raw()), static_cast<int64_t>(dst_.get_size() / sizeof(uint16_t)));
   else if (swish_after_)

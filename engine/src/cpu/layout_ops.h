@@ -233,10 +233,12 @@ class LayoutConv final : public LayoutOp {
   static bool expand_dw_bf16_for(const Conv2dParams& p);
   // Whether a squeeze-and-excitation's channel-wise mul before the float32
   // convolution p (fusion f) is folded into it: a 1x1 convolution, one
-  // group, one image, whose weights (K x C) are smaller than a quarter of
+  // group, whose weights (K x C) are smaller than a quarter of an image of
   // its input (H x W x C). The mul then costs a pass over the weights per
-  // call instead of one over the activation (efficientnet_b0's 32
-  // channels at 112x112: 16 x 32 weights against 401,408 values).
+  // image instead of one over the activation (efficientnet_b0's 32
+  // channels at 112x112: 16 x 32 weights against 401,408 values). At
+  // batch N > 1 the convolution runs image by image, each on its own
+  // scaled weights (a primitive made for one image).
   static bool scales_input(const Conv2dParams& p, const ConvFusion& f);
   // Whether a float32 convolution p asks oneDNN for its Winograd kernel
   // (it falls back to the direct one where oneDNN has none for the shape
@@ -305,6 +307,11 @@ class LayoutConv final : public LayoutOp {
   mutable std::vector<float> base_w_;
   std::vector<ScaleRun> scale_runs_;
   int scale_input_ = -1;
+  // f_.in_scale at batch N > 1: the primitive is made for one image and
+  // runs once per image (scales_input), on src_img_ / dst_img_, each
+  // pointed at that image of the source and the output.
+  bool per_image_ = false;
+  mutable dnnl::memory src_img_, dst_img_;
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
   // (cpu/simd_kernels.h).
