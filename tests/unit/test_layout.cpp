@@ -1050,20 +1050,30 @@ TEST_F(Layout, AShortcutFromTheFirstConvolutionIsAddedFromTheKeptRows) {
   }
 }
 
-// A global average pool of a channels-last image (a squeeze-and-excitation's,
-// after an expansion + depthwise node) runs Jobflow's loop with AVX-512
-// ("algo=gap_nhwc"): each image's pixels in 8 runs of rows summed apart and
-// added in order, so the bits are the same at 1, 2 and 3 threads; channel
-// counts that are not multiples of 16 and over 128 (two blocks of
-// registers), fewer pixels than runs, 1-3 images; against the graph as
-// written.
-TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRunsOfRowsInOrder) {
+// A global average pool of a channels-last image: after an expansion +
+// depthwise node on Jobflow's kernel (a squeeze-and-excitation's squeeze)
+// it is that node's second output, summed while the rows are written
+// ("fused=...+gap": each output row's sums, then the rows in order);
+// after a oneDNN convolution writing channels-last it runs Jobflow's loop
+// with AVX-512 ("algo=gap_nhwc": each image's pixels in 8 runs of rows
+// summed apart and added in order). Either way the bits are the same at
+// 1, 2 and 3 threads; channel counts that are not multiples of 16 and over
+// 128 (two blocks of registers), fewer pixels than runs, 1-3 images, the
+// pooled tensor also returned; against the graph as written.
+TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRowsInOrder) {
   struct Case {
     Shape x;
     int64_t e, stride;
+    bool dw = true;               // the pool reads a depthwise output (else a 1x1 convolution's)
+    bool also_returned = false;  // the pooled tensor is returned too (instead of a mean of the means)
   };
-  const std::vector<Case> cases = {
-      {{1, 16, 40, 37}, 40, 1}, {{3, 12, 7, 7}, 144, 1}, {{1, 8, 4, 4}, 200, 2}, {{2, 16, 30, 30}, 24, 2}};
+  const std::vector<Case> cases = {{{1, 16, 40, 37}, 40, 1},
+                                   {{3, 12, 7, 7}, 144, 1},
+                                   {{1, 8, 4, 4}, 200, 2},
+                                   {{2, 16, 30, 30}, 24, 2},
+                                   {{2, 16, 30, 30}, 24, 2, true, true},
+                                   {{1, 32, 7, 7}, 160, 1, false},
+                                   {{1, 16, 9, 11}, 200, 1, false}};
   flow::cpu::ScopedThreads restore(0);
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -1072,19 +1082,29 @@ TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRunsOfRowsInOrder) {
     auto define = [&](bool fusion) {
       return flow::global_function(
           flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion).num_threads(2),
-          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> flow::Numpy {
-            Blob e = flow::clip(conv(b, n + "_e", c.e, 1), 0.0, 6.0);
-            Blob d = flow::clip(conv(e, n + "_d", c.e, 3, c.e, c.stride), 0.0, 6.0);
-            return flow::reduce_mean(d, {2, 3}, true);
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+            Blob d = flow::clip(conv(b, n + "_e", c.e, 1), 0.0, 6.0);
+            if (c.dw) d = flow::clip(conv(d, n + "_d", c.e, 3, c.e, c.stride), 0.0, 6.0);
+            Blob g = flow::reduce_mean(d, {2, 3}, true);
+            return {g, c.also_returned ? d : flow::reduce_mean(g)};
           });
     };
     auto f = define(true), ref = define(false);
-    const Tensor got = f(x);
+    const auto [got, other] = f(x);
+    const auto [want, other_ref] = ref(x);
     const std::string plan = f.compiled()->describe();
     EXPECT_EQ(got.shape(), (Shape{c.x[0], c.e, 1, 1})) << n;
-    EXPECT_LE(rel_diff(got, ref(x)), 1e-6) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(got, want), 1e-6) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(other, other_ref), 1e-6) << n << "\n" << plan;
     if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
-    EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "reduce_mean", "algo=gap_nhwc")) << n << "\n" << plan;
+    const auto ops = f.compiled()->plan().op_sequence();
+    if (c.dw) {
+      // (A returned depthwise output keeps its pair apart: no kernel to pool in.)
+      EXPECT_EQ(any_has(ops, "conv2d", "+gap"), !c.also_returned) << n << "\n" << plan;
+      EXPECT_EQ(count(ops, "reduce_mean"), 1) << n << "\n" << plan;  // the other return's, or the pool's
+    } else {
+      EXPECT_TRUE(any_has(ops, "reduce_mean", "algo=gap_nhwc")) << n << "\n" << plan;
+    }
     auto& p = const_cast<flow::Plan&>(f.compiled()->plan());
     for (int t : {1, 2, 3}) {
       omp_set_num_threads(t);

@@ -228,6 +228,55 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
   }
 }
 
+// A squeeze-and-excitation block in a bf16 plan: the global pool of the
+// depthwise output is the expansion + depthwise node's second output
+// ("+gap", no reduce_mean node: the float32 values summed before their
+// rounding), the excitation, its mul and the projection after it; against
+// float32 within the ops' tolerance, 1 and 3 images (the excitation's
+// factors returned as well: they hang on the pooled means alone).
+TEST_F(Precision, SqueezeAndExcitationPoolsInTheBf16ExpansionKernel) {
+  flow::cpu::ScopedThreads restore(0);
+  for (int64_t batch : {1, 3}) {
+    const std::string n = "p_se" + std::to_string(batch);
+    const Tensor x = random_float32({batch, 16, 30, 28}, 330 + static_cast<unsigned>(batch), -2.f, 2.f);
+    auto define = [&](bool bf16) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (bf16 ? "_bf16" : "")).enable_auto_mixed_precision(bf16).num_threads(2),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+            auto swish = [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); };
+            Blob e = swish(flow::nn::bias_add(conv(b, n + "_e", 96, 1), var(n + "_eb", {96}), 1));
+            Blob d = flow::nn::conv2d(e, var(n + "_d", {96, 1, 3, 3}), 2, "SAME", 1, 96);
+            d = swish(flow::nn::bias_add(d, var(n + "_db", {96}), 1));
+            Blob g = flow::reduce_mean(d, {2, 3}, true);
+            Blob s = flow::math::sigmoid(conv(swish(conv(g, n + "_r", 8, 1)), n + "_x", 96, 1));
+            return {conv(flow::mul(d, s), n + "_p", 24, 1), s};
+          });
+    };
+    auto f32 = define(false), b16 = define(true);
+    const auto [want, want_s] = f32(x);
+    const auto [got, got_s] = b16(x);
+    const std::string plan = b16.compiled()->describe();
+    ASSERT_EQ(got.shape(), want.shape()) << n;
+    if (!have_bf16()) {
+      EXPECT_TRUE(got.equal(want)) << n << "\n" << plan;
+      continue;
+    }
+    EXPECT_LE(rel_diff(got, want), kOpTolerance) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(got_s, want_s), kOpTolerance) << n << "\n" << plan;
+    if (!flow::cpu::LayoutConv::own_expand_dw_bf16()) continue;
+    const auto ops = b16.compiled()->plan().op_sequence();
+    bool pooled = false;
+    int64_t means = 0;
+    for (const std::string& op : ops) {
+      pooled |= op.rfind("conv2d", 0) == 0 && op.find("+gap") != std::string::npos &&
+                op.find("precision=bf16") != std::string::npos;
+      means += op.rfind("reduce_mean", 0) == 0;
+    }
+    EXPECT_TRUE(pooled) << n << "\n" << plan;
+    EXPECT_EQ(means, 0) << n << "\n" << plan;
+  }
+}
+
 TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
   check("p_chain", random_float32({2, 8, 16, 16}, 4), [](Blob b) {
     Blob a = flow::nn::relu(conv(b, "p_ch_w0", 16, 3));

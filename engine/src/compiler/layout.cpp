@@ -58,6 +58,7 @@ class Pass {
     fuse_convs();
     fuse_depthwise();
     fuse_projection();
+    fuse_gap();
     assign();
     bytes.assign(G.blobs.size(), 0);
     for (size_t b = 0; b < desc_.size(); ++b)
@@ -380,6 +381,38 @@ class Pass {
     join_nodes(into);
   }
 
+  // A global average pool (reduce_mean over H and W, dims kept) of the
+  // depthwise output of a pair on Jobflow's kernel without a projection (a
+  // squeeze-and-excitation's squeeze) becomes the pair node's second
+  // output, computed while the kernel writes the rows
+  // (cpu::ConvFusion::gap): the pool no longer reads the whole tensor back.
+  void fuse_gap() {
+    if (compute_ == dt::bf16 ? !cpu::LayoutConv::own_expand_dw_bf16() : !cpu::LayoutConv::own_expand_dw()) return;
+    auto rd = readers();
+    std::set<int> gone;
+    for (auto& [a, ga] : groups_) {
+      if (!ga.f.dw || ga.f.pw || G.nodes[a].outputs.size() != 1) continue;
+      const int y = G.nodes[a].outputs[0];
+      for (int r : rd[y]) {
+        const Node& pool = G.nodes[r];
+        if (capability(r) != Cap::Gap || pool.inputs.size() != 1 || pool.inputs[0] != y || pool.outputs.size() != 1)
+          continue;
+        const int m = pool.outputs[0];
+        G.nodes[a].outputs.push_back(m);
+        G.blobs[m].producer = a;
+        G.blobs[m].out_index = 1;
+        ga.f.gap = true;
+        gone.insert(r);
+        break;
+      }
+    }
+    if (gone.empty()) return;
+    std::vector<int> order;
+    for (int n : order_)
+      if (!gone.count(n)) order.push_back(n);
+    order_ = std::move(order);
+  }
+
   // Node b (a convolution reading node a's output, its input 0) joins node
   // a, for each b -> a of `into` (their groups' fusions merged already): a
   // takes b's other inputs after its own, b's output, and b's place in the
@@ -621,6 +654,15 @@ class Pass {
             op->set_in_place(op->residual_input());
         }
         node.op = op;
+        // The channel means (N, E, 1, 1): channels-last as the pool wrote
+        // them (the same bytes as row-major), row-major when returned.
+        if (cg.f.gap && !keep_.count(node.outputs[1])) {
+          const int g = node.outputs[1];
+          const Shape& gs = spec(g).shape;
+          desc_[g] = MemDesc(dnnl::memory::dims(gs.begin(), gs.end()), dt::f32, dnnl::memory::format_tag::acdb);
+          blocked[g] = g;
+          plain[g] = -1;
+        }
         if (cpu::is_plain_f32(op->dst_desc())) out.push_back(n);
         else produced_blocked(n, op->dst_desc());
         continue;

@@ -269,10 +269,12 @@ __attribute__((target("avx512f"))) inline void store16(uint16_t* p, __mmask16 m,
 // the FMA latency, each input vector of a row is loaded once for every
 // pixel and tap that reads it. rows[r]: the expanded input row of tap r
 // at the first pixel's window (null: a row of padding); pixels SW apart.
-template <int R, int B, int SW, typename OT>
+// Sum: the outputs (after the activation, before any rounding to
+// bfloat16) are added to *sum, pixel by pixel.
+template <int R, int B, int SW, typename OT, bool Sum>
 __attribute__((target("avx512f"))) inline void dw_pixels(const float* const* rows, int64_t Ep, int64_t c0,
                                                          const __m512* wt, __m512 bv, OT* y, int64_t E, __mmask16 m,
-                                                         const Activation& a, __m512 l, __m512 h) {
+                                                         const Activation& a, __m512 l, __m512 h, __m512* sum) {
   __m512 acc[B];
 #pragma GCC unroll 8
   for (int j = 0; j < B; ++j) acc[j] = bv;
@@ -295,21 +297,27 @@ __attribute__((target("avx512f"))) inline void dw_pixels(const float* const* row
       for (int j = 0; j < B; ++j) acc[j] = _mm512_fmadd_ps(in[j * SW + s], wt[r * R + s], acc[j]);
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < B; ++j) store16(y + j * E + c0, m, activate(acc[j], a, l, h));
+  for (int j = 0; j < B; ++j) {
+    const __m512 v = activate(acc[j], a, l, h);
+    if constexpr (Sum) *sum = _mm512_add_ps(*sum, v);
+    store16(y + j * E + c0, m, v);
+  }
 }
 
 // One output row of the depthwise convolution, channels [e0, e1), from the
 // R expanded rows it reads (null: a row of padding), each with its left
 // and right padding as zero pixels: every window lies inside its rows.
 // Taps in the order r, then s, at every pixel.
-// OT: float32 or bfloat16 output.
-template <int R, int B, int SW, typename OT>
-__attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
-                                               int64_t E, int64_t OW, const float* w, const float* b, OT* y,
-                                               const Activation& a) {
+// OT: float32 or bfloat16 output. rsum (or null): each channel's sum over
+// the row's pixels, left to right, into rsum[e0, e1).
+template <int R, int B, int SW, typename OT, bool Sum>
+__attribute__((target("avx512f"))) void dw_row_as(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
+                                                  int64_t E, int64_t OW, const float* w, const float* b, OT* y,
+                                                  const Activation& a, float* rsum) {
   const __m512 l = _mm512_set1_ps(a.lo), h = _mm512_set1_ps(a.hi);
   for (int64_t c0 = e0; c0 < e1; c0 += 16) {
     const __mmask16 m = lanes(E - c0);
+    __m512 sum = _mm512_setzero_ps();
     __m512 wt[R * R];
 #pragma GCC unroll 25
     for (int t = 0; t < R * R; ++t) wt[t] = _mm512_load_ps(w + t * Ep + c0);
@@ -323,19 +331,31 @@ __attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t
     while (ox + B <= OW) {
       OT* yo = y + ox * E;
       step(B);
-      dw_pixels<R, B, SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, B, SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
     if (ox + B / 2 <= OW && B / 2 >= 1) {
       OT* yo = y + ox * E;
       step(B / 2);
-      dw_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
     while (ox < OW) {
       OT* yo = y + ox * E;
       step(1);
-      dw_pixels<R, 1, SW, OT>(at, Ep, c0, wt, bv, yo, E, m, a, l, h);
+      dw_pixels<R, 1, SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
+    if constexpr (Sum) _mm512_store_ps(rsum + c0, sum);
   }
+}
+
+// dw_row_as, with the row's sums or without.
+template <int R, int B, int SW, typename OT>
+__attribute__((target("avx512f"))) void dw_row(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
+                                               int64_t E, int64_t OW, const float* w, const float* b, OT* y,
+                                               const Activation& a, float* rsum) {
+  if (rsum)
+    dw_row_as<R, B, SW, OT, true>(rows, Ep, e0, e1, E, OW, w, b, y, a, rsum);
+  else
+    dw_row_as<R, B, SW, OT, false>(rows, Ep, e0, e1, E, OW, w, b, y, a, nullptr);
 }
 
 }  // namespace
@@ -457,24 +477,26 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
                  reinterpret_cast<uint16_t*>(align64(pairs_, (laid.size() + 1) / 2)));
 }
 
-void ExpandDepthwise::run(const float* x, float* y, const float* res) const {
+void ExpandDepthwise::run(const float* x, float* y, const float* res, float* means) const {
   if (bf16_) throw std::invalid_argument("ExpandDepthwise::run: float32 data for the bfloat16 kernel");
-  run_as(x, y, res);
+  run_as(x, y, res, means);
 }
 
-void ExpandDepthwise::run(const uint16_t* x, uint16_t* y, const uint16_t* res) const {
+void ExpandDepthwise::run(const uint16_t* x, uint16_t* y, const uint16_t* res, float* means) const {
   if (!bf16_) throw std::invalid_argument("ExpandDepthwise::run: bfloat16 data for the float32 kernel");
-  run_as(x, y, res);
+  run_as(x, y, res, means);
 }
 
-void ExpandDepthwise::run(const uint16_t* x, float* y, const float* res) const {
+void ExpandDepthwise::run(const uint16_t* x, float* y, const float* res, float* means) const {
   if (!bf16_) throw std::invalid_argument("ExpandDepthwise::run: bfloat16 data for the float32 kernel");
-  run_as(x, y, res);
+  run_as(x, y, res, means);
 }
 
 template <typename XT, typename YT>
-void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res) const {
+void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res, float* means) const {
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
+  if (means && projects_)
+    throw std::invalid_argument("ExpandDepthwise::run: channel means of a depthwise output the projection reads");
   if (res && add_expanded_)
     throw std::invalid_argument("ExpandDepthwise::run: a residual where the first convolution's output is added");
   if (projects_ && (static_cast<const void*>(res) == y || static_cast<const void*>(x) == y))
@@ -535,6 +557,10 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res) const {
     w3x = w1x + R1 * ((SC + 1) / 2) * Ep * 2;
   }
   const int64_t K3 = pw_.K;
+  // With means: each depthwise output row's channel sums, [N][OH][Ep],
+  // added up row after row below (the same order at any thread count).
+  std::vector<float> sums_buf;
+  float* row_sums = means ? align64(sums_buf, static_cast<size_t>(N * OH * Ep)) : nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t n = it / (bands * groups), band = it / groups % bands, g = it % groups;
@@ -585,10 +611,11 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res) const {
           rows[r] = e;
         }
         if (!projects_) {
-          dw(rows, Ep, c0, c1, E, OW, w2, b2, y + (n * OH + oy) * OW * E, a2_);
+          dw(rows, Ep, c0, c1, E, OW, w2, b2, y + (n * OH + oy) * OW * E, a2_,
+             row_sums ? row_sums + (n * OH + oy) * Ep : nullptr);
           continue;
         }
-        dw_in(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_);
+        dw_in(rows, Ep, 0, Ep, Ep, OW, w2, b2, drow, a2_, nullptr);
         const XT* in[1] = {drow};
         const int64_t at = (n * OH + oy) * OW * K3;
         // Over the E real channels only: a padding channel holds act(0)
@@ -604,6 +631,15 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res) const {
           expand_row<XT, YT, YT>(in, 1, E, Ep, OW, w3x, b3, Kp_, 0, Kp_, y + at, K3, K3, res ? res + at : nullptr, a3_);
       }
     }
+  }
+  if (means) {
+    const float count = static_cast<float>(OH * OW);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t e = 0; e < E; ++e) {
+        float sum = 0.f;
+        for (int64_t oy = 0; oy < OH; ++oy) sum += row_sums[(n * OH + oy) * Ep + e];
+        means[n * E + e] = sum / count;
+      }
   }
 }
 

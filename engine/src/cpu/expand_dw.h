@@ -100,15 +100,20 @@ class ExpandDepthwise {
   // channels-last, not y itself) or null; with one the work is always
   // split into bands of rows. With add_expanded, res is null (the kernel
   // has the residual).
-  void run(const float* x, float* y, const float* res = nullptr) const;
+  // means (or null; not with a projection): each image's channel means of
+  // y, [N][E] float32 (a squeeze-and-excitation's global pool, computed
+  // while y is written: summed along each output row, then the rows in
+  // order, at any thread count; in a bf16 kernel the float32 outputs
+  // before their rounding to bfloat16).
+  void run(const float* x, float* y, const float* res = nullptr, float* means = nullptr) const;
   // The same with bfloat16 data (a bf16 kernel), y and res bfloat16 or,
   // for an output that leaves the bf16 chain (a return), float32.
-  void run(const uint16_t* x, uint16_t* y, const uint16_t* res = nullptr) const;
-  void run(const uint16_t* x, float* y, const float* res = nullptr) const;
+  void run(const uint16_t* x, uint16_t* y, const uint16_t* res = nullptr, float* means = nullptr) const;
+  void run(const uint16_t* x, float* y, const float* res = nullptr, float* means = nullptr) const;
 
  private:
   template <typename XT, typename YT>
-  void run_as(const XT* x, YT* y, const YT* res) const;
+  void run_as(const XT* x, YT* y, const YT* res, float* means) const;
 
   Conv2dParams p_, dw_;
   int64_t Ep_;  // E rounded up to 16

@@ -179,6 +179,7 @@ std::string ConvFusion::text() const {
     add("dw");
     for (const auto& e : dw_post) add(alg_name(e.alg));
   }
+  if (gap) add("gap");
   if (pw) {  // the residual is the projection's, added before its activation
     add("pw");
     if (residual || pw_adds_expanded) add("sum");
@@ -359,6 +360,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
       return;
     }
   }
+  if (f_.gap && !(f_.dw && own_expand_dw() && !f_.pw))
+    throw std::invalid_argument("LayoutConv: channel means of an output that is not Jobflow's depthwise kernel's");
   if (f_.dw && own_expand_dw()) {
     if (compute != dt::f32 && !own_expand_dw_bf16())
       throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16 on a CPU without AVX512_BF16");
@@ -379,6 +382,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     // (A bf16 block whose output leaves the chain, a return, writes float32
     // as every bf16 convolution does there.)
     dst_ = MemDesc({q.N, q.K, q.OH, q.OW}, plain_dst ? dt::f32 : compute, tag::acdb);
+    if (f_.gap) out_.push_back({{q.N, q.K, 1, 1}, DType::Float32});
     if (f_.residual) {  // the projection's, read channels-last (a copy when it comes in another format)
       if (!f_.pw || !res_md) throw std::invalid_argument("LayoutConv: a residual on the expansion + depthwise kernel");
       if (*res_md != dst_) {
@@ -664,13 +668,16 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
       } else if (f_.residual) {
         res = in[res_input_].raw();
       }
+      float* means = f_.gap ? out[1].data<float>() : nullptr;
       if (bf16_ && dst_.data_type() == dt::bf16)
         expdw_->run(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out[0].raw()),
-                    static_cast<const uint16_t*>(res));
+                    static_cast<const uint16_t*>(res), means);
       else if (bf16_)
-        expdw_->run(static_cast<const uint16_t*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res));
+        expdw_->run(static_cast<const uint16_t*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res),
+                    means);
       else
-        expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res));
+        expdw_->run(static_cast<const float*>(x), static_cast<float*>(out[0].raw()), static_cast<const float*>(res),
+                    means);
       return;
     }
     // The residual is read where it is (no copy into the destination first).

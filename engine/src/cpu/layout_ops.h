@@ -160,7 +160,11 @@ struct ConvFusion {
   // weights (before the residual): the weights are scaled by s at every
   // call instead (LayoutConv::scales_input).
   bool in_scale = false;
-  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"; "scale"
+  // With dw on Jobflow's kernel (no pw): a second output, the channel means
+  // of each image of the depthwise output, (N, K, 1, 1) float32 (a
+  // squeeze-and-excitation's global pool; ExpandDepthwise::run's means).
+  bool gap = false;
+  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"; "scale"; "...+gap"
 };
 
 class LayoutConv final : public LayoutOp {
