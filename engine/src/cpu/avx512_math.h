@@ -15,23 +15,26 @@ inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// v * sigmoid(v) = v / (1 + exp(-v)): exp by range reduction to
-// [-ln 2 / 2, ln 2 / 2], a degree-6 polynomial and vscalefps (relative
-// error about 1e-7); NaN stays NaN.
+// v * sigmoid(v) = v / (1 + exp(-v)), v clamped to [-87, 87] inside the
+// exponential: exp(-v) = 2^k exp(r), k = round(-v log2 e), r = -v - k ln 2
+// in [-ln 2 / 2, ln 2 / 2] (one fnmsub), exp(r) by a degree-5 polynomial
+// fitted for relative error (7.5e-8 on that interval; the degree-6 Taylor
+// series it replaced took one more FMA and a negation: 3.3 -> 2.9 ns a
+// vector on the Zen 5), 2^k by vscalefps; relative error about 2.5e-7
+// against double precision; NaN stays NaN. The division is about half of
+// the cost (vrcp14ps with a Newton step was slower).
 __attribute__((target("avx512f"))) inline __m512 swish16(__m512 v) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2 = _mm512_set1_ps(0.693147181f);
-  const __m512 one = _mm512_set1_ps(1.f), lo = _mm512_set1_ps(-87.f), hi = _mm512_set1_ps(87.f);
   const __mmask16 all = 0xFFFF;
-  const __m512 t = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, _mm512_sub_ps(_mm512_setzero_ps(), v), lo), hi);
-  const __m512 k = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(k, ln2, t);
-  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.f / 720), r, _mm512_set1_ps(1.f / 120));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 24));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 6));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.f / 2));
-  q = _mm512_fmadd_ps(q, r, one);
-  q = _mm512_fmadd_ps(q, r, one);
-  return _mm512_div_ps(v, _mm512_add_ps(one, _mm512_maskz_scalef_ps(all, q, k)));
+  const __m512 vc = _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, v, _mm512_set1_ps(-87.f)), _mm512_set1_ps(87.f));
+  const __m512 k = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(vc, _mm512_set1_ps(-1.44269504f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmsub_ps(k, _mm512_set1_ps(0.693147181f), vc);
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(0.008297654800117016f), r, _mm512_set1_ps(0.04191538318991661f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.16667574644088745f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.49998894333839417f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.9999997019767761f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0000001192092896f));
+  return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.f), _mm512_maskz_scalef_ps(all, q, k)));
 }
 
 // min(hi, max(lo, v)): a NaN v stays NaN (max and min return their second
