@@ -141,6 +141,79 @@ TEST_F(Layout, ActivationsBecomeConvolutionPostOps) {
   }
 }
 
+// 1x1 convolutions of 1 x 1 images (a squeeze-and-excitation's reduce and
+// expand, after a global pool) run Jobflow's loop ("algo=small_1x1"): each
+// step it takes (relu, clip, sigmoid, swish, hardswish, hard sigmoid as
+// linear + clip), a folded batch norm, output channels that are not
+// multiples of 16 and over 64 (blocks of 4 vectors and of 1), 1 and 3
+// images, the second convolution's output returned (row-major) or read on
+// by a mul; a NaN in the pooled values stays NaN in its row; against the
+// graph as written. A convolution whose images are larger is oneDNN's.
+TEST_F(Layout, SmallOneByOneConvolutionsRunJobflowsLoop) {
+  struct Case {
+    const char* name;
+    std::function<Blob(Blob)> act;
+  };
+  const std::vector<Case> acts = {
+      {"relu", [](Blob y) { return flow::nn::relu(y); }},
+      {"clip", [](Blob y) { return flow::clip(y, -0.5, 0.7); }},
+      {"sigmoid", [](Blob y) { return flow::math::sigmoid(y); }},
+      {"swish", [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); }},
+      {"hardswish", [](Blob y) { return flow::mul(y, flow::nn::hard_sigmoid(y, 1.0 / 6, 0.5)); }},
+      {"hard_sigmoid", [](Blob y) { return flow::nn::hard_sigmoid(y, 0.2, 0.5); }},
+  };
+  for (int64_t batch : {1, 3}) {
+    for (size_t a = 0; a < acts.size(); ++a) {
+      const Case& c = acts[a];
+      const std::string n = "small_" + std::string(c.name) + std::to_string(batch);
+      Tensor x = random_float32({batch, 40, 6, 5}, 140 + static_cast<unsigned>(a) + 10 * batch, -3.f, 3.f);
+      const bool returned = a % 2 == 0;
+      Tensor nan_value = random_float32({batch, 85, 1, 1}, 1);
+      std::fill(nan_value.data<float>(), nan_value.data<float>() + nan_value.numel(), 0.f);
+      if (batch == 3) nan_value.data<float>()[2 * 85 + 7] = std::nanf("");
+      auto define = [&](bool fusion) {
+        return flow::global_function(
+            flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+            {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+              Blob d = flow::nn::relu(conv(b, n + "_a", 85, 1));
+              Blob g = flow::reduce_mean(d, {2, 3}, true);
+              // A NaN in image 2's pooled channel 7 (in the graph: the pool is the convolution's input).
+              if (batch == 3) g = flow::add(g, flow::constant(nan_value));
+              Blob r = flow::nn::bias_add(conv(g, n + "_r", 21, 1), var(n + "_rb", {21}), 1);
+              if (a == 1) r = flow::nn::batch_normalization(r, var(n + "_m", {21}), var(n + "_v", {21}, 0.5f, 1.5f),
+                                                            var(n + "_o", {21}), var(n + "_s", {21}, 0.5f, 2.f), 1e-3, 1);
+              Blob e = c.act(flow::nn::bias_add(conv(c.act(r), n + "_e", 85, 1), var(n + "_eb", {85}), 1));
+              Blob m = conv(flow::mul(d, e), n + "_p", 8, 1);
+              return {returned ? e : flow::reduce_mean(e), m};
+            });
+      };
+      auto f = define(true), ref = define(false);
+      const auto [e1, m1] = f(x);
+      const auto [e2, m2] = ref(x);
+      const std::string plan = f.compiled()->describe();
+      EXPECT_EQ(e1.shape(), e2.shape()) << n;
+      EXPECT_EQ(std::isnan(e1.data<float>()[0]), std::isnan(e2.data<float>()[0])) << n;
+      EXPECT_LE(rel_diff(e1, e2), 1e-5) << n << "\n" << plan;
+      EXPECT_LE(rel_diff(m1, m2), 1e-5) << n << "\n" << plan;
+      int64_t nans = 0;
+      for (int64_t i = 0; i < e1.numel(); ++i) {
+        nans += std::isnan(e1.data<float>()[i]);
+        EXPECT_EQ(std::isnan(e1.data<float>()[i]), std::isnan(e2.data<float>()[i])) << n << " at " << i;
+      }
+      EXPECT_EQ(nans > 0, batch == 3) << n;
+      if (!flow::cpu::own_avx512_kernels()) continue;
+      const auto ops = f.compiled()->plan().op_sequence();
+      int64_t small = 0, convs = 0;
+      for (const std::string& op : ops) {
+        convs += op.rfind("conv2d", 0) == 0;
+        small += op.rfind("conv2d", 0) == 0 && op.find("algo=small_1x1") != std::string::npos;
+      }
+      EXPECT_EQ(small, 2) << n << "\n" << plan;
+      EXPECT_EQ(convs, 4) << n << "\n" << plan;
+    }
+  }
+}
+
 TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   // A mobile block: conv, max pool, depthwise conv, pointwise conv, a
   // squeeze-and-excitation (global average pool, 1x1 conv, sigmoid, mul

@@ -241,6 +241,29 @@ bool LayoutConv::adds_expanded(const Conv2dParams& p, const ConvFusion& f, const
   return fpw.residual && fuses_projection(f, pw, fpw, threads) && ExpandDepthwise::fits_expanded_residual(p, f.dw_p, pw);
 }
 
+bool LayoutConv::small_steps(const Conv2dParams& p, const ConvFusion& f, const MemDesc& src_md,
+                             std::vector<SmallStep>* steps) {
+  const memory::dims sd{p.N, p.C, p.H, p.W};
+  if (!own_avx512_kernels() || p.H != 1 || p.W != 1 || p.R != 1 || p.S != 1 || p.OH != 1 || p.OW != 1 ||
+      p.groups != 1 || p.pad_top || p.pad_left || p.pad_bottom || p.pad_right || f.residual || f.dw || f.pw ||
+      f.in_scale || f.gap || p.N * p.C * p.K > (int64_t{1} << 22) ||
+      (src_md != MemDesc(sd, dt::f32, tag::acdb) && src_md != MemDesc(sd, dt::f32, tag::abcd)))
+    return false;
+  std::vector<SmallStep> out;
+  for (const EltwiseStep& e : f.post) {
+    using A = dnnl::algorithm;
+    if (e.alg == A::eltwise_relu && e.alpha == 0.f) out.push_back({SmallStep::Relu});
+    else if (e.alg == A::eltwise_clip) out.push_back({SmallStep::Clip, e.alpha, e.beta});
+    else if (e.alg == A::eltwise_logistic) out.push_back({SmallStep::Logistic});
+    else if (e.alg == A::eltwise_swish && e.alpha == 1.f) out.push_back({SmallStep::Swish});
+    else if (e.alg == A::eltwise_hardswish) out.push_back({SmallStep::HardSwish});
+    else if (e.alg == A::eltwise_linear) out.push_back({SmallStep::Linear, e.alpha, e.beta});
+    else return false;
+  }
+  if (steps) *steps = std::move(out);
+  return true;
+}
+
 bool LayoutConv::scales_input(const Conv2dParams& p, const ConvFusion& f) {
   return p.R == 1 && p.S == 1 && p.groups == 1 && !f.dw && p.H * p.W >= 4 * p.K;
 }
@@ -329,6 +352,17 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   versions_.assign(sources_.size(), 0);
   if (f_.in_scale && (compute != dt::f32 || !scales_input(p, f_)))
     throw std::invalid_argument("LayoutConv: an input scale on a convolution scales_input() does not take");
+  // A 1x1 convolution of 1 x 1 float32 images (a squeeze-and-excitation's
+  // reduce and expand) with bias, batch norm and element-wise steps at
+  // most: Jobflow's loop on the calling thread (small_1x1), which reads
+  // and writes such images channels-last and row-major alike.
+  if (compute == dt::f32 && small_steps(p, f_, src_md, &small_steps_)) {
+    small_ = true;
+    impl_ = "small_1x1:avx512";
+    dst_ = MemDesc(dd, dt::f32, plain_dst ? tag::abcd : tag::acdb);
+    if (f_.bias || f_.bn) bias_ = memory(bias_md, eng);
+    return;
+  }
   if (compute == dt::f32 && !plain_dst && !f_.in_scale && Winograd::preferred() && Winograd::worthwhile(p)) {
     // Jobflow's Winograd kernel, when its epilogue covers the fusion: bias,
     // a residual in its own format (nChw16c with AVX-512, else nChw8c: the
@@ -574,6 +608,7 @@ Attrs LayoutConv::attributes() const {
   if (bf16_) a.push_back({"precision", std::string("bf16")});
   if (wino_) a.push_back({"algo", std::string("winograd")});
   if (expdw_) a.push_back({"algo", std::string("expand_dw")});
+  if (small_) a.push_back({"algo", std::string("small_1x1")});
   if (onednn_wino_) a.push_back({"algo", std::string("onednn_winograd")});
   if (refresh_) a.push_back({"weights", std::string("per_call")});
   return a;
@@ -607,6 +642,16 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
   } else if (b) {
     std::memcpy(bias, b, sizeof(float) * K);
   }
+  if (small_) {  // [C][Kp] and [Kp] (small_1x1)
+    const int64_t Kp = (K + 15) / 16 * 16;
+    small_w_.assign(static_cast<size_t>(per * Kp), 0.f);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < per; ++c) small_w_[c * Kp + k] = w[k * per + c];
+    small_b_.assign(static_cast<size_t>(Kp), 0.f);
+    if (bias) std::copy(bias, bias + K, small_b_.begin());
+    prepared_ = true;
+    return;
+  }
   if (f_.dw) {  // the depthwise convolution's weights (K, 1, R, S) and bias
     const Conv2dParams& q = f_.dw_p;
     const float* dw_w = in[next++].data<float>();
@@ -639,6 +684,11 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
 
 void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext&) const {
   prepare(in);
+  if (small_) {
+    small_1x1(in[0].data<float>(), p_.N, p_.C, small_w_.data(), p_.K, small_b_.data(), small_steps_.data(),
+              static_cast<int>(small_steps_.size()), out[0].data<float>());
+    return;
+  }
   if (wino_ || expdw_) {
     const void* x = in[0].raw();
     if (own_transpose_) {  // into the inside of the padded copy

@@ -244,6 +244,14 @@ class LayoutConv final : public LayoutOp {
   // batch N > 1 the convolution runs image by image, each on its own
   // scaled weights (a primitive made for one image).
   static bool scales_input(const Conv2dParams& p, const ConvFusion& f);
+  // Whether a float32 convolution p (fusion f) whose source comes in
+  // src_md runs Jobflow's loop for 1x1 convolutions of 1 x 1 images
+  // (cpu::small_1x1, "algo=small_1x1": a squeeze-and-excitation's reduce
+  // and expand; AVX-512, at most 4M multiply-adds, bias, batch norm and
+  // relu, clip, sigmoid, swish, hardswish or linear steps, no residual),
+  // and the steps it then runs (into *steps, when given).
+  static bool small_steps(const Conv2dParams& p, const ConvFusion& f, const MemDesc& src_md,
+                          std::vector<SmallStep>* steps);
   // Whether a float32 convolution p asks oneDNN for its Winograd kernel
   // (it falls back to the direct one where oneDNN has none for the shape
   // or the fusion: a clip, channels not multiples of 16, some pads): where
@@ -316,6 +324,11 @@ class LayoutConv final : public LayoutOp {
   // pointed at that image of the source and the output.
   bool per_image_ = false;
   mutable dnnl::memory src_img_, dst_img_;
+  // small_steps(): Jobflow's loop, its steps, and the weights [C][Kp] and
+  // bias [Kp] it reads (prepare()).
+  bool small_ = false;
+  std::vector<SmallStep> small_steps_;
+  mutable std::vector<float> small_w_, small_b_;
   // A last swish post-op run by cpu::swish_inplace (swish_inplace_bf16 on a
   // bf16 destination) after oneDNN's convolution instead of inside it
   // (cpu/simd_kernels.h).

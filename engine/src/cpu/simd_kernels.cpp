@@ -380,6 +380,54 @@ void swish_inplace_bf16(uint16_t* y, int64_t n) { in_chunks(y, n, swish_span_bf1
 
 namespace {
 
+__attribute__((target("avx512f"))) inline __m512 small_step(__m512 v, const SmallStep& s) {
+  switch (s.kind) {
+    case SmallStep::Relu: return _mm512_maskz_max_ps(0xFFFF, _mm512_setzero_ps(), v);  // (a NaN stays NaN)
+    case SmallStep::Clip: return clamp16(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta));
+    case SmallStep::Logistic: return sigmoid16(v);
+    case SmallStep::Swish: return swish16(v);
+    case SmallStep::HardSwish: return hardswish16(v);
+    default: return _mm512_fmadd_ps(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta));
+  }
+}
+
+// Outputs [k0, k0 + 16 NV) of row n.
+template <int NV>
+__attribute__((target("avx512f"))) void small_1x1_block(const float* x, int64_t C, const float* w, int64_t Kp,
+                                                        int64_t K, const float* b, const SmallStep* steps,
+                                                        int n_steps, int64_t k0, float* y) {
+  __m512 acc[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) acc[v] = b ? _mm512_loadu_ps(b + k0 + 16 * v) : _mm512_setzero_ps();
+  for (int64_t c = 0; c < C; ++c) {
+    const __m512 xv = _mm512_set1_ps(x[c]);
+    const float* wr = w + c * Kp + k0;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[v] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wr + 16 * v), acc[v]);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    __m512 r = acc[v];
+    for (int i = 0; i < n_steps; ++i) r = small_step(r, steps[i]);
+    _mm512_mask_storeu_ps(y + k0 + 16 * v, lanes(K - k0 - 16 * v), r);
+  }
+}
+
+}  // namespace
+
+void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
+               const SmallStep* steps, int n_steps, float* y) {
+  if (!own_avx512_kernels()) throw std::logic_error("small_1x1 on a CPU without AVX512F");
+  const int64_t Kp = (K + 15) / 16 * 16;
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t k0 = 0;
+    for (; k0 + 64 <= Kp; k0 += 64) small_1x1_block<4>(x + n * C, C, w, Kp, K, b, steps, n_steps, k0, y + n * K);
+    for (; k0 < Kp; k0 += 16) small_1x1_block<1>(x + n * C, C, w, Kp, K, b, steps, n_steps, k0, y + n * K);
+  }
+}
+
+namespace {
+
 // 16 pixels of three channel rows a, b, c interleaved into d (48 floats):
 // each output vector takes its values of a and b with one two-source
 // permutation and blends in those of c (the scalar scatter stored one

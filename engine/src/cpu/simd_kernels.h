@@ -20,8 +20,9 @@ bool own_avx512_kernels();
 
 // y[i] = y[i] * sigmoid(y[i]) = y[i] / (1 + exp(-y[i])), in place, n
 // floats, parallel with the calling thread's OpenMP count. exp by range
-// reduction to [-ln 2 / 2, ln 2 / 2] and a degree-6 polynomial (relative
-// error about 1e-7); NaN stays NaN.
+// reduction to [-ln 2 / 2, ln 2 / 2] and a polynomial (degree 6 in AVX2,
+// a fitted degree 5 in AVX-512: cpu/avx512_math.h; relative error about
+// 1e-7 and 2.5e-7); NaN stays NaN.
 //
 // Why: oneDNN 2.6's swish post-op on AVX2 cost a convolution 1.2 ms on
 // efficientnet_b0's 96 x 112 x 112 expansion (the convolution alone 0.55);
@@ -48,6 +49,26 @@ bool own_bf16_kernels();
 // and rounded to nearest even; one thread (the caller parallelises).
 // Needs own_bf16_kernels().
 void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t n, int64_t pixels, bool mul);
+
+// A step after a small 1x1 convolution's sums (small_1x1): max(v, 0),
+// min(max(v, alpha), beta), sigmoid, v * sigmoid(v), hardswish (v *
+// min(max(v + 3, 0), 6) / 6) or alpha * v + beta.
+struct SmallStep {
+  enum Kind { Relu, Clip, Logistic, Swish, HardSwish, Linear } kind;
+  float alpha = 0.f, beta = 0.f;
+};
+// y[n][k] = steps(b[k] + sum over c of x[n][c] * w[c][k]) for n < N, k < K:
+// a 1x1 convolution of 1 x 1 images (a squeeze-and-excitation's reduce and
+// expand, channels-last and row-major alike), x rows of C floats, w packed
+// [C][Kp] (Kp = K rounded up to 16; columns from K on anything finite), b
+// [Kp] or null (zero), y rows of K floats. On the calling thread, sums in
+// c order (the same bits at any thread count). Needs own_avx512_kernels().
+//
+// Why: oneDNN 2.6 ran each of efficientnet_b0's 32 such convolutions in
+// 6-18 us at batch 1 (a parallel region and its primitive around a few
+// thousand multiply-adds): 0.35 ms of its 7 ms call.
+void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
+               const SmallStep* steps, int n_steps, float* y);
 
 // Max or average pooling (the average over the window's elements inside
 // the input: ONNX's count_include_pad=0) of x (N, C, H, W) into y (N, C,
