@@ -214,6 +214,58 @@ TEST_F(Layout, SmallOneByOneConvolutionsRunJobflowsLoop) {
   }
 }
 
+// Jobflow's channels-last to row-major transposes (cpu::nhwc_to_nchw):
+// exact, for channel and pixel counts below, at and across 16 and over 128
+// pixels (several items of a channel block), 1 and 2 images, 1 and 2
+// threads; NaN and infinities carried as they are.
+TEST(Kernels, ChannelsLastToRowMajorTransposesExactly) {
+  if (!flow::cpu::own_avx512_kernels()) GTEST_SKIP() << "no AVX512F on this CPU";
+  flow::cpu::ScopedThreads restore(0);
+  for (int64_t n : {1, 2})
+    for (int64_t c : {1, 5, 16, 17, 40})
+      for (int64_t hw : {1, 7, 16, 33, 130}) {
+        const int64_t total = n * c * hw;
+        std::vector<float> x(static_cast<size_t>(total)), y(static_cast<size_t>(total), -1.f);
+        for (int64_t i = 0; i < total; ++i) x[i] = static_cast<float>(i) * 0.5f - 3.f;
+        x[0] = std::nanf("");
+        x[total - 1] = INFINITY;
+        for (int t : {1, 2}) {
+          omp_set_num_threads(t);
+          flow::cpu::nhwc_to_nchw(x.data(), n, c, hw, y.data());
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t k = 0; k < c; ++k)
+              for (int64_t p = 0; p < hw; ++p) {
+                const float want = x[(b * hw + p) * c + k], got = y[(b * c + k) * hw + p];
+                ASSERT_TRUE(std::memcmp(&want, &got, sizeof got) == 0)
+                    << n << "x" << c << "x" << hw << " at image " << b << " channel " << k << " pixel " << p;
+              }
+        }
+      }
+}
+
+// A channels-last feature map that is both returned and read on by the
+// chain (ssdlite320's backbone outputs) leaves it through Jobflow's
+// transposes ("algo=nhwc_to_nchw"); against the graph as written.
+TEST_F(Layout, ReturnedChannelsLastMapsLeaveByTransposes) {
+  const Tensor x = random_float32({2, 16, 9, 11}, 160);
+  auto define = [&](bool fusion) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(std::string("nhwc_out") + (fusion ? "" : "_ref")).enable_fusion(fusion),
+        {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+          Blob f = flow::clip(conv(b, "nhwc_out_a", 40, 1), 0.0, 6.0);
+          return {f, conv(f, "nhwc_out_b", 24, 1)};
+        });
+  };
+  auto f = define(true), ref = define(false);
+  const auto [f1, y1] = f(x);
+  const auto [f2, y2] = ref(x);
+  const std::string plan = f.compiled()->describe();
+  EXPECT_LE(rel_diff(f1, f2), 1e-5) << plan;
+  EXPECT_LE(rel_diff(y1, y2), 1e-5) << plan;
+  if (flow::cpu::own_avx512_kernels() && any_has(f.compiled()->plan().op_sequence(), "reorder", "to=f32:abcd"))
+    EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "reorder", "algo=nhwc_to_nchw")) << plan;
+}
+
 TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   // A mobile block: conv, max pool, depthwise conv, pointwise conv, a
   // squeeze-and-excitation (global average pool, 1x1 conv, sigmoid, mul

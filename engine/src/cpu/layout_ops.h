@@ -450,6 +450,7 @@ class LayoutReorder final : public Primitive {
   TensorSpec spec_;
   MemDesc from_, to_;
   bool copy_ = false;  // the same bytes in both formats (one pixel per image): a memcpy, "algo=copy"
+  bool own_nchw_ = false;  // channels-last float32 to row-major: cpu::nhwc_to_nchw, "algo=nhwc_to_nchw"
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };

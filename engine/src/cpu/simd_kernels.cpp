@@ -415,6 +415,70 @@ __attribute__((target("avx512f"))) void small_1x1_block(const float* x, int64_t 
 
 }  // namespace
 
+namespace {
+
+// r[j] = column j of the 16 x 16 matrix whose rows r held (the maskz forms:
+// GCC 12 warns about the undefined vector the plain ones start from).
+__attribute__((target("avx512f"))) inline void transpose16x16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i + 0] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, b, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_maskz_shuffle_f32x4(0xFFFF, t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_maskz_shuffle_f32x4(0xFFFF, t[j], t[8 + j], 0xdd);
+  }
+}
+
+// Pixels [p0, p0 + 16) x channels [c0, c0 + 16) of one image (those inside).
+__attribute__((target("avx512f"))) void nhwc_to_nchw_tile(const float* x, int64_t C, int64_t HW, int64_t p0,
+                                                          int64_t c0, float* y) {
+  const int64_t np = std::min<int64_t>(16, HW - p0), nc = std::min<int64_t>(16, C - c0);
+  const __mmask16 cm = lanes(nc), pm = lanes(np);
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < np ? _mm512_maskz_loadu_ps(cm, x + (p0 + i) * C + c0) : _mm512_setzero_ps();
+  transpose16x16(r);
+  for (int j = 0; j < nc; ++j) {
+    float* to = y + (c0 + j) * HW + p0;
+    // Whole aligned lines bypass the cache (the map is returned, not read
+    // again soon): no read for ownership of lines about to be overwritten.
+    if (np == 16 && (reinterpret_cast<uintptr_t>(to) & 63) == 0)
+      _mm512_stream_ps(to, r[j]);
+    else
+      _mm512_mask_storeu_ps(to, pm, r[j]);
+  }
+}
+
+}  // namespace
+
+void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y) {
+  if (!own_avx512_kernels()) throw std::logic_error("nhwc_to_nchw on a CPU without AVX512F");
+  const int64_t cb = (C + 15) / 16, pb = (HW + 15) / 16;
+  // Items of one channel block and up to 8 pixel blocks (128 pixels).
+  const int64_t pc = (pb + 7) / 8, items = N * cb * pc;
+#pragma omp parallel for schedule(static) if (N * C * HW >= (int64_t{1} << 15))
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t n = it / (cb * pc), c0 = 16 * (it / pc % cb), q = it % pc;
+    for (int64_t b = 8 * q; b < std::min(pb, 8 * (q + 1)); ++b)
+      nhwc_to_nchw_tile(x + n * HW * C, C, HW, 16 * b, c0, y + n * C * HW);
+    _mm_sfence();  // the streamed lines in order before the caller reads y
+  }
+}
+
 void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
                const SmallStep* steps, int n_steps, float* y) {
   if (!own_avx512_kernels()) throw std::logic_error("small_1x1 on a CPU without AVX512F");
