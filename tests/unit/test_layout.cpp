@@ -22,6 +22,7 @@
 
 #include "compiler.h"
 #include "tensor_compare.h"
+#include "cpu/aligned.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/dnnl_common.h"
 #include "cpu/isa.h"
@@ -217,7 +218,8 @@ TEST_F(Layout, SmallOneByOneConvolutionsRunJobflowsLoop) {
 // Jobflow's channels-last to row-major transposes (cpu::nhwc_to_nchw):
 // exact, for channel and pixel counts below, at and across 16 and over 128
 // pixels (several items of a channel block), 1 and 2 images, 1 and 2
-// threads; NaN and infinities carried as they are.
+// threads, with whole output lines streamed (an output on a 64-byte line)
+// and not; NaN and infinities carried as they are.
 TEST(Kernels, ChannelsLastToRowMajorTransposesExactly) {
   if (!flow::cpu::own_avx512_kernels()) GTEST_SKIP() << "no AVX512F on this CPU";
   flow::cpu::ScopedThreads restore(0);
@@ -225,13 +227,15 @@ TEST(Kernels, ChannelsLastToRowMajorTransposesExactly) {
     for (int64_t c : {1, 5, 16, 17, 40})
       for (int64_t hw : {1, 7, 16, 33, 130}) {
         const int64_t total = n * c * hw;
-        std::vector<float> x(static_cast<size_t>(total)), y(static_cast<size_t>(total), -1.f);
+        std::vector<float> x(static_cast<size_t>(total)), y_buf;
+        float* y = flow::cpu::align64(y_buf, static_cast<size_t>(total));
         for (int64_t i = 0; i < total; ++i) x[i] = static_cast<float>(i) * 0.5f - 3.f;
         x[0] = std::nanf("");
         x[total - 1] = INFINITY;
-        for (int t : {1, 2}) {
-          omp_set_num_threads(t);
-          flow::cpu::nhwc_to_nchw(x.data(), n, c, hw, y.data());
+        for (int t : {1, 2, 3, 4}) {
+          omp_set_num_threads(t % 2 + 1);
+          std::fill(y, y + total, -1.f);
+          flow::cpu::nhwc_to_nchw(x.data(), n, c, hw, y, t > 2);
           for (int64_t b = 0; b < n; ++b)
             for (int64_t k = 0; k < c; ++k)
               for (int64_t p = 0; p < hw; ++p) {
@@ -262,8 +266,11 @@ TEST_F(Layout, ReturnedChannelsLastMapsLeaveByTransposes) {
   const std::string plan = f.compiled()->describe();
   EXPECT_LE(rel_diff(f1, f2), 1e-5) << plan;
   EXPECT_LE(rel_diff(y1, y2), 1e-5) << plan;
-  if (flow::cpu::own_avx512_kernels() && any_has(f.compiled()->plan().op_sequence(), "reorder", "to=f32:abcd"))
+  // (oneDNN's 1x1 convolutions write channels-last with AVX-512.)
+  if (flow::cpu::own_avx512_kernels()) {
+    EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "reorder", "from=f32:acdb")) << plan;
     EXPECT_TRUE(any_has(f.compiled()->plan().op_sequence(), "reorder", "algo=nhwc_to_nchw")) << plan;
+  }
 }
 
 TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
@@ -1376,6 +1383,52 @@ TEST_F(Layout, AChainOfSingleChannelConvolutionsPairsEachOnce) {
       // (With an even count the last pair also takes the 1x1 after it: 32 rows.)
       EXPECT_EQ(count(r.ops, "conv2d"), len / 2 + len % 2 + (len % 2 == 0 ? 0 : 1)) << n << "\n" << r.plan;
     }
+  }
+}
+
+// efficientnet_b0's block whole, float32: expansion + depthwise with swish
+// and the squeeze as the pair's second output ("+gap"), the excitation's
+// two convolutions on Jobflow's loop ("algo=small_1x1"), the mul folded
+// into the projection ("fused=scale", image by image at batch 3), the
+// block's input (a 1x1 convolution's output) added in place; no
+// reduce_mean or mul node left. Against the graph as written, again after
+// new weights for every convolution.
+TEST_F(Layout, SqueezeAndExcitationBlockRunsAsThreeNodes) {
+  for (int64_t batch : {1, 3}) {
+    const std::string n = "seb" + std::to_string(batch);
+    const Tensor x = random_float32({batch, 24, 28, 26}, 170 + static_cast<unsigned>(batch), -2.f, 2.f);
+    auto swish = [](Blob y) { return flow::mul(y, flow::math::sigmoid(y)); };
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob i) -> flow::Numpy {
+            Blob b = flow::nn::relu(conv(i, n + "_i", 24, 1));
+            Blob e = swish(flow::nn::bias_add(conv(b, n + "_e", 144, 1), var(n + "_eb", {144}), 1));
+            Blob d = swish(flow::nn::bias_add(conv(e, n + "_d", 144, 3, 144), var(n + "_db", {144}), 1));
+            Blob g = flow::reduce_mean(d, {2, 3}, true);
+            Blob r = swish(flow::nn::bias_add(conv(g, n + "_r", 6, 1), var(n + "_rb", {6}), 1));
+            Blob s = flow::math::sigmoid(flow::nn::bias_add(conv(r, n + "_x", 144, 1), var(n + "_xb", {144}), 1));
+            return conv(flow::add(conv(flow::mul(d, s), n + "_p", 24, 1), b), n + "_o", 8, 1);
+          });
+    };
+    auto f = define(true), ref = define(false);
+    EXPECT_LE(rel_diff(f(x), ref(x)), 1e-5) << n << "\n" << f.compiled()->describe();
+    for (const char* w : {"_i", "_e", "_d", "_r", "_x", "_p", "_o"}) {
+      const Shape shape = flow::session::variable(n + w).shape();
+      flow::session::assign(n + w, random_float32(shape, 180 + static_cast<unsigned>(shape[0])));
+    }
+    EXPECT_LE(rel_diff(f(x), ref(x)), 1e-5) << n << " after new weights\n" << f.compiled()->describe();
+    if (!flow::cpu::LayoutConv::own_expand_dw()) continue;
+    const auto ops = f.compiled()->plan().op_sequence();
+    const std::string plan = f.compiled()->describe();
+    EXPECT_TRUE(any_has(ops, "conv2d", "swish+dw+swish+gap")) << n << "\n" << plan;
+    int64_t small = 0;
+    for (const std::string& op : ops) small += op.find("algo=small_1x1") != std::string::npos;
+    EXPECT_EQ(small, 2) << n << "\n" << plan;
+    EXPECT_TRUE(any_has(ops, "conv2d", "fused=scale+sum")) << n << "\n" << plan;
+    EXPECT_TRUE(any_has(ops, "conv2d", "in_place=1")) << n << "\n" << plan;
+    EXPECT_EQ(count(ops, "reduce_mean") + count(ops, "mul"), 0) << n << "\n" << plan;
+    EXPECT_EQ(count(ops, "conv2d"), 6) << n << "\n" << plan;
   }
 }
 

@@ -532,9 +532,11 @@ class Pass {
     return add_blob_like(G, like, suffix);
   }
 
-  // Appends a reorder node from -> to (blob ids) at the end of `out`.
-  void add_reorder(int from, int to, std::vector<int>& out) {
-    append_node(G, std::make_shared<cpu::LayoutReorder>(spec(to), desc_of(from), desc_of(to)), from, to, out);
+  // Appends a reorder node from -> to (blob ids) at the end of `out`;
+  // `returned`: to is a return of the job (nothing in the plan reads it).
+  void add_reorder(int from, int to, std::vector<int>& out, bool returned = false) {
+    append_node(G, std::make_shared<cpu::LayoutReorder>(spec(to), desc_of(from), desc_of(to), returned), from, to,
+                out);
   }
 
   void assign() {
@@ -594,7 +596,7 @@ class Pass {
         G.blobs[nb].producer = n;
         desc_[nb] = md;
         out.push_back(n);
-        add_reorder(nb, y, out);
+        add_reorder(nb, y, out, true);
         blocked[y] = nb;
         plain[y] = y;
       } else {

@@ -559,7 +559,8 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res, float* means) co
   const int64_t K3 = pw_.K;
   // With means: each depthwise output row's channel sums, [N][OH][Ep],
   // added up row after row below (the same order at any thread count).
-  std::vector<float> sums_buf;
+  // (Per calling thread, kept: every entry is written before it is read.)
+  thread_local std::vector<float> sums_buf;
   float* row_sums = means ? align64(sums_buf, static_cast<size_t>(N * OH * Ep)) : nullptr;
 #pragma omp parallel for schedule(static)
   for (int64_t it = 0; it < items; ++it) {

@@ -246,7 +246,7 @@ bool LayoutConv::small_steps(const Conv2dParams& p, const ConvFusion& f, const M
   const memory::dims sd{p.N, p.C, p.H, p.W};
   if (!own_avx512_kernels() || p.H != 1 || p.W != 1 || p.R != 1 || p.S != 1 || p.OH != 1 || p.OW != 1 ||
       p.groups != 1 || p.pad_top || p.pad_left || p.pad_bottom || p.pad_right || f.residual || f.dw || f.pw ||
-      f.in_scale || f.gap || p.N * p.C * p.K > (int64_t{1} << 22) ||
+      f.in_scale || f.gap || p.N * p.C * p.K > (int64_t{1} << 20) ||
       (src_md != MemDesc(sd, dt::f32, tag::acdb) && src_md != MemDesc(sd, dt::f32, tag::abcd)))
     return false;
   std::vector<SmallStep> out;
@@ -472,16 +472,16 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   };
   // An input scale at batch N > 1 (scales_input): a primitive for one
   // image, run once per image on the weights scaled by that image's
-  // factors. It reads the source in the format it comes in (its images
-  // consecutive blocks: every format of the chain) and writes images the
-  // same way.
+  // factors, on that image of the source and the output. It reads the
+  // source in the format it comes in where that keeps an image's values
+  // together (every format of the chain) and oneDNN has more than its
+  // reference kernel for it; otherwise in oneDNN's choice for one image,
+  // the whole batch reordered into it first.
   per_image_ = f_.in_scale && p.N > 1;
+  const MemDesc one_any({1, p.C, p.H, p.W}, compute, tag::any);
   MemDesc src_sel = src_any_or_fixed, dst_sel = dst_md;
   if (per_image_) {
-    if (!images_consecutive(src_md) || (plain_dst && !images_consecutive(dst_md)))
-      throw std::invalid_argument("LayoutConv: an input scale per image of a source in " + desc_str(src_md) +
-                                  ", whose images are not consecutive");
-    src_sel = with_images(src_md, 1);
+    src_sel = images_consecutive(src_md) ? with_images(src_md, 1) : one_any;
     dst_sel = plain_dst ? with_images(dst_md, 1) : MemDesc({1, p.K, p.OH, p.OW}, compute, tag::any);
   }
   cf::desc d = make_desc(alg, src_sel, wei_any, dst_sel);
@@ -510,6 +510,11 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     // 512-channel layers (jit:avx512_core on nChw16c 5.3-5.5 ms, brgconv
     // on channels-last 6.7-7.0) and the stride-2 and 1x1 convolutions
     // after a Winograd one (no reorder first); batch 1 within noise.
+    if (per_image_ && src_sel != one_any) {
+      cf::primitive_desc q(d, attr, eng);
+      if (std::string(q.impl_info_str()).rfind("ref", 0) != 0) return q;
+      d = make_desc(alg, one_any, wei_any, dst_sel);
+    }
     if (compute == dt::f32 && !f_.dw && !plain_dst && !per_image_ && src_md == MemDesc(sd, dt::f32, tag::aBcd16b)) {
       try {
         cf::primitive_desc q(make_desc(alg, src_md, wei_any, dst_md), attr, eng);
@@ -523,8 +528,9 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   impl_ = pd.impl_info_str();
   dst_ = pd.dst_desc();
   if (per_image_) {
-    if (!images_consecutive(dst_))
-      throw std::invalid_argument("LayoutConv: oneDNN chose " + desc_str(dst_) + " for one image's output");
+    if (!images_consecutive(dst_) || !images_consecutive(pd.src_desc()))
+      throw std::invalid_argument("LayoutConv: oneDNN chose " + desc_str(pd.src_desc()) + " -> " + desc_str(dst_) +
+                                  " for one image, whose batch cannot be cut into images");
     dst_ = with_images(dst_, p.N);
   }
   // The formats are chosen now; the primitive is built on the worker.
@@ -532,17 +538,17 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   cf::desc fixed = make_desc(alg, src_f, wei_f, dst_f);
 
   src_user_ = user_mem(src_md);
-  reorder_src_ = src_md != (per_image_ ? with_images(pd.src_desc(), p.N) : pd.src_desc());
-  if (per_image_ && reorder_src_)
-    throw std::logic_error("LayoutConv: one image's source format differs from the batch's");
+  // (Per image: the source's batch in the one image's format.)
+  const MemDesc src_batch = per_image_ ? with_images(pd.src_desc(), p.N) : pd.src_desc();
+  reorder_src_ = src_md != src_batch;
   if (per_image_) {
     src_img_ = user_mem(pd.src_desc());
     dst_img_ = user_mem(pd.dst_desc());
   }
   if (reorder_src_) {
-    src_prim_ = memory(pd.src_desc(), eng);
+    src_prim_ = memory(src_batch, eng);
     // An image (at most 4 channels, row-major) to channels-last: Jobflow's loop.
-    own_transpose_ = p.C <= 4 && src_md == MemDesc(sd, dt::f32, tag::nchw) && pd.src_desc() == MemDesc(sd, dt::f32, tag::acdb);
+    own_transpose_ = p.C <= 4 && src_md == MemDesc(sd, dt::f32, tag::nchw) && src_batch == MemDesc(sd, dt::f32, tag::acdb);
     if (!own_transpose_) src_reorder_.init_reorder(src_user_, src_prim_);
   }
   wei_ = memory(pd.weights_desc(), eng);
@@ -765,7 +771,7 @@ void LayoutConv::eval_cpu(const std::vector<Tensor>& in, const std::vector<Tenso
     const size_t xb = src_img_.get_desc().get_size(), yb = dst_img_.get_desc().get_size();
     for (int64_t n = 0; n < p_.N; ++n) {
       scale_weights(s + n * p_.C);
-      src_img_.set_data_handle(static_cast<char*>(in[0].raw()) + n * xb);
+      src_img_.set_data_handle(static_cast<char*>(reorder_src_ ? src_prim_.get_data_handle() : in[0].raw()) + n * xb);
       dst_img_.set_data_handle(static_cast<char*>(out[0].raw()) + n * yb);
       conv_.execute();
       dnnl_stream().wait();
@@ -1173,15 +1179,16 @@ bool same_bytes_one_pixel(const MemDesc& a, const MemDesc& b) {
 
 }  // namespace
 
-LayoutReorder::LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to)
-    : spec_(std::move(spec)), from_(from), to_(to) {
+LayoutReorder::LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to, bool returned)
+    : spec_(std::move(spec)), from_(from), to_(to), returned_(returned) {
   // One pixel per image (a global pool's output on its way to the
   // classifier): the bytes are the same in both formats, a copy moves them
   // (oneDNN's reorder primitive took 5-7 us for mobilenet_v2's 1280 values).
   copy_ = same_bytes_one_pixel(from_, to_);
   if (copy_) return;
-  // Channels-last float32 to row-major (a returned feature map): Jobflow's
-  // transposes (cpu::nhwc_to_nchw).
+  // Channels-last float32 to row-major (a returned feature map, or the
+  // row-major copy a plain reader takes): Jobflow's transposes
+  // (cpu::nhwc_to_nchw).
   const memory::dims d = from_.dims();
   own_nchw_ = own_avx512_kernels() && d.size() == 4 && from_ == MemDesc(d, dt::f32, tag::acdb) &&
               to_ == MemDesc(d, dt::f32, tag::abcd);
@@ -1205,7 +1212,7 @@ void LayoutReorder::eval_cpu(const std::vector<Tensor>& in, const std::vector<Te
   }
   if (own_nchw_) {
     const memory::dims d = from_.dims();
-    nhwc_to_nchw(in[0].data<float>(), d[0], d[1], d[2] * d[3], out[0].data<float>());
+    nhwc_to_nchw(in[0].data<float>(), d[0], d[1], d[2] * d[3], out[0].data<float>(), returned_);
     return;
   }
   src_.set_data_handle(in[0].raw());

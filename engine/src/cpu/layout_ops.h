@@ -439,7 +439,9 @@ class LayoutBinary final : public LayoutOp {
 
 class LayoutReorder final : public Primitive {
  public:
-  LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to);
+  // `returned`: the output is a return of the job, read by nothing in the
+  // plan (Jobflow's transposes then stream it past the cache).
+  LayoutReorder(TensorSpec spec, const MemDesc& from, const MemDesc& to, bool returned = false);
   OpKind kind() const override { return OpKind::Reorder; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>&) const override { return {spec_}; }
   Attrs attributes() const override;
@@ -451,6 +453,7 @@ class LayoutReorder final : public Primitive {
   MemDesc from_, to_;
   bool copy_ = false;  // the same bytes in both formats (one pixel per image): a memcpy, "algo=copy"
   bool own_nchw_ = false;  // channels-last float32 to row-major: cpu::nhwc_to_nchw, "algo=nhwc_to_nchw"
+  bool returned_ = false;
   PerThreadCount prim_;
   mutable dnnl::memory src_, dst_mem_;
 };

@@ -446,7 +446,7 @@ __attribute__((target("avx512f"))) inline void transpose16x16(__m512 (&r)[16]) {
 
 // Pixels [p0, p0 + 16) x channels [c0, c0 + 16) of one image (those inside).
 __attribute__((target("avx512f"))) void nhwc_to_nchw_tile(const float* x, int64_t C, int64_t HW, int64_t p0,
-                                                          int64_t c0, float* y) {
+                                                          int64_t c0, float* y, bool stream) {
   const int64_t np = std::min<int64_t>(16, HW - p0), nc = std::min<int64_t>(16, C - c0);
   const __mmask16 cm = lanes(nc), pm = lanes(np);
   __m512 r[16];
@@ -454,9 +454,7 @@ __attribute__((target("avx512f"))) void nhwc_to_nchw_tile(const float* x, int64_
   transpose16x16(r);
   for (int j = 0; j < nc; ++j) {
     float* to = y + (c0 + j) * HW + p0;
-    // Whole aligned lines bypass the cache (the map is returned, not read
-    // again soon): no read for ownership of lines about to be overwritten.
-    if (np == 16 && (reinterpret_cast<uintptr_t>(to) & 63) == 0)
+    if (stream && np == 16 && (reinterpret_cast<uintptr_t>(to) & 63) == 0)
       _mm512_stream_ps(to, r[j]);
     else
       _mm512_mask_storeu_ps(to, pm, r[j]);
@@ -465,7 +463,7 @@ __attribute__((target("avx512f"))) void nhwc_to_nchw_tile(const float* x, int64_
 
 }  // namespace
 
-void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y) {
+void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y, bool stream) {
   if (!own_avx512_kernels()) throw std::logic_error("nhwc_to_nchw on a CPU without AVX512F");
   const int64_t cb = (C + 15) / 16, pb = (HW + 15) / 16;
   // Items of one channel block and up to 8 pixel blocks (128 pixels).
@@ -474,8 +472,8 @@ void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y) {
   for (int64_t it = 0; it < items; ++it) {
     const int64_t n = it / (cb * pc), c0 = 16 * (it / pc % cb), q = it % pc;
     for (int64_t b = 8 * q; b < std::min(pb, 8 * (q + 1)); ++b)
-      nhwc_to_nchw_tile(x + n * HW * C, C, HW, 16 * b, c0, y + n * C * HW);
-    _mm_sfence();  // the streamed lines in order before the caller reads y
+      nhwc_to_nchw_tile(x + n * HW * C, C, HW, 16 * b, c0, y + n * C * HW, stream);
+    if (stream) _mm_sfence();  // the streamed lines in order before the caller reads y
   }
 }
 

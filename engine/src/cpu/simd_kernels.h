@@ -53,12 +53,15 @@ void bf16_channel_op(const uint16_t* x, const uint16_t* s, uint16_t* y, int64_t 
 // y (N, C, H, W) row-major from x (N, C, H, W) channels-last (nhwc), float32,
 // HW = H x W pixels per image: blocks of 16 pixels x 16 channels
 // transposed in registers, parallel over images, channel blocks and pixel
-// blocks with the calling thread's OpenMP count. Needs own_avx512_kernels().
+// blocks with the calling thread's OpenMP count. `stream`: whole aligned
+// lines of y are written past the cache (a map nothing reads soon: no read
+// for ownership of lines about to be overwritten). Needs
+// own_avx512_kernels().
 //
 // Why: oneDNN 2.6's reorder moved ssdlite320's returned 672 x 20 x 20
 // feature map out of channels-last at 20 GB/s (0.10 ms at batch 1, 0.94
 // at batch 8: 2.4% of the call).
-void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y);
+void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y, bool stream);
 
 // A step after a small 1x1 convolution's sums (small_1x1): max(v, 0),
 // min(max(v, alpha), beta), sigmoid, v * sigmoid(v), hardswish (v *
@@ -72,7 +75,8 @@ struct SmallStep {
 // expand, channels-last and row-major alike), x rows of C floats, w packed
 // [C][Kp] (Kp = K rounded up to 16; columns from K on anything finite), b
 // [Kp] or null (zero), y rows of K floats. On the calling thread, sums in
-// c order (the same bits at any thread count). Needs own_avx512_kernels().
+// c order (the same bits at any thread count): for up to about a million
+// multiply-adds (LayoutConv::small_steps). Needs own_avx512_kernels().
 //
 // Why: oneDNN 2.6 ran each of efficientnet_b0's 32 such convolutions in
 // 6-18 us at batch 1 (a parallel region and its primitive around a few
