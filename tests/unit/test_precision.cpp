@@ -44,6 +44,18 @@ constexpr double kStepTolerance = 3e-2;
 
 bool have_bf16() { return flow::cpu::bf16_support() != flow::cpu::Bf16Support::None; }
 
+// A bf16 plan's output `got` against the float32 plan's `want`: the same
+// bits on CPUs without bfloat16 (the plan computes float32 there), within
+// kOpTolerance otherwise. Whether the plan computed in bf16.
+bool bf16_agrees(const Tensor& got, const Tensor& want, const std::string& what) {
+  if (!have_bf16()) {
+    EXPECT_TRUE(got.equal(want)) << what;
+    return false;
+  }
+  EXPECT_LE(rel_diff(got, want), kOpTolerance) << what;
+  return true;
+}
+
 Blob var(const std::string& name, Shape s, bool trainable = false) {
   return flow::get_variable(name, s, flow::Float, flow::random_uniform_initializer(-0.3, 0.3), trainable);
 }
@@ -182,11 +194,7 @@ TEST_F(Precision, InvertedResidualBlocksOnTheBf16ExpansionKernel) {
     const Tensor want = f32(x), got = b16(x);
     const std::string plan = b16.compiled()->describe();
     ASSERT_EQ(got.shape(), want.shape()) << n;
-    if (!have_bf16()) {
-      EXPECT_TRUE(got.equal(want)) << n << "\n" << plan;
-      continue;
-    }
-    EXPECT_LE(rel_diff(got, want), kOpTolerance) << n << "\n" << plan;
+    if (!bf16_agrees(got, want, n + "\n" + plan)) continue;
     EXPECT_GT(rel_diff(got, want), 0.0) << n << ": bf16 gave float32's bits\n" << plan;
     if (!flow::cpu::LayoutConv::own_expand_dw_bf16()) continue;
     const auto ops = b16.compiled()->plan().op_sequence();
@@ -257,11 +265,7 @@ TEST_F(Precision, SqueezeAndExcitationPoolsInTheBf16ExpansionKernel) {
     const auto [got, got_s] = b16(x);
     const std::string plan = b16.compiled()->describe();
     ASSERT_EQ(got.shape(), want.shape()) << n;
-    if (!have_bf16()) {
-      EXPECT_TRUE(got.equal(want)) << n << "\n" << plan;
-      continue;
-    }
-    EXPECT_LE(rel_diff(got, want), kOpTolerance) << n << "\n" << plan;
+    if (!bf16_agrees(got, want, n + "\n" + plan)) continue;
     EXPECT_LE(rel_diff(got_s, want_s), kOpTolerance) << n << "\n" << plan;
     if (!flow::cpu::LayoutConv::own_expand_dw_bf16()) continue;
     const auto ops = b16.compiled()->plan().op_sequence();
