@@ -106,20 +106,32 @@ inline Tensor random_float32(Shape s, uint64_t seed, float lo = -1.f, float hi =
   return t;
 }
 
-// The largest |a - b| (the shapes must match).
+// |x - y| where two NaNs, or two infinities of one sign, are the same value
+// (0) and a NaN against anything else, or an infinity against anything
+// else, is infinitely far: a NaN or an overflow on one side only is never
+// hidden (std::max would drop a NaN difference).
+inline double elem_diff(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y) ? 0.0 : INFINITY;
+  if (std::isinf(x) || std::isinf(y)) return x == y ? 0.0 : INFINITY;
+  return std::fabs(x - y);
+}
+
+// The largest |a - b| (the shapes must match; elem_diff's rules for NaN
+// and infinities).
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   double m = 0;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) m = std::max(m, std::abs(a.at(i) - b.at(i)));
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) m = std::max(m, elem_diff(a.at(i), b.at(i)));
   return m;
 }
 
-// The largest |a - b| relative to the largest |b|.
+// The largest |a - b| (elem_diff) relative to the largest finite |b|.
 inline double rel_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   double scale = 1e-30, worst = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.at(i)));
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) worst = std::max(worst, std::abs(a.at(i) - b.at(i)));
+  for (int64_t i = 0; i < b.numel(); ++i)
+    if (std::isfinite(b.at(i))) scale = std::max(scale, std::fabs(b.at(i)));
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i) worst = std::max(worst, elem_diff(a.at(i), b.at(i)));
   return worst / scale;
 }
 

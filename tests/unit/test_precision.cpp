@@ -89,6 +89,22 @@ Blob conv(Blob x, const std::string& name, int64_t k, int64_t ks, int64_t groups
   return flow::nn::conv2d(x, var(name, {k, x.shape()[1] / groups, ks, ks}), 1, "SAME", 1, groups);
 }
 
+// The helpers every check here leans on: a NaN or an infinity on one side
+// only is an infinite difference, not one std::max drops.
+TEST(Compare, DifferencesCountANaNOrInfinityOnOneSideAsInfinite) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  auto t = [](std::vector<float> v) { return Tensor::from<float>({static_cast<int64_t>(v.size())}, v); };
+  EXPECT_DOUBLE_EQ(jobflow::testing::max_abs_diff(t({1, 2, 3}), t({1, 2.5f, 3})), 0.5);
+  EXPECT_DOUBLE_EQ(rel_diff(t({1, 2, 3}), t({1, 2, 4})), 0.25);
+  EXPECT_EQ(jobflow::testing::max_abs_diff(t({1, nan, 3}), t({1, 2, 3})), INFINITY);
+  EXPECT_EQ(rel_diff(t({1, 2, 3}), t({1, nan, 3})), INFINITY);
+  EXPECT_EQ(rel_diff(t({1, inf, 3}), t({1, 2, 3})), INFINITY);
+  EXPECT_EQ(rel_diff(t({1, inf, 3}), t({1, -inf, 3})), INFINITY);
+  // The same NaN or infinity on both sides is no difference; the scale is
+  // the largest finite |b|.
+  EXPECT_DOUBLE_EQ(rel_diff(t({1, nan, inf, 2}), t({1, nan, inf, 4})), 0.5);
+}
+
 TEST_F(Precision, Convolution) {
   check("p_conv", random_float32({2, 16, 12, 12}, 1), [](Blob b) { return conv(b, "p_conv_w", 32, 3); });
 }

@@ -212,19 +212,35 @@ bool LayoutConv::oneDNN_winograd(const Conv2dParams& p) {
 }
 
 namespace {
-// The one activation `post` comes to (relu and clip: a clamp); false for
-// anything else.
+// A oneDNN post-op step as one of Jobflow's own kernels' steps (the one
+// mapping both small_1x1 and the expansion kernel use); false for a step
+// they lack.
+bool small_step_of(const EltwiseStep& e, SmallStep* s) {
+  using A = dnnl::algorithm;
+  if (e.alg == A::eltwise_relu && e.alpha == 0.f) *s = {SmallStep::Relu};
+  else if (e.alg == A::eltwise_clip) *s = {SmallStep::Clip, e.alpha, e.beta};
+  else if (e.alg == A::eltwise_logistic) *s = {SmallStep::Logistic};
+  else if (e.alg == A::eltwise_swish && e.alpha == 1.f) *s = {SmallStep::Swish};
+  else if (e.alg == A::eltwise_hardswish) *s = {SmallStep::HardSwish};
+  else if (e.alg == A::eltwise_linear) *s = {SmallStep::Linear, e.alpha, e.beta};
+  else return false;
+  return true;
+}
+
+// The one activation `post` comes to in the expansion kernel (relu and
+// clip: a clamp; hardswish; swish); false for anything else.
 bool activation_of(const std::vector<EltwiseStep>& post, Activation* a) {
   *a = {};
   if (post.empty()) return true;
-  if (post.size() > 1) return false;
-  const EltwiseStep& e = post[0];
-  if (e.alg == dnnl::algorithm::eltwise_relu && e.alpha == 0.f) *a = {Activation::Clamp, 0.f, INFINITY};
-  else if (e.alg == dnnl::algorithm::eltwise_clip) *a = {Activation::Clamp, e.alpha, e.beta};
-  else if (e.alg == dnnl::algorithm::eltwise_hardswish) a->kind = Activation::HardSwish;
-  else if (e.alg == dnnl::algorithm::eltwise_swish && e.alpha == 1.f) a->kind = Activation::Swish;
-  else return false;
-  return true;
+  SmallStep s{};
+  if (post.size() > 1 || !small_step_of(post[0], &s)) return false;
+  switch (s.kind) {
+    case SmallStep::Relu: *a = {Activation::Clamp, 0.f, INFINITY}; return true;
+    case SmallStep::Clip: *a = {Activation::Clamp, s.alpha, s.beta}; return true;
+    case SmallStep::HardSwish: a->kind = Activation::HardSwish; return true;
+    case SmallStep::Swish: a->kind = Activation::Swish; return true;
+    default: return false;
+  }
 }
 }  // namespace
 
@@ -249,17 +265,9 @@ bool LayoutConv::small_steps(const Conv2dParams& p, const ConvFusion& f, const M
       f.in_scale || f.gap || p.N * p.C * p.K > (int64_t{1} << 20) ||
       (src_md != MemDesc(sd, dt::f32, tag::acdb) && src_md != MemDesc(sd, dt::f32, tag::abcd)))
     return false;
-  std::vector<SmallStep> out;
-  for (const EltwiseStep& e : f.post) {
-    using A = dnnl::algorithm;
-    if (e.alg == A::eltwise_relu && e.alpha == 0.f) out.push_back({SmallStep::Relu});
-    else if (e.alg == A::eltwise_clip) out.push_back({SmallStep::Clip, e.alpha, e.beta});
-    else if (e.alg == A::eltwise_logistic) out.push_back({SmallStep::Logistic});
-    else if (e.alg == A::eltwise_swish && e.alpha == 1.f) out.push_back({SmallStep::Swish});
-    else if (e.alg == A::eltwise_hardswish) out.push_back({SmallStep::HardSwish});
-    else if (e.alg == A::eltwise_linear) out.push_back({SmallStep::Linear, e.alpha, e.beta});
-    else return false;
-  }
+  std::vector<SmallStep> out(f.post.size());
+  for (size_t i = 0; i < f.post.size(); ++i)
+    if (!small_step_of(f.post[i], &out[i])) return false;
   if (steps) *steps = std::move(out);
   return true;
 }

@@ -398,7 +398,7 @@ __attribute__((target("avx512f"))) void small_1x1_block(const float* x, int64_t 
                                                         int n_steps, int64_t k0, float* y) {
   __m512 acc[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) acc[v] = b ? _mm512_loadu_ps(b + k0 + 16 * v) : _mm512_setzero_ps();
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_loadu_ps(b + k0 + 16 * v);
   for (int64_t c = 0; c < C; ++c) {
     const __m512 xv = _mm512_set1_ps(x[c]);
     const float* wr = w + c * Kp + k0;
@@ -480,6 +480,7 @@ void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y, bo
 void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
                const SmallStep* steps, int n_steps, float* y) {
   if (!own_avx512_kernels()) throw std::logic_error("small_1x1 on a CPU without AVX512F");
+  if (!b) throw std::invalid_argument("small_1x1: no bias (pass Kp zeros for none)");
   const int64_t Kp = (K + 15) / 16 * 16;
   for (int64_t n = 0; n < N; ++n) {
     int64_t k0 = 0;

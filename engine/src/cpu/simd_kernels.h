@@ -74,7 +74,7 @@ struct SmallStep {
 // a 1x1 convolution of 1 x 1 images (a squeeze-and-excitation's reduce and
 // expand, channels-last and row-major alike), x rows of C floats, w packed
 // [C][Kp] (Kp = K rounded up to 16; columns from K on anything finite), b
-// [Kp] or null (zero), y rows of K floats. On the calling thread, sums in
+// [Kp] (zeros for no bias), y rows of K floats. On the calling thread, sums in
 // c order (the same bits at any thread count): for up to about a million
 // multiply-adds (LayoutConv::small_steps). Needs own_avx512_kernels().
 //
