@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,6 +132,11 @@ class Plan {
   std::vector<Patch> patches_;
   std::vector<Tensor> out_views_;       // per output; undefined = from an input
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
+  // Per output, the tensors the last two calls returned: one's memory
+  // holds the next call's result when nothing else holds it any more
+  // (run(); two, for a caller that keeps each result until the next one
+  // replaces it: `y = job.run(x)` in a loop).
+  std::vector<std::array<Tensor, 2>> last_out_;
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
   std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)

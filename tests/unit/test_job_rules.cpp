@@ -1009,3 +1009,52 @@ TEST_F(JobRules, ResumedTrainingContinuesItsLearningRateSchedule) {
   EXPECT_EQ(job.compiled()->steps_run(), 4);
   fs::remove_all(dir);
 }
+
+// A call's results are fresh tensors the caller owns: a result it still
+// holds is never written by a later call, and the memory of one it has let
+// go of holds a later result (no page faults for a large result at every
+// call): dropped at once, or kept until the next result replaces it
+// (`y = job(x)` in a loop).
+TEST_F(JobRules, ResultsHeldAreNeverWrittenAndReleasedOnesAreReused) {
+  auto job = flow::global_function(flow::Predict, flow::function_config().name("results_job"),
+                                   {flow::Numpy::Placeholder({64, 100})},
+                                   [](Blob x) -> flow::Numpy { return flow::add(flow::mul(x, x), x); });
+  auto want = [](const Tensor& x) {
+    Tensor y(x.shape(), flow::Float);
+    for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = x.data<float>()[i] * x.data<float>()[i] + x.data<float>()[i];
+    return y;
+  };
+  std::vector<Tensor> xs, held;
+  for (int i = 0; i < 4; ++i) xs.push_back(iota({64, 100}, 0.5f + static_cast<float>(i)));
+  // Held: four results, four buffers, each still its own call's values.
+  for (const Tensor& x : xs) held.push_back(job(x));
+  std::set<const void*> buffers;
+  for (size_t i = 0; i < held.size(); ++i) {
+    buffers.insert(held[i].raw());
+    EXPECT_TRUE(held[i].equal(want(xs[i]))) << "result " << i;
+  }
+  EXPECT_EQ(buffers.size(), held.size());
+  held.clear();
+  // Dropped at once: the next result is written where the last one was
+  // (the job kept that memory: a tensor of the same size made between the
+  // calls, where malloc would hand out freed memory, gets other memory).
+  const void* at = job(xs[0]).raw();
+  Tensor between({64, 100}, flow::Float);
+  Tensor y = job(xs[1]);
+  EXPECT_EQ(y.raw(), at);
+  EXPECT_NE(between.raw(), at);
+  EXPECT_TRUE(y.equal(want(xs[1])));
+  // Replaced in a loop: two buffers in turn, each result right.
+  std::set<const void*> loop;
+  for (int i = 0; i < 6; ++i) {
+    y = job(xs[i % 4]);
+    loop.insert(y.raw());
+    EXPECT_TRUE(y.equal(want(xs[i % 4]))) << "call " << i;
+  }
+  EXPECT_LE(loop.size(), 2u);
+  // A view of a result (a reshape shares its memory) keeps it held.
+  Tensor view = job(xs[2]).reshape({100, 64});
+  Tensor next = job(xs[3]);
+  EXPECT_NE(next.raw(), view.raw());
+  EXPECT_TRUE(view.reshape({64, 100}).equal(want(xs[2])));
+}

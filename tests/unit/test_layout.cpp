@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1242,6 +1243,78 @@ TEST_F(Layout, GlobalAveragePoolOfChannelsLastSumsRowsInOrder) {
       omp_set_num_threads(t);
       EXPECT_TRUE(p.run({x})[0].equal(got)) << n << " at " << t << " threads";
     }
+  }
+}
+
+// A global average pool without the dims kept (x.mean((2, 3)) in PyTorch:
+// (N, C)) of a blob in the chain's format is lowered too where the pool
+// writes (N, C)'s row-major bytes (32 channels: channels-last, nChw16c and
+// nChw8c alike), so the convolution before it stays in the chain; 24
+// channels may run as written (nChw16c's padding). A convolution with a
+// relu whose output only leaves the job (a return) computes in the chain's
+// format and is reordered after when its output is large (oneDNN's
+// row-major gemm convolution applies the relu in a scalar loop), row-major
+// straight when small or on 1 x 1 images. Against the graph as written.
+TEST_F(Layout, PoolWithoutKeptDimsAndReturnedMapsStayInTheChain) {
+  struct Case {
+    Shape x;
+    int64_t k, rk;  // the pooled blob's channels, the returned convolution's
+    bool lowered;   // the pool is lowered whatever format the chain has
+    bool chain;     // the returned convolution writes the chain's format (> 16K elements)
+  };
+  const std::vector<Case> cases = {{{1, 16, 20, 19}, 32, 64, true, true},
+                                   {{2, 8, 9, 9}, 32, 40, true, false},
+                                   {{1, 16, 12, 10}, 24, 160, false, true}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "gapnk" + std::to_string(i);
+    const Tensor x = random_float32(c.x, 330 + static_cast<int>(i), -2.f, 2.f);
+    auto define = [&](bool fusion) {
+      return flow::global_function(
+          flow::Predict, flow::function_config().name(n + (fusion ? "" : "_ref")).enable_fusion(fusion),
+          {flow::Numpy::Placeholder(x.shape())}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy, flow::Numpy> {
+            Blob d = flow::nn::relu(conv(b, n + "_a", c.k, 3));
+            Blob r = flow::nn::relu(conv(d, n + "_r", c.rk, 1));  // returned only
+            Blob h = flow::nn::relu(conv(flow::reduce_mean(d, {2, 3}, true), n + "_h", 8, 1));  // 1 x 1 images
+            return {flow::reduce_mean(d, {2, 3}, false), r, h};
+          });
+    };
+    auto f = define(true), ref = define(false);
+    const auto [g, r, h] = f(x);
+    const auto [g_ref, r_ref, h_ref] = ref(x);
+    const std::string plan = f.compiled()->describe();
+    EXPECT_EQ(g.shape(), (Shape{c.x[0], c.k})) << n;
+    EXPECT_EQ(r.shape(), (Shape{c.x[0], c.rk, c.x[2], c.x[3]})) << n;
+    EXPECT_LE(rel_diff(g, g_ref), 1e-5) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(r, r_ref), 1e-5) << n << "\n" << plan;
+    EXPECT_LE(rel_diff(h, h_ref), 1e-5) << n << "\n" << plan;
+    // The plan's first line holding `text`.
+    auto line_with = [&](const std::string& text) {
+      const size_t at = plan.find(text);
+      if (at == std::string::npos) return std::string();
+      const size_t from = plan.rfind('\n', at) + 1;
+      return plan.substr(from, plan.find('\n', at) - from);
+    };
+    auto line = [&](const std::string& out) { return line_with("-> ((" + out + ") float32)"); };
+    auto dims = [](std::initializer_list<int64_t> v) {
+      std::string s;
+      for (int64_t d : v) s += (s.empty() ? "" : ", ") + std::to_string(d);
+      return s;
+    };
+    const std::string pool = line(dims({c.x[0], c.k}));
+    ASSERT_FALSE(pool.empty()) << n << "\n" << plan;
+    // Lowered: a layout of its own, read from the chain (no row-major copy first).
+    if (c.lowered) EXPECT_NE(pool.find("layout="), std::string::npos) << n << "\n" << plan;
+    // The returned convolution (its weights' shape) and a reorder to its output.
+    const std::string returned = line_with("(" + dims({c.rk, c.k, 1, 1}) + ") float32)");
+    ASSERT_FALSE(returned.empty()) << n << "\n" << plan;
+    bool reordered = false;  // a reorder node writes the returned tensor
+    std::istringstream lines(plan);
+    for (std::string l; std::getline(lines, l);)
+      reordered |= l.find("= reorder[") != std::string::npos &&
+                   l.find("-> ((" + dims({c.x[0], c.rk, c.x[2], c.x[3]}) + ") float32)") != std::string::npos;
+    EXPECT_EQ(returned.find("layout=f32:abcd") == std::string::npos, c.chain) << n << "\n" << plan;
+    EXPECT_EQ(reordered, c.chain) << n << "\n" << plan;
   }
 }
 

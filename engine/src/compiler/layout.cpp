@@ -395,7 +395,8 @@ class Pass {
       const int y = G.nodes[a].outputs[0];
       for (int r : rd[y]) {
         const Node& pool = G.nodes[r];
-        if (capability(r) != Cap::Gap || pool.inputs.size() != 1 || pool.inputs[0] != y || pool.outputs.size() != 1)
+        if (capability(r) != Cap::Gap || !pool.op->attr_int("keepdims") || pool.inputs.size() != 1 ||
+            pool.inputs[0] != y || pool.outputs.size() != 1)
           continue;
         const int m = pool.outputs[0];
         G.nodes[a].outputs.push_back(m);
@@ -503,7 +504,9 @@ class Pass {
         const auto axes = node.op->attr_ints("axes");
         std::set<int64_t> a;
         for (int64_t x : axes) a.insert(x < 0 ? x + 4 : x);
-        return a == std::set<int64_t>{2, 3} && node.op->attr_int("keepdims") ? Cap::Gap : Cap::None;
+        // (Without the dims kept, (N, C): lowered only where the pool
+        // writes those bytes row-major; assign().)
+        return a == std::set<int64_t>{2, 3} ? Cap::Gap : Cap::None;
       }
       case OpKind::Relu:
       case OpKind::Sigmoid: return Cap::Eltwise;
@@ -620,7 +623,18 @@ class Pass {
           res = desc_of(r);
         }
         const int y = node.outputs[0];
-        const bool plain_dst = !wants_blocked(y);
+        // Row-major straight from the convolution where nothing in the
+        // chain reads y, except a large float32 output with element-wise
+        // steps or a residual after the sums: on row-major memory oneDNN
+        // 2.6 runs its gemm convolution, which applies those in a scalar
+        // loop (a returned 16 -> 256 1x1 with relu at 160x160: 9.0 ms
+        // against 2.3 in the chain's format + 2.0 for the transposition;
+        // without the relu the gemm's 3.2 ms won). bf16 plans' returns
+        // stay float32 from the convolution.
+        const cpu::Conv2dParams& last = cg.f.pw ? cg.f.pw_p : cg.f.dw ? cg.f.dw_p : cg.p;
+        const bool steps_after = !cg.f.post.empty() || cg.f.residual || cg.f.dw;
+        const bool plain_dst = !wants_blocked(y) && (compute_ != dt::f32 || !steps_after ||
+                                                     last.N * last.K * last.OH * last.OW <= (int64_t{1} << 14));
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
         bool refresh = false;
         const size_t weights_end = node.inputs.size() - (cg.f.residual ? 1 : 0) - (cg.f.in_scale ? 1 : 0);
@@ -703,7 +717,10 @@ class Pass {
         if ((cap == Cap::Eltwise || cap == Cap::Binary) && orig_x >= 0 && desc_[x] && blocked[x] == x && reads_last(x, n) &&
             *desc_[x] == op->dst_desc() && std::count(node.inputs.begin(), node.inputs.end(), x) == 1)
           op->set_in_place(k);
-        produced_blocked(n, op->dst_desc());
+        // A global pool without the dims kept writes its (N, C) output
+        // row-major (lower() made sure): no blocked form of it.
+        if (cap == Cap::Gap && spec(node.outputs[0]).shape.size() == 2) out.push_back(n);
+        else produced_blocked(n, op->dst_desc());
         continue;
       }
       for (int& b : node.inputs)
@@ -738,7 +755,12 @@ class Pass {
           const Shape& x = spec(node.inputs[0]).shape;
           cpu::Pool2dParams pp{x[0], x[1], x[2], x[3], 1, 1, x[2], x[3], 1, 1, 0, 0, 0, 0,
                                cpu::PoolKind::AvgExcludePad};
-          return std::make_shared<cpu::LayoutPool>(node.op, outs, pp, md(node.inputs[0]));
+          auto pool = std::make_shared<cpu::LayoutPool>(node.op, outs, pp, md(node.inputs[0]));
+          // Without the dims kept ((N, C): x.mean((2, 3)) in PyTorch), only
+          // a pool whose output has row-major (N, C)'s bytes; otherwise the
+          // node runs as written, on a plain copy of x.
+          if (outs[0].shape.size() == 2 && !cpu::rows_of_channels(pool->dst_desc())) return nullptr;
+          return pool;
         }
         case Cap::Eltwise: {
           cpu::EltwiseStep e{alg::eltwise_relu};

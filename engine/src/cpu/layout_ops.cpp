@@ -53,6 +53,15 @@ bool is_plain_f32(const MemDesc& md) {
   return md == plain_desc(Shape(dims.begin(), dims.end()), dt::f32);
 }
 
+bool rows_of_channels(const MemDesc& md) {
+  const memory::dims d = md.dims();
+  if (d.size() != 4 || d[2] != 1 || d[3] != 1 || md.data_type() != dt::f32) return false;
+  using tag = memory::format_tag;
+  for (tag t : {tag::abcd, tag::acdb}) if (md == MemDesc(d, dt::f32, t)) return true;
+  return (md == MemDesc(d, dt::f32, tag::aBcd16b) && d[1] % 16 == 0) ||
+         (md == MemDesc(d, dt::f32, tag::aBcd8b) && d[1] % 8 == 0);
+}
+
 namespace {
 
 dnnl::primitive_attr scratch_attr() {

@@ -102,6 +102,10 @@ std::string desc_str(const MemDesc& md);
 // Row-major memory of `shape`.
 MemDesc plain_desc(const Shape& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 bool is_plain_f32(const MemDesc& md);
+// Whether md, float32 (N, C, 1, 1), holds its values in the bytes of a
+// row-major (N, C) tensor: channels-last and row-major do; nChw16c / nChw8c
+// when C is a multiple of the block.
+bool rows_of_channels(const MemDesc& md);
 
 class LayoutOp : public Primitive {
  public:
