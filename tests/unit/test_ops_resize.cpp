@@ -77,6 +77,46 @@ TEST_F(ResizeOps, MatchesTorchInterpolate) {
   }
 }
 
+// Float32 linear resizes of the last two axes take their own path (a
+// vertical blend per output row, then 16 outputs at a time with AVX-512):
+// against the float64 path (the general one) on rows wider than 16, up and
+// down, in every coordinate mode, with a NaN and an infinity in the input
+// (the same outputs become NaN or infinite).
+TEST_F(ResizeOps, BilinearFloat32AgreesWithTheFloat64Path) {
+  const char* modes[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
+  const std::vector<std::pair<Shape, Shape>> sizes = {
+      {{2, 3, 9, 13}, {2, 3, 40, 37}}, {{1, 2, 33, 40}, {1, 2, 7, 17}}, {{1, 1, 4, 4}, {1, 1, 32, 64}}};
+  for (const char* mode : modes)
+    for (const auto& [in, out] : sizes) {
+      SCOPED_TRACE(std::string(mode) + " " + flow::shape_str(in) + " -> " + flow::shape_str(out));
+      Tensor x32(in, flow::Float32), x64(in, flow::Float64);
+      for (int64_t i = 0; i < x32.numel(); ++i) {
+        float v = 3.f * std::sin(0.37f * static_cast<float>(i));
+        if (i == 5) v = NAN;
+        if (i == x32.numel() - 3) v = INFINITY;
+        x32.data<float>()[i] = v;
+        x64.data<double>()[i] = v;
+      }
+      flow::nn::ResizeOptions o;
+      o.mode = "linear";
+      o.coordinate_transformation_mode = mode;
+      auto f = [&](Blob b) { return flow::nn::resize(b, out, o); };
+      const Tensor y32 = run1(x32, f), y64 = run1(x64, f);
+      ASSERT_EQ(y32.shape(), out);
+      int64_t nan = 0;
+      for (int64_t i = 0; i < y32.numel(); ++i) {
+        const double got = y32.at(i), want = y64.at(i);
+        if (std::isnan(want) || std::isinf(want)) {
+          nan += std::isnan(want);
+          EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << "element " << i << ": " << got << " vs " << want;
+          continue;
+        }
+        EXPECT_NEAR(got, want, 2e-6 * (1 + std::fabs(want))) << "element " << i;
+      }
+      if (out[2] > in[2]) EXPECT_GT(nan, 0);  // upsampled, the NaN reaches some outputs
+    }
+}
+
 TEST_F(ResizeOps, TfCropAndResizeExtrapolates) {
   // One axis of 4: roi [0.5, 1.25] maps the 4 outputs to 1.5, 2.25, 3, 3.75;
   // the last lies outside the input and gets the extrapolation value.

@@ -477,6 +477,25 @@ void nhwc_to_nchw(const float* x, int64_t N, int64_t C, int64_t HW, float* y, bo
   }
 }
 
+namespace {
+__attribute__((target("avx512f"))) void lerp_row512(const float* row, const int32_t* i0, const int32_t* i1,
+                                                    const float* w0, const float* w1, float* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 a = _mm512_i32gather_ps(_mm512_loadu_si512(i0 + j), row, 4);
+    const __m512 b = _mm512_i32gather_ps(_mm512_loadu_si512(i1 + j), row, 4);
+    _mm512_storeu_ps(y + j, _mm512_fmadd_ps(_mm512_loadu_ps(w0 + j), a, _mm512_mul_ps(_mm512_loadu_ps(w1 + j), b)));
+  }
+  for (; j < n; ++j) y[j] = w0[j] * row[i0[j]] + w1[j] * row[i1[j]];
+}
+}  // namespace
+
+void lerp_row(const float* row, const int32_t* i0, const int32_t* i1, const float* w0, const float* w1, float* y,
+              int64_t n) {
+  if (own_avx512_kernels()) return lerp_row512(row, i0, i1, w0, w1, y, n);
+  for (int64_t j = 0; j < n; ++j) y[j] = w0[j] * row[i0[j]] + w1[j] * row[i1[j]];
+}
+
 void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
                const SmallStep* steps, int n_steps, float* y) {
   if (!own_avx512_kernels()) throw std::logic_error("small_1x1 on a CPU without AVX512F");

@@ -84,6 +84,14 @@ struct SmallStep {
 void small_1x1(const float* x, int64_t N, int64_t C, const float* w, int64_t K, const float* b,
                const SmallStep* steps, int n_steps, float* y);
 
+// y[j] = w0[j] * row[i0[j]] + w1[j] * row[i1[j]] for j < n: one output row
+// of a linear interpolation along a row (ops/resize.cpp's bilinear path),
+// on the calling thread; indices inside row. AVX-512 gathers 16 at a time
+// where the CPU has them (a product and a fused multiply-add per element:
+// results may differ from the scalar form's in the last bit).
+void lerp_row(const float* row, const int32_t* i0, const int32_t* i1, const float* w0, const float* w1, float* y,
+              int64_t n);
+
 // Max or average pooling (the average over the window's elements inside
 // the input: ONNX's count_include_pad=0) of x (N, C, H, W) into y (N, C,
 // OH, OW), both nChw8c float32 with CB = ceil(C / 8) channel blocks (padded

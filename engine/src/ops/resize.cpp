@@ -11,11 +11,14 @@
 // tf_crop_and_resize, an element whose coordinate falls outside the input
 // on some axis is extrapolation_value.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
 #include "jobflow/ops.h"
+#include "cpu/simd_kernels.h"
 #include "kernel_util.h"
 #include "ops_internal.h"
 
@@ -288,6 +291,47 @@ void row_coords(const Plan& P, int64_t row, int64_t* o) {
   }
 }
 
+// Float32 linear interpolation of the last two axes, every leading axis
+// kept and every coordinate inside (the bilinear upsampling of a
+// segmentation head): each output row blends its two input rows once into
+// a row of the input's width, then each output pixel blends its two
+// neighbours there, summing in float32 as ONNX Runtime and PyTorch do
+// (the general loop below sums every tap in float64: lraspp's 21 x 32 x
+// 32 logits to 256 x 256 took 3.5 ms). False where the plan is not that.
+bool bilinear_rows(const Plan& P, const float* x, float* y) {
+  const int r = P.rank;
+  if (r < 2 || P.lead != r - 2) return false;
+  const AxisTable &th = P.axes[r - 2], &tw = P.axes[r - 1];
+  if (th.K != 2 || tw.K != 2 ||
+      std::find(th.valid.begin(), th.valid.end(), 0) != th.valid.end() ||
+      std::find(tw.valid.begin(), tw.valid.end(), 0) != tw.valid.end())
+    return false;
+  const int64_t H = P.xs[r - 2], W = P.xs[r - 1], OH = P.ys[r - 2], OW = P.ys[r - 1];
+  if (W > INT32_MAX) return false;
+  std::vector<int32_t> i0(static_cast<size_t>(OW)), i1(static_cast<size_t>(OW));
+  std::vector<float> w0(static_cast<size_t>(OW)), w1(static_cast<size_t>(OW));
+  for (int64_t j = 0; j < OW; ++j) {
+    i0[j] = static_cast<int32_t>(tw.idx[2 * j]), i1[j] = static_cast<int32_t>(tw.idx[2 * j + 1]);
+    w0[j] = static_cast<float>(tw.w[2 * j]), w1[j] = static_cast<float>(tw.w[2 * j + 1]);
+  }
+  const int64_t total = P.planes * OH;
+#pragma omp parallel if (total * OW > kern::kParallelGrain)
+  {
+    std::vector<float> blend(static_cast<size_t>(W));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < total; ++t) {
+      const int64_t plane = t / OH, oy = t % OH;
+      const float* r0 = x + (plane * H + th.idx[2 * oy]) * W;
+      const float* r1 = x + (plane * H + th.idx[2 * oy + 1]) * W;
+      const float a = static_cast<float>(th.w[2 * oy]), b = static_cast<float>(th.w[2 * oy + 1]);
+      for (int64_t i = 0; i < W; ++i) blend[i] = a * r0[i] + b * r1[i];
+      float* yr = y + (plane * OH + oy) * OW;
+      cpu::lerp_row(blend.data(), i0.data(), i1.data(), w0.data(), w1.data(), yr, OW);
+    }
+  }
+  return true;
+}
+
 template <class T>
 void resize_forward(const Params& p, const Tensor& X, const Tensor& Y) {
   if (Y.numel() == 0) return;
@@ -298,6 +342,9 @@ void resize_forward(const Params& p, const Tensor& X, const Tensor& Y) {
     return;
   }
   const Plan P = make_plan(p, X.shape(), Y.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (p.mode == Mode::Linear && bilinear_rows(P, x, y)) return;
+  }
   const AxisTable& last = P.axes[P.rank - 1];
   const int64_t W = P.ys[P.rank - 1], rows = rows_per_plane(P), total = P.planes * rows;
   const T extra = static_cast<T>(p.extrapolation);
