@@ -58,6 +58,10 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     Tensor t = inputs[p.input].reshape(p.shape);
     (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = std::move(t);
   }
+  // Outputs their steps write straight into the returned tensors.
+  for (size_t i = 0; i < out_direct_.size(); ++i)
+    if (const auto [st, slot] = out_direct_[i]; st >= 0)
+      steps_[st].out[slot] = result_memory(i, out_views_[i].shape(), out_views_[i].dtype());
   ExecContext ctx;
   ctx.step = step;
   ctx.seed = opts_.seed;
@@ -98,18 +102,8 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   // the system and faulted in again at every call (a returned 256 x 160 x
   // 160 map: page faults and the kernel's zeroing of 26 MB took about a
   // quarter of each call's samples).
-  last_out_.resize(out_views_.size());
   auto copy_out = [this](size_t i, const Tensor& src) {
-    auto& kept = last_out_[i];
-    auto fits = [&](const Tensor& k) {
-      return k.defined() && k.storage().use_count() == 1 && k.dtype() == src.dtype() && k.shape() == src.shape();
-    };
-    Tensor t = fits(kept[0])   ? kept[0]
-               : fits(kept[1]) ? kept[1]
-                               : Tensor::uninitialized(src.shape(), src.dtype());
-    // The two newest results, this one first.
-    Tensor other = t.storage() == kept[0].storage() ? kept[1] : kept[0];
-    kept = {t, std::move(other)};
+    Tensor t = result_memory(i, src.shape(), src.dtype());
     const auto* s = static_cast<const unsigned char*>(src.raw());
     auto* d = static_cast<unsigned char*>(t.raw());
     const int64_t n = src.nbytes();
@@ -128,10 +122,28 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   };
   std::vector<Tensor> out;
   out.reserve(out_views_.size());
-  for (size_t i = 0; i < out_views_.size(); ++i)
+  for (size_t i = 0; i < out_views_.size(); ++i) {
+    if (const auto [st, slot] = out_direct_[i]; st >= 0) {  // written there by its step
+      out.push_back(std::move(steps_[st].out[slot]));
+      steps_[st].out[slot] = out_views_[i];
+      continue;
+    }
     out.push_back(copy_out(i, out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].reshape(out_shapes_[i])
                                                       : out_views_[i]));
+  }
   return out;
+}
+
+Tensor Plan::result_memory(size_t i, const Shape& shape, DType dtype) {
+  auto& kept = last_out_[i];
+  auto fits = [&](const Tensor& k) {
+    return k.defined() && k.storage().use_count() == 1 && k.dtype() == dtype && k.shape() == shape;
+  };
+  Tensor t = fits(kept[0]) ? kept[0] : fits(kept[1]) ? kept[1] : Tensor::uninitialized(shape, dtype);
+  // The two newest results, this one first.
+  Tensor other = t.storage() == kept[0].storage() ? kept[1] : kept[0];
+  kept = {t, std::move(other)};
+  return t;
 }
 
 int64_t Plan::steps_run() const {

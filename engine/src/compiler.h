@@ -137,6 +137,13 @@ class Plan {
   // (run(); two, for a caller that keeps each result until the next one
   // replaces it: `y = job.run(x)` in a loop).
   std::vector<std::array<Tensor, 2>> last_out_;
+  // Per output written by its step straight into the returned tensor (a
+  // returned map's reorder out of the chain's format: no copy out of the
+  // arena after it): that step and output slot, else {-1, -1}.
+  std::vector<std::pair<int, int>> out_direct_;
+  // The memory for output i's result: one of the last two results the
+  // caller has let go of, else fresh (uninitialized).
+  Tensor result_memory(size_t i, const Shape& shape, DType dtype);
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
   std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)

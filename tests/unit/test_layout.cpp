@@ -1318,6 +1318,46 @@ TEST_F(Layout, PoolWithoutKeptDimsAndReturnedMapsStayInTheChain) {
   }
 }
 
+// A returned map the chain also reads leaves through a reorder that
+// writes straight into the returned tensor (Plan::run): each result right,
+// a result the caller holds never written again, a released one's memory
+// used for a later result; against the graph as written.
+TEST_F(Layout, ReturnedMapsAreWrittenIntoTheResults) {
+  const Shape xs{2, 8, 12, 11};
+  auto define = [&](bool fusion) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(fusion ? "rmap" : "rmap_ref").enable_fusion(fusion),
+        {flow::Numpy::Placeholder(xs)}, [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+          Blob d = flow::nn::relu(conv(b, "rmap_a", 32, 3));
+          return {d, flow::nn::relu(conv(d, "rmap_b", 16, 3))};
+        });
+  };
+  auto f = define(true), ref = define(false);
+  std::vector<Tensor> xs_, want;
+  for (int i = 0; i < 3; ++i) {
+    xs_.push_back(random_float32(xs, 400 + i));
+    want.push_back(std::get<0>(ref(xs_.back())));
+  }
+  const std::string plan = f.compiled()->describe();
+  if (keeps_format(f.compiled()->plan().op_sequence(), "conv2d"))
+    EXPECT_NE(plan.find("= reorder["), std::string::npos) << plan;
+  // Held: three results, each its own call's.
+  std::vector<Tensor> held;
+  for (const Tensor& x : xs_) held.push_back(std::get<0>(f(x)));
+  for (int i = 0; i < 3; ++i) EXPECT_LE(rel_diff(held[i], want[i]), 1e-5) << "result " << i << "\n" << plan;
+  held.clear();
+  // Released: its memory holds the next result (not a tensor made between).
+  const void* at = std::get<0>(f(xs_[0])).raw();
+  Tensor between(xs, flow::Float);
+  Tensor y = std::get<0>(f(xs_[1]));
+  EXPECT_EQ(y.raw(), at);
+  EXPECT_NE(between.raw(), at);
+  for (int i = 0; i < 5; ++i) {
+    y = std::get<0>(f(xs_[i % 3]));
+    EXPECT_LE(rel_diff(y, want[i % 3]), 1e-5) << "call " << i;
+  }
+}
+
 // Max pooling of a channels-last blob (resnet18's 3x3 stride-2 pool after
 // its stem) runs Jobflow's loop with AVX-512 ("algo=max_nhwc"): windows
 // over the edges (pads never win), odd sizes, channel counts that are not

@@ -14,6 +14,7 @@
 
 #include "compiler/passes.h"
 #include "cpu/isa.h"
+#include "cpu/layout_ops.h"
 #include "jobflow/backend.h"
 #include "session_internal.h"
 #include "state_ops.h"
@@ -161,6 +162,36 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
         plan->patches_.push_back({static_cast<int>(s), static_cast<int>(k), placeholder_index.at(bnd[bl].root), true,
                                   G.blobs[bl].spec.shape});
     }
+  }
+  // A returned map's reorder out of the chain's format writes straight
+  // into the returned tensor (Plan::run), where nothing else in the plan
+  // touches the blob: returned once, its own storage (no view of it, no
+  // view it is), read by no step. (ssdlite320's maps at batch 8: 10 MB
+  // copied out of the arena after the reorders wrote them; a 26 MB map
+  // cost 1 ms of copying per call.)
+  plan->last_out_.resize(b.outputs.size());
+  plan->out_direct_.assign(b.outputs.size(), {-1, -1});
+  for (size_t i = 0; i < b.outputs.size(); ++i) {
+    const int o = b.outputs[i];
+    if (bnd[o].kind != BlobBinding::Arena || bnd[o].root != o ||
+        std::count(b.outputs.begin(), b.outputs.end(), o) != 1)
+      continue;
+    bool alone = true;
+    for (size_t bl = 0; bl < bnd.size() && alone; ++bl)
+      alone = static_cast<int>(bl) == o || bnd[bl].kind != BlobBinding::Arena || bnd[bl].root != o;
+    int step = -1, slot = -1;
+    for (size_t st = 0; st < plan->steps_.size() && alone; ++st) {
+      const Node& node = G.nodes[plan->steps_[st].node];
+      if (std::count(node.inputs.begin(), node.inputs.end(), o)) alone = false;
+      for (size_t k = 0; k < node.outputs.size(); ++k)
+        if (node.outputs[k] == o) {
+          if (step >= 0) alone = false;
+          step = static_cast<int>(st), slot = static_cast<int>(k);
+        }
+    }
+    if (!alone || step < 0) continue;
+    const auto* r = dynamic_cast<const cpu::LayoutReorder*>(plan->steps_[step].op);
+    if (r && r->returned() && plan->out_views_[i].defined()) plan->out_direct_[i] = {step, slot};
   }
   if (!plan->opts_.step_variable.empty()) {
     auto e = internal::VariableStore::get().find(plan->opts_.step_variable);
