@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "compiler/passes.h"
@@ -96,12 +97,11 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   // (perf: zeroing and copying ssdlite320's 1.3 MB of feature maps were 2%
   // of its batch-1 samples, on the calling thread while its partner
   // waited; the A/B of whole calls was within this machine's noise).
-  // "Fresh": one of the last two calls' results for that output when the
-  // caller has let go of it (this plan holds its only reference, so no one
-  // else can see it written): a large result's memory is not given back to
-  // the system and faulted in again at every call (a returned 256 x 160 x
-  // 160 map: page faults and the kernel's zeroing of 26 MB took about a
-  // quarter of each call's samples).
+  // "Fresh": in the memory of an earlier result for that output whose
+  // caller has let go of it (result_memory): a large result's memory is
+  // not given back to the system and faulted in again at every call (a
+  // returned 256 x 160 x 160 map: page faults and the kernel's zeroing of
+  // 26 MB took about a quarter of each call's samples).
   auto copy_out = [this](size_t i, const Tensor& src) {
     Tensor t = result_memory(i, src.shape(), src.dtype());
     const auto* s = static_cast<const unsigned char*>(src.raw());
@@ -134,16 +134,51 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   return out;
 }
 
+// Per output, up to two buffers of results their callers let go of. A
+// result's deleter runs on whichever thread drops its last reference, after
+// every other owner's accesses (shared_ptr's counting orders them), and
+// hands the buffer back under the mutex, which the next call takes before
+// writing it: that call never races with the caller's last read. Buffers
+// of a plan that is gone are freed instead.
+struct Plan::ResultPool {
+  std::mutex mu;
+  bool closed = false;
+  std::vector<std::vector<std::pair<size_t, std::shared_ptr<void>>>> free;  // per output: (bytes, memory)
+};
+
 Tensor Plan::result_memory(size_t i, const Shape& shape, DType dtype) {
-  auto& kept = last_out_[i];
-  auto fits = [&](const Tensor& k) {
-    return k.defined() && k.storage().use_count() == 1 && k.dtype() == dtype && k.shape() == shape;
-  };
-  Tensor t = fits(kept[0]) ? kept[0] : fits(kept[1]) ? kept[1] : Tensor::uninitialized(shape, dtype);
-  // The two newest results, this one first.
-  Tensor other = t.storage() == kept[0].storage() ? kept[1] : kept[0];
-  kept = {t, std::move(other)};
-  return t;
+  const size_t bytes = static_cast<size_t>(jobflow::numel(shape)) * dtype_size(dtype);
+  std::shared_ptr<void> mem;
+  {
+    std::lock_guard<std::mutex> lock(results_->mu);
+    auto& f = results_->free[i];  // the latest released first (the warmest in the caches)
+    for (size_t k = f.size(); k-- > 0;)
+      if (f[k].first == bytes) {
+        mem = std::move(f[k].second);
+        f.erase(f.begin() + static_cast<std::ptrdiff_t>(k));
+        break;
+      }
+  }
+  if (!mem) mem = aligned_alloc_shared(bytes);
+  void* data = mem.get();
+  std::shared_ptr<void> owner(data, [pool = results_, mem = std::move(mem), i, bytes](void*) mutable {
+    std::lock_guard<std::mutex> lock(pool->mu);
+    if (pool->closed) return;
+    auto& f = pool->free[i];
+    if (f.size() == 2) f.erase(f.begin());  // the newest two
+    f.emplace_back(bytes, std::move(mem));
+  });
+  return Tensor::wrap(data, shape, dtype, std::move(owner));
+}
+
+void Plan::init_results() {
+  results_ = std::make_shared<ResultPool>();
+  results_->free.resize(outputs_.size());
+}
+
+int Plan::outputs_written_directly() const {
+  return static_cast<int>(std::count_if(out_direct_.begin(), out_direct_.end(),
+                                        [](const std::pair<int, int>& d) { return d.first >= 0; }));
 }
 
 int64_t Plan::steps_run() const {
@@ -168,6 +203,11 @@ void Plan::set_steps_run(int64_t s) {
 }
 
 Plan::~Plan() {
+  if (results_) {  // results still held return their memory to no one
+    std::lock_guard<std::mutex> lock(results_->mu);
+    results_->closed = true;
+    results_->free.clear();
+  }
   if (profile_ && runs_ > 0) std::cerr << profile_report();
 }
 

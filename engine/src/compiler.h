@@ -33,7 +33,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,6 +104,8 @@ class Plan {
   // Ops executed, in order (for tests: fusion results).
   std::vector<std::string> op_sequence() const;
   const PlanOptions& options() const { return opts_; }
+  // Outputs a step writes straight into the returned tensor (for tests).
+  int outputs_written_directly() const;
   // With JOBFLOW_PROFILE=1 in the environment, time spent per node is
   // accumulated and printed to stderr when the plan is destroyed.
   ~Plan();
@@ -132,18 +133,19 @@ class Plan {
   std::vector<Patch> patches_;
   std::vector<Tensor> out_views_;       // per output; undefined = from an input
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
-  // Per output, the tensors the last two calls returned: one's memory
-  // holds the next call's result when nothing else holds it any more
-  // (run(); two, for a caller that keeps each result until the next one
-  // replaces it: `y = job.run(x)` in a loop).
-  std::vector<std::array<Tensor, 2>> last_out_;
+  // The memory of results their callers have let go of (at most two
+  // buffers per output), handed back by the results' own deleters:
+  // result_memory() takes from it.
+  struct ResultPool;
+  std::shared_ptr<ResultPool> results_;
   // Per output written by its step straight into the returned tensor (a
   // returned map's reorder out of the chain's format: no copy out of the
   // arena after it): that step and output slot, else {-1, -1}.
   std::vector<std::pair<int, int>> out_direct_;
-  // The memory for output i's result: one of the last two results the
-  // caller has let go of, else fresh (uninitialized).
+  // A tensor for output i's result: in the memory of a result of that
+  // output its caller has let go of, else fresh (uninitialized).
   Tensor result_memory(size_t i, const Shape& shape, DType dtype);
+  void init_results();  // an empty pool for outputs_
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
   std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)

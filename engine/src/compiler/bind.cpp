@@ -169,7 +169,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   // view it is), read by no step. (ssdlite320's maps at batch 8: 10 MB
   // copied out of the arena after the reorders wrote them; a 26 MB map
   // cost 1 ms of copying per call.)
-  plan->last_out_.resize(b.outputs.size());
+  plan->init_results();
   plan->out_direct_.assign(b.outputs.size(), {-1, -1});
   for (size_t i = 0; i < b.outputs.size(); ++i) {
     const int o = b.outputs[i];

@@ -504,9 +504,12 @@ class Pass {
         const auto axes = node.op->attr_ints("axes");
         std::set<int64_t> a;
         for (int64_t x : axes) a.insert(x < 0 ? x + 4 : x);
-        // (Without the dims kept, (N, C): lowered only where the pool
-        // writes those bytes row-major; assign().)
-        return a == std::set<int64_t>{2, 3} ? Cap::Gap : Cap::None;
+        // (Without the dims kept, (N, C): in float32 plans only, lowered
+        // where the pool writes those bytes row-major (lower()); a bf16
+        // chain's pool would write bfloat16 and need a copy after it, where
+        // the convolution before it writes its float32 row-major instead.)
+        const bool kept = node.op->attr_int("keepdims") != 0;
+        return a == std::set<int64_t>{2, 3} && (kept || compute_ == dt::f32) ? Cap::Gap : Cap::None;
       }
       case OpKind::Relu:
       case OpKind::Sigmoid: return Cap::Eltwise;
@@ -624,8 +627,9 @@ class Pass {
         }
         const int y = node.outputs[0];
         // Row-major straight from the convolution where nothing in the
-        // chain reads y, except a large float32 output with element-wise
-        // steps or a residual after the sums: on row-major memory oneDNN
+        // chain reads y, except a large float32 output of more than one
+        // pixel per image with element-wise steps or a residual after the
+        // sums: on row-major memory oneDNN
         // 2.6 runs its gemm convolution, which applies those in a scalar
         // loop (a returned 16 -> 256 1x1 with relu at 160x160: 9.0 ms
         // against 2.3 in the chain's format + 2.0 for the transposition;
@@ -633,7 +637,7 @@ class Pass {
         // stay float32 from the convolution.
         const cpu::Conv2dParams& last = cg.f.pw ? cg.f.pw_p : cg.f.dw ? cg.f.dw_p : cg.p;
         const bool steps_after = !cg.f.post.empty() || cg.f.residual || cg.f.dw;
-        const bool plain_dst = !wants_blocked(y) && (compute_ != dt::f32 || !steps_after ||
+        const bool plain_dst = !wants_blocked(y) && (compute_ != dt::f32 || !steps_after || last.OH * last.OW == 1 ||
                                                      last.N * last.K * last.OH * last.OW <= (int64_t{1} << 14));
         std::vector<std::shared_ptr<internal::VariableEntry>> sources(node.inputs.size());
         bool refresh = false;
