@@ -143,30 +143,31 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
 struct Plan::ResultPool {
   std::mutex mu;
   bool closed = false;
-  std::vector<std::vector<std::pair<size_t, std::shared_ptr<void>>>> free;  // per output: (bytes, memory)
+  std::vector<std::vector<std::shared_ptr<void>>> free;  // per output (a plan's output has one size)
 };
 
 Tensor Plan::result_memory(size_t i, const Shape& shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(jobflow::numel(shape)) * dtype_size(dtype);
   std::shared_ptr<void> mem;
   {
     std::lock_guard<std::mutex> lock(results_->mu);
-    auto& f = results_->free[i];  // the latest released first (the warmest in the caches)
-    for (size_t k = f.size(); k-- > 0;)
-      if (f[k].first == bytes) {
-        mem = std::move(f[k].second);
-        f.erase(f.begin() + static_cast<std::ptrdiff_t>(k));
-        break;
-      }
+    auto& f = results_->free[i];
+    if (!f.empty()) {  // the latest released (the warmest in the caches)
+      mem = std::move(f.back());
+      f.pop_back();
+    }
   }
-  if (!mem) mem = aligned_alloc_shared(bytes);
+  if (!mem) mem = aligned_alloc_shared(static_cast<size_t>(jobflow::numel(shape)) * dtype_size(dtype));
   void* data = mem.get();
-  std::shared_ptr<void> owner(data, [pool = results_, mem = std::move(mem), i, bytes](void*) mutable {
+  std::shared_ptr<void> owner(data, [pool = results_, mem = std::move(mem), i](void*) mutable {
+    std::shared_ptr<void> evicted;  // freed after the lock is let go
     std::lock_guard<std::mutex> lock(pool->mu);
     if (pool->closed) return;
     auto& f = pool->free[i];
-    if (f.size() == 2) f.erase(f.begin());  // the newest two
-    f.emplace_back(bytes, std::move(mem));
+    if (f.size() == 2) {  // the newest two
+      evicted = std::move(f.front());
+      f.erase(f.begin());
+    }
+    f.push_back(std::move(mem));
   });
   return Tensor::wrap(data, shape, dtype, std::move(owner));
 }
@@ -204,9 +205,10 @@ void Plan::set_steps_run(int64_t s) {
 
 Plan::~Plan() {
   if (results_) {  // results still held return their memory to no one
+    std::vector<std::vector<std::shared_ptr<void>>> kept;  // freed after the lock is let go
     std::lock_guard<std::mutex> lock(results_->mu);
     results_->closed = true;
-    results_->free.clear();
+    kept.swap(results_->free);
   }
   if (profile_ && runs_ > 0) std::cerr << profile_report();
 }
