@@ -62,7 +62,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   // Outputs their steps write straight into the returned tensors.
   for (size_t i = 0; i < out_direct_.size(); ++i)
     if (const auto [st, slot] = out_direct_[i]; st >= 0)
-      steps_[st].out[slot] = result_memory(i, out_views_[i].shape(), out_views_[i].dtype());
+      steps_[st].out[slot] = result_memory(i, out_shapes_[i], out_dtypes_[i]);
   ExecContext ctx;
   ctx.step = step;
   ctx.seed = opts_.seed;
@@ -125,7 +125,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < out_views_.size(); ++i) {
     if (const auto [st, slot] = out_direct_[i]; st >= 0) {  // written there by its step
       out.push_back(std::move(steps_[st].out[slot]));
-      steps_[st].out[slot] = out_views_[i];
+      steps_[st].out[slot] = Tensor();
       continue;
     }
     out.push_back(copy_out(i, out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].reshape(out_shapes_[i])

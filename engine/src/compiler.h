@@ -131,7 +131,7 @@ class Plan {
   std::vector<int> inputs_, outputs_;
   std::vector<Step> steps_;
   std::vector<Patch> patches_;
-  std::vector<Tensor> out_views_;       // per output; undefined = from an input
+  std::vector<Tensor> out_views_;       // per output; undefined = from an input, or written directly (out_direct_)
   std::vector<int> out_from_input_;     // per output; -1 or placeholder index
   // The memory of results their callers have let go of (at most two
   // buffers per output), handed back by the results' own deleters:
@@ -147,6 +147,7 @@ class Plan {
   Tensor result_memory(size_t i, const Shape& shape, DType dtype);
   void init_results();  // an empty pool for outputs_
   std::vector<Shape> out_shapes_;       // per output (a view of an input may reshape it)
+  std::vector<DType> out_dtypes_;       // per output
   std::vector<std::shared_ptr<void>> variables_;  // entries kept alive (opaque)
   std::vector<std::shared_ptr<void>> written_;    // entries the steps change (their version is bumped per call)
   std::vector<internal::VariableEntry*> held_;  // what a step holds (HeldVariables), step variable included

@@ -91,6 +91,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
         return v->entry()->value.reshape(s.shape);
       }
       case BlobBinding::Constant: return b.constants.at(bb.root).reshape(s.shape);
+      // (Result: the step's slot is pointed at the returned tensor per call.)
       default: return Tensor();
     }
   };
@@ -137,6 +138,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   }
   for (int o : b.outputs) {
     plan->out_shapes_.push_back(G.blobs[o].spec.shape);
+    plan->out_dtypes_.push_back(G.blobs[o].spec.dtype);
     if (bnd[o].kind == BlobBinding::Placeholder) {
       plan->out_views_.emplace_back();
       plan->out_from_input_.push_back(placeholder_index.at(bnd[o].root));
@@ -164,34 +166,23 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
     }
   }
   // A returned map's reorder out of the chain's format writes straight
-  // into the returned tensor (Plan::run), where nothing else in the plan
-  // touches the blob: returned once, its own storage (no view of it, no
-  // view it is), read by no step. (ssdlite320's maps at batch 8: 10 MB
-  // copied out of the arena after the reorders wrote them; a 26 MB map
-  // cost 1 ms of copying per call.)
+  // into the returned tensor (plan_memory's BlobBinding::Result: no other
+  // step touches the blob, which has no arena space). (ssdlite320's maps
+  // at batch 8: 10 MB copied out of the arena after the reorders wrote
+  // them; a 26 MB map cost 1 ms of copying per call.)
   plan->init_results();
   plan->out_direct_.assign(b.outputs.size(), {-1, -1});
   for (size_t i = 0; i < b.outputs.size(); ++i) {
     const int o = b.outputs[i];
-    if (bnd[o].kind != BlobBinding::Arena || bnd[o].root != o ||
-        std::count(b.outputs.begin(), b.outputs.end(), o) != 1)
-      continue;
-    bool alone = true;
-    for (size_t bl = 0; bl < bnd.size() && alone; ++bl)
-      alone = static_cast<int>(bl) == o || bnd[bl].kind != BlobBinding::Arena || bnd[bl].root != o;
-    int step = -1, slot = -1;
-    for (size_t st = 0; st < plan->steps_.size() && alone; ++st) {
-      const Node& node = G.nodes[plan->steps_[st].node];
-      if (std::count(node.inputs.begin(), node.inputs.end(), o)) alone = false;
-      for (size_t k = 0; k < node.outputs.size(); ++k)
-        if (node.outputs[k] == o) {
-          if (step >= 0) alone = false;
-          step = static_cast<int>(st), slot = static_cast<int>(k);
-        }
+    if (bnd[o].kind != BlobBinding::Result) continue;
+    for (size_t st = 0; st < plan->steps_.size(); ++st) {
+      const auto& outs = G.nodes[plan->steps_[st].node].outputs;
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (outs[k] == o) plan->out_direct_[i] = {static_cast<int>(st), static_cast<int>(k)};
     }
-    if (!alone || step < 0) continue;
-    const auto* r = dynamic_cast<const cpu::LayoutReorder*>(plan->steps_[step].op);
-    if (r && r->returned() && plan->out_views_[i].defined()) plan->out_direct_[i] = {step, slot};
+    if (plan->out_direct_[i].first < 0)
+      throw Error("[compile] job '" + b.opts.job_name + "': returned blob '" + G.blobs[o].name +
+                  "' is to be written into its result, but no step writes it");
   }
   if (!plan->opts_.step_variable.empty()) {
     auto e = internal::VariableStore::get().find(plan->opts_.step_variable);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "compiler/passes.h"
+#include "cpu/layout_ops.h"
 #include "jobflow/primitive.h"
 #include "state_ops.h"
 
@@ -15,6 +16,34 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
+
+// A returned map's reorder out of the chain's format writes straight into
+// the returned tensor (Plan::run) where nothing else in the plan touches
+// the blob: returned once, its own storage (no view of it, no view it is),
+// written by that one step, read by none. Such a blob takes no arena space
+// (the stem block of ssdlite320 returning its 256 x 160 x 160 map reserved
+// 26 MB it never wrote).
+static bool written_into_result(const PlanBuild& b, int o) {
+  const Graph& G = *b.graph;
+  const auto& bind = b.bind;
+  if (bind[o].kind != BlobBinding::Arena || bind[o].root != o || std::count(b.outputs.begin(), b.outputs.end(), o) != 1)
+    return false;
+  for (size_t bl = 0; bl < bind.size(); ++bl)
+    if (static_cast<int>(bl) != o && bind[bl].root == o) return false;
+  int writer = -1;
+  for (int n : b.order) {
+    const Node& node = G.nodes[n];
+    if (std::count(node.inputs.begin(), node.inputs.end(), o)) return false;
+    for (int out : node.outputs)
+      if (out == o) {
+        if (writer >= 0) return false;
+        writer = n;
+      }
+  }
+  if (writer < 0) return false;
+  const auto* r = dynamic_cast<const cpu::LayoutReorder*>(G.nodes[writer].op.get());
+  return r && r->returned() && G.nodes[writer].outputs.size() == 1;
+}
 
 void plan_memory(PlanBuild& b) {
   const Graph& G = *b.graph;
@@ -64,6 +93,11 @@ void plan_memory(PlanBuild& b) {
       r.last = std::max(r.last, step_of[n]);
     }
   for (int o : b.outputs) bind[bind[o].root].last = static_cast<int>(b.order.size());
+  for (int o : b.outputs)
+    if (written_into_result(b, o)) {
+      bind[o].kind = BlobBinding::Result;
+      bind[o].bytes = 0;
+    }
   // First fit, largest blobs first.
   std::vector<int> roots;
   for (size_t i = 0; i < bind.size(); ++i)

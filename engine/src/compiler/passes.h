@@ -38,7 +38,9 @@ namespace jobflow::compiler {
 
 // Where a blob's bytes live in a plan.
 struct BlobBinding {
-  enum Kind { Arena, Placeholder, Variable, Constant, Unused } kind = Unused;
+  // Result: a returned blob its one writer (a returned map's reorder)
+  // writes straight into the returned tensor; it has no arena space.
+  enum Kind { Arena, Placeholder, Variable, Constant, Result, Unused } kind = Unused;
   int root = -1;              // the blob whose storage this one shares (views: aliases_input)
   size_t offset = 0, bytes = 0;
   int first = -1, last = -1;  // step range of the root's lifetime (arena roots)
