@@ -307,6 +307,22 @@ TEST_F(Precision, PoolingBinaryAndGlobalAverageInTheChain) {
   });
 }
 
+// x.mean((2, 3)) (no kept dims) of a chain's blob, then a classifier: in a
+// bf16 plan the pool runs as written (the layouts pass lowers it in float32
+// plans only; a bf16 chain's pool would write bfloat16), on the
+// convolution's float32 output. 32 channels: nChw16c and channels-last
+// alike; 24: a padded block.
+TEST_F(Precision, GlobalAverageWithoutKeptDimsThenAClassifier) {
+  for (int64_t k : {32, 24}) {
+    const std::string n = "p_gapnk" + std::to_string(k);
+    check(n, random_float32({2, 8, 12, 11}, 11 + static_cast<int>(k)), [&](Blob b) {
+      Blob a = flow::nn::relu(conv(b, n + "_w0", k, 3));
+      Blob c = flow::nn::relu(conv(a, n + "_w1", k, 3));
+      return flow::matmul(flow::reduce_mean(c, {2, 3}, false), var(n + "_fc", {10, k}), false, true);
+    });
+  }
+}
+
 // efficientnet's block: expansion + swish, depthwise + swish (Jobflow's own
 // bf16 swish after the convolution), squeeze-and-excitation (its bf16
 // channel-wise mul, in place), projection.
