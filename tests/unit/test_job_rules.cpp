@@ -1010,6 +1010,65 @@ TEST_F(JobRules, ResumedTrainingContinuesItsLearningRateSchedule) {
   fs::remove_all(dir);
 }
 
+// A returned resize or concat that no step reads writes straight into the
+// result's memory (Primitive::writes_output_anywhere: no copy out of the
+// arena after the call), with the same values as when a step reads it too
+// (then it is copied out). The concats go over many threads' byte ranges:
+// one outer slab of two pieces (batch 1, axis 1) and 40 slabs of two.
+TEST_F(JobRules, ReturnedResizeAndConcatAreWrittenIntoTheResults) {
+  const flow::Shape xs{1, 40, 30, 30};
+  auto define = [&](bool read) {
+    return flow::global_function(
+        flow::Predict, flow::function_config().name(read ? "rc_read" : "rc_direct").num_threads(2), {flow::Numpy::Placeholder(xs)},
+        [&](Blob x) -> std::tuple<flow::Numpy, flow::Numpy, flow::Numpy, flow::Numpy> {
+          flow::nn::ResizeOptions linear;
+          linear.mode = "linear";
+          Blob r = flow::nn::resize(flow::mul(x, x), {1, 40, 45, 75}, linear);
+          Blob c1 = flow::concat({flow::add(x, x), flow::slice(x, {0, 0, 0, 0}, {1, 24, 30, 30})}, 1);
+          Blob c2 = flow::concat({flow::mul(x, x), flow::slice(x, {0, 0, 0, 0}, {1, 40, 10, 30})}, 2);
+          Blob n = read ? flow::reduce_sum(flow::concat({flow::reshape(r, {-1}), flow::reshape(c1, {-1}), flow::reshape(c2, {-1})}, 0))
+                        : flow::reduce_sum(x);
+          return {r, c1, c2, n};
+        });
+  };
+  auto direct = define(false), read = define(true);
+  EXPECT_EQ(direct.compiled()->plan().outputs_written_directly(), 3) << direct.compiled()->describe();
+  EXPECT_EQ(read.compiled()->plan().outputs_written_directly(), 0) << read.compiled()->describe();
+  std::vector<std::tuple<Tensor, Tensor, Tensor, Tensor>> held;
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 3; ++i) {
+    inputs.push_back(iota(xs, 0.01f * static_cast<float>(i + 1)));
+    held.push_back(direct(inputs.back()));
+  }
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 3; ++i) {
+      const auto [r, c1, c2, n] = round == 0 ? held[i] : direct(inputs[i]);
+      const auto [wr, wc1, wc2, wn] = read(inputs[i]);
+      EXPECT_EQ(r.shape(), (flow::Shape{1, 40, 45, 75}));
+      EXPECT_EQ(c1.shape(), (flow::Shape{1, 64, 30, 30}));
+      EXPECT_EQ(c2.shape(), (flow::Shape{1, 40, 40, 30}));
+      EXPECT_TRUE(r.equal(wr)) << "round " << round << ", call " << i;
+      EXPECT_TRUE(c1.equal(wc1)) << "round " << round << ", call " << i;
+      EXPECT_TRUE(c2.equal(wc2)) << "round " << round << ", call " << i;
+    }
+  // The concats, every element: x + x, then x's first 24 channels; x * x
+  // (40 rows), then x's first 10 rows.
+  for (int i = 0; i < 3; ++i) {
+    const float* xv = inputs[i].data<float>();
+    Tensor w1({1, 64, 30, 30}, flow::Float), w2({1, 40, 40, 30}, flow::Float);
+    for (int64_t c = 0; c < 64; ++c)
+      for (int64_t p = 0; p < 900; ++p) w1.data<float>()[c * 900 + p] = c < 40 ? 2 * xv[c * 900 + p] : xv[(c - 40) * 900 + p];
+    for (int64_t c = 0; c < 40; ++c)
+      for (int64_t h = 0; h < 40; ++h)
+        for (int64_t w = 0; w < 30; ++w) {
+          const float v = xv[(c * 30 + (h < 30 ? h : h - 30)) * 30 + w];
+          w2.data<float>()[(c * 40 + h) * 30 + w] = h < 30 ? v * v : v;
+        }
+    EXPECT_EQ(jobflow::testing::max_abs_diff(std::get<1>(held[i]), w1), 0.0) << "call " << i;
+    EXPECT_EQ(jobflow::testing::max_abs_diff(std::get<2>(held[i]), w2), 0.0) << "call " << i;
+  }
+}
+
 // A call's results are fresh tensors the caller owns: a result it still
 // holds is never written by a later call, and the memory of one it has let
 // go of holds a later result (no page faults for a large result at every

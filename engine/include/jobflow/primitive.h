@@ -150,6 +150,11 @@ class Primitive {
   // Output `i` is a view of input `aliases_input(i)` (same bytes, e.g.
   // reshape): the memory plan gives it no buffer of its own. -1 = none.
   virtual int aliases_input(int /*out*/) const { return -1; }
+  // eval_cpu writes every element of output `i` into whatever memory
+  // out[i] holds at that call, reading none of it first and keeping no
+  // pointer to it: a plan may then point a returned output at the
+  // result's own memory (no copy out of the arena after the call).
+  virtual bool writes_output_anywhere(int /*out*/) const { return false; }
   // The op only moves its inputs' bytes, whatever their dtype (the sequence
   // ops): it may read the 16-bit float storage types, which other ops
   // refuse (Graph::add).

@@ -454,6 +454,7 @@ class LayoutReorder final : public Primitive {
   // Made for a return (then the plan may point its output at the returned
   // tensor: eval_cpu writes wherever out[0] is, every call).
   bool returned() const { return returned_; }
+  bool writes_output_anywhere(int) const override { return returned_; }
 
  private:
   TensorSpec spec_;

@@ -434,6 +434,7 @@ class Resize final : public Primitive {
   bool differentiable_input(int i) const override { return i == 0; }
   bool output_shape_from_data() const override { return p_.shape_input != 0; }
   bool shape_reads_value(int i) const override { return p_.shape_input != 0 && i == 1; }
+  bool writes_output_anywhere(int) const override { return true; }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     expect_inputs(name(), in, p_.shape_input ? 2 : 1);
     p_.check(name(), in[0]);
