@@ -106,6 +106,9 @@ class Plan {
   const PlanOptions& options() const { return opts_; }
   // Outputs a step writes straight into the returned tensor (for tests).
   int outputs_written_directly() const;
+  // Inputs their producers write in place inside their consumer's output
+  // (Primitive::input_within_output; for tests).
+  int inputs_in_place() const { return inputs_in_place_; }
   // With JOBFLOW_PROFILE=1 in the environment, time spent per node is
   // accumulated and printed to stderr when the plan is destroyed.
   ~Plan();
@@ -154,6 +157,7 @@ class Plan {
   std::shared_ptr<void> step_var_;                // the step variable's entry (train jobs)
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0, unshared_bytes_ = 0;
+  int inputs_in_place_ = 0;
   int64_t step_ = 0;  // calls run (the step of jobs without a step variable)
   int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;

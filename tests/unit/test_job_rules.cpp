@@ -1013,8 +1013,9 @@ TEST_F(JobRules, ResumedTrainingContinuesItsLearningRateSchedule) {
 // A returned resize or concat that no step reads writes straight into the
 // result's memory (Primitive::writes_output_anywhere: no copy out of the
 // arena after the call), with the same values as when a step reads it too
-// (then it is copied out). The concats go over many threads' byte ranges:
-// one outer slab of two pieces (batch 1, axis 1) and 40 slabs of two.
+// (then it is copied out). The concats go over two threads' byte ranges:
+// one outer slab of two parts (batch 1, axis 1: the parts are written in
+// place in it) and 40 slabs of two.
 TEST_F(JobRules, ReturnedResizeAndConcatAreWrittenIntoTheResults) {
   const flow::Shape xs{1, 40, 30, 30};
   auto define = [&](bool read) {
@@ -1032,7 +1033,10 @@ TEST_F(JobRules, ReturnedResizeAndConcatAreWrittenIntoTheResults) {
         });
   };
   auto direct = define(false), read = define(true);
-  EXPECT_EQ(direct.compiled()->plan().outputs_written_directly(), 3) << direct.compiled()->describe();
+  // (c1's parts are written in place inside it instead: its producers'
+  // outputs are bound there at compile time, so c1 stays in the arena.)
+  EXPECT_EQ(direct.compiled()->plan().outputs_written_directly(), 2) << direct.compiled()->describe();
+  EXPECT_EQ(direct.compiled()->plan().inputs_in_place(), 2) << direct.compiled()->describe();
   EXPECT_EQ(read.compiled()->plan().outputs_written_directly(), 0) << read.compiled()->describe();
   std::vector<std::tuple<Tensor, Tensor, Tensor, Tensor>> held;
   std::vector<Tensor> inputs;
@@ -1066,6 +1070,56 @@ TEST_F(JobRules, ReturnedResizeAndConcatAreWrittenIntoTheResults) {
         }
     EXPECT_EQ(jobflow::testing::max_abs_diff(std::get<1>(held[i]), w1), 0.0) << "call " << i;
     EXPECT_EQ(jobflow::testing::max_abs_diff(std::get<2>(held[i]), w2), 0.0) << "call " << i;
+  }
+}
+
+// A concat along an axis with only 1s before it: the inputs its producers
+// can write in place inside its output (their own arena blobs, read by the
+// concat alone, parts starting on 64-byte lines) are bound there and the
+// concat copies only the others. Every element against the formula, over
+// calls; the arena is smaller by the parts put in place.
+TEST_F(JobRules, ConcatInputsAreWrittenInPlaceInItsOutput) {
+  struct Case {
+    flow::Shape x;
+    bool shared;   // the first part is also read by another node
+    int in_place;  // parts bound inside the concat's output
+  };
+  const std::vector<Case> cases = {{{1, 16, 12, 12}, false, 3},   // 9216-byte parts
+                                   {{1, 16, 12, 12}, true, 2},
+                                   {{1, 3, 5, 5}, false, 1},      // 300-byte parts: the first only
+                                   {{2, 16, 12, 12}, false, 0}};  // two images: parts not contiguous
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    const std::string name = "cat_in_place" + std::to_string(k);
+    auto job = flow::global_function(
+        flow::Predict, flow::function_config().name(name).num_threads(2), {flow::Numpy::Placeholder(c.x)},
+        [&](Blob x) -> std::tuple<flow::Numpy, flow::Numpy> {
+          // t lives between a's step and the concat's: it must not share
+          // the output's storage, where a already is.
+          Blob a = flow::mul(x, x), t = flow::add(x, x);
+          Blob b = flow::add(t, x), s = flow::math::sigmoid(t);
+          Blob cat = flow::concat({a, b, s}, 1);
+          return {flow::add(cat, cat), c.shared ? flow::reduce_sum(a) : flow::reduce_sum(x)};
+        });
+    const auto& plan = job.compiled()->plan();
+    EXPECT_EQ(plan.inputs_in_place(), c.in_place) << name << "\n" << plan.describe();
+    const int64_t N = c.x[0], C = c.x[1], P = c.x[2] * c.x[3];
+    for (int call = 0; call < 3; ++call) {
+      const Tensor x = iota(c.x, 0.01f * static_cast<float>(call + 1));
+      const Tensor y = std::get<0>(job(x));
+      ASSERT_EQ(y.shape(), (flow::Shape{N, 3 * C, c.x[2], c.x[3]})) << name;
+      const float* xv = x.data<float>();
+      double worst = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t q = 0; q < 3 * C; ++q)
+          for (int64_t p = 0; p < P; ++p) {
+            const float v = xv[(n * C + q % C) * P + p];
+            const float part = q < C ? v * v : q < 2 * C ? 3 * v : 1.f / (1.f + std::exp(-2 * v));
+            const double d = std::abs(static_cast<double>(y.data<float>()[(n * 3 * C + q) * P + p]) - 2.0 * part);
+            worst = std::max(worst, d / std::max(1.0, std::abs(2.0 * part)));
+          }
+      EXPECT_LE(worst, 1e-6) << name << ", call " << call;
+    }
   }
 }
 

@@ -155,6 +155,12 @@ class Primitive {
   // pointer to it: a plan may then point a returned output at the
   // result's own memory (no copy out of the arena after the call).
   virtual bool writes_output_anywhere(int /*out*/) const { return false; }
+  // Input `i` (of the inputs `in`) lands unchanged in output 0 as one run
+  // of bytes starting at the returned byte offset, and eval_cpu copies
+  // nothing where the input already is there (a concat whose axis has only
+  // 1s before it); -1 otherwise. The memory plan may then bind the input
+  // as that part of the output, so its producer writes it in place.
+  virtual int64_t input_within_output(int /*i*/, const std::vector<TensorSpec>& /*in*/) const { return -1; }
   // The op only moves its inputs' bytes, whatever their dtype (the sequence
   // ops): it may read the 16-bit float storage types, which other ops
   // refuse (Graph::add).

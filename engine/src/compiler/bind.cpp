@@ -74,6 +74,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
   plan->outputs_ = b.outputs;
   plan->arena_bytes_ = b.arena_bytes;
   plan->unshared_bytes_ = b.unshared_bytes;
+  plan->inputs_in_place_ = b.inputs_in_place;
   plan->arena_ = aligned_alloc_shared(std::max<size_t>(b.arena_bytes, kAlign));
   const Graph& G = *b.graph;
   const auto& bnd = b.bind;
@@ -85,7 +86,8 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
     const BlobBinding& bb = bnd[bl];
     const TensorSpec& s = G.blobs[bl].spec;
     switch (bb.kind) {
-      case BlobBinding::Arena: return Tensor::wrap(base + bnd[bb.root].offset, s.shape, s.dtype, plan->arena_);
+      case BlobBinding::Arena:
+        return Tensor::wrap(base + bnd[bb.root].offset + bb.within, s.shape, s.dtype, plan->arena_);
       case BlobBinding::Variable: {
         auto* v = dynamic_cast<const internal::VariableOp*>(G.nodes[G.blobs[bb.root].producer].op.get());
         return v->entry()->value.reshape(s.shape);

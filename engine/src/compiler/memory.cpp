@@ -48,6 +48,52 @@ static bool written_into_result(const PlanBuild& b, int o) {
   return w.placement.device == "cpu" && w.op->writes_output_anywhere(k);
 }
 
+// An input its consumer copies unchanged into one run of its output
+// (Primitive::input_within_output: a concat along an axis with only 1s
+// before it, deeplabv3's ASPP at batch 1) is bound as that part of the
+// output, so its producer writes it in place and the consumer copies
+// nothing: where the input is an arena blob of its own (plain, no view of
+// it, not returned), read by that consumer alone and once, made by a CPU
+// node, and the part starts on a 64-byte line (the kernels' vector
+// stores). The output's storage then lives from the first such
+// producer's step.
+static void place_inputs_within_outputs(PlanBuild& b, const std::vector<int>& step_of) {
+  const Graph& G = *b.graph;
+  auto& bind = b.bind;
+  std::vector<int> readers(G.blobs.size(), 0), rooted(G.blobs.size(), 0);
+  for (int n : b.order)
+    for (int in : G.nodes[n].inputs) ++readers[in];
+  for (size_t bl = 0; bl < bind.size(); ++bl)
+    if (bind[bl].root >= 0 && bind[bl].root != static_cast<int>(bl)) ++rooted[bind[bl].root];
+  for (int n : b.order) {
+    const Node& node = G.nodes[n];
+    if (node.placement.device != "cpu" || node.outputs.size() != 1) continue;
+    const int o = node.outputs[0];
+    if (bind[o].kind != BlobBinding::Arena || bind[o].root != o) continue;
+    std::vector<TensorSpec> specs;
+    for (int in : node.inputs) specs.push_back(G.blobs[in].spec);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int in = node.inputs[i];
+      const int64_t at = node.op->input_within_output(static_cast<int>(i), specs);
+      if (at < 0 || at % 64 != 0) continue;
+      const BlobBinding& bi = bind[in];
+      const int p = G.blobs[in].producer;
+      const size_t plain = static_cast<size_t>(numel(G.blobs[in].spec.shape)) * dtype_size(G.blobs[in].spec.dtype);
+      const size_t laid = static_cast<size_t>(in) < b.layout_bytes.size() ? b.layout_bytes[in] : 0;
+      if (bi.kind != BlobBinding::Arena || bi.root != in || rooted[in] || readers[in] != 1 || (laid && laid != plain) ||
+          std::count(b.outputs.begin(), b.outputs.end(), in) || p < 0 || G.nodes[p].placement.device != "cpu" ||
+          step_of[p] < 0 || step_of[p] >= step_of[n])
+        continue;
+      bind[in].root = o;
+      bind[in].within = static_cast<size_t>(at);
+      bind[in].bytes = 0;
+      bind[o].first = std::min(bind[o].first, step_of[p]);
+      ++rooted[o];
+      ++b.inputs_in_place;
+    }
+  }
+}
+
 void plan_memory(PlanBuild& b) {
   const Graph& G = *b.graph;
   const size_t N = G.nodes.size();
@@ -89,6 +135,7 @@ void plan_memory(PlanBuild& b) {
       }
     }
   }
+  place_inputs_within_outputs(b, step_of);
   // Lifetimes: a root lives until its last reader (through any alias).
   for (int n : b.order)
     for (int in : G.nodes[n].inputs) {

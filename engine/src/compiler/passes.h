@@ -43,6 +43,7 @@ struct BlobBinding {
   enum Kind { Arena, Placeholder, Variable, Constant, Result, Unused } kind = Unused;
   int root = -1;              // the blob whose storage this one shares (views: aliases_input)
   size_t offset = 0, bytes = 0;
+  size_t within = 0;          // bytes into the root's storage (an input placed in its concat's output)
   int first = -1, last = -1;  // step range of the root's lifetime (arena roots)
 };
 
@@ -66,6 +67,7 @@ struct PlanBuild {
   // memory
   std::vector<BlobBinding> bind;    // per blob
   size_t arena_bytes = 0, unshared_bytes = 0;
+  int inputs_in_place = 0;          // inputs bound inside their consumer's output (input_within_output)
 };
 
 // Nodes placed on a device whose backend this build or machine lacks (a

@@ -235,6 +235,19 @@ class Concat final : public Primitive {
   OpKind kind() const override { return OpKind::Concat; }
   Attrs attributes() const override { return {{"axis", int64_t{axis_}}}; }
   bool writes_output_anywhere(int) const override { return true; }
+  int64_t input_within_output(int i, const std::vector<TensorSpec>& in) const override {
+    const Shape& s0 = in.at(0).shape;
+    const int r = static_cast<int>(s0.size());
+    const int ax = axis_ < 0 ? axis_ + r : axis_;
+    for (int d = 0; d < ax; ++d)
+      if (s0[d] != 1) return -1;
+    int64_t at = 0;
+    for (int k = 0; k < i; ++k) {
+      if (!is_static(in[k].shape)) return -1;
+      at += numel(in[k].shape) * static_cast<int64_t>(dtype_size(in[k].dtype));
+    }
+    return at;
+  }
   std::vector<TensorSpec> infer(const std::vector<TensorSpec>& in) const override {
     if (in.empty()) op_error("concat", "needs at least one input");
     const Shape& s0 = in[0].shape;
@@ -291,7 +304,10 @@ class Concat final : public Primitive {
         for (const Tensor& t : in) {
           const int64_t chunk = t.shape()[ax] * v.inner * es;
           const int64_t lo = std::max(at, begin), hi = std::min(at + chunk, end);
-          if (lo < hi) std::memcpy(y + lo, static_cast<const char*>(t.raw()) + o * chunk + (lo - at), hi - lo);
+          const char* src = static_cast<const char*>(t.raw()) + o * chunk + (lo - at);
+          // (Not onto itself: an input the memory plan put in place, see
+          // input_within_output.)
+          if (lo < hi && src != y + lo) std::memcpy(y + lo, src, hi - lo);
           at += chunk;
         }
       }
