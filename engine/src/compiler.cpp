@@ -69,6 +69,19 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   ctx.training = opts_.type == JobType::Train;
   ctx.bf16 = bf16_;
   ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step) : 0.0;
+  // A step that throws leaves no slot holding the caller's tensors or a
+  // result's memory until the plan's next call (a plan evicted from the
+  // cache may never run again).
+  struct Release {
+    Plan* p;
+    bool armed = true;
+    ~Release() {
+      if (!armed) return;
+      for (const Patch& q : p->patches_) (q.is_output ? p->steps_[q.step].out : p->steps_[q.step].in)[q.slot] = Tensor();
+      for (const auto& [st, slot] : p->out_direct_)
+        if (st >= 0) p->steps_[st].out[slot] = Tensor();
+    }
+  } release{this};
   if (!profile_) {
     for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
   } else {
@@ -86,6 +99,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
       prof_seconds_[i] += now() - t0;
     }
   }
+  release.armed = false;
   for (auto& v : written_) static_cast<internal::VariableEntry*>(v.get())->version.fetch_add(1, std::memory_order_acq_rel);
   // Drop the references to the caller's tensors.
   for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();

@@ -1123,6 +1123,24 @@ TEST_F(JobRules, ConcatInputsAreWrittenInPlaceInItsOutput) {
   }
 }
 
+// A call that fails part-way keeps nothing of the caller's: the plan's
+// steps let go of its input tensors when a step throws (they held them
+// until the plan's next call).
+TEST_F(JobRules, AFailedCallKeepsNoReferenceToItsInputs) {
+  auto job = flow::global_function(
+      flow::Predict, flow::function_config().name("fail_keeps_nothing"),
+      {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2}, flow::Int32)},
+      [](Blob logits, Blob labels) -> flow::Numpy {
+        return flow::nn::sparse_softmax_cross_entropy_with_logits(labels, flow::add(logits, logits));
+      });
+  Tensor x = iota({2, 3}), bad({2}, flow::Int32);
+  bad.data<int32_t>()[0] = 9, bad.data<int32_t>()[1] = 0;
+  const std::string e = error_of([&] { job(x, bad); });
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  EXPECT_EQ(x.storage().use_count(), 1);
+  EXPECT_EQ(bad.storage().use_count(), 1);
+}
+
 // A call's results are fresh tensors the caller owns: a result it still
 // holds is never written by a later call, and the memory of one it has let
 // go of holds a later result (no page faults for a large result at every

@@ -30,6 +30,8 @@ static bool written_into_result(const PlanBuild& b, int o) {
   const auto& bind = b.bind;
   if (bind[o].kind != BlobBinding::Arena || bind[o].root != o || std::count(b.outputs.begin(), b.outputs.end(), o) != 1)
     return false;
+  // (The result has the blob's plain size: not a blob in a format of its own.)
+  if (static_cast<size_t>(o) < b.layout_bytes.size() && b.layout_bytes[o] != 0) return false;
   for (size_t bl = 0; bl < bind.size(); ++bl)
     if (static_cast<int>(bl) != o && bind[bl].root == o) return false;
   int writer = -1;
@@ -78,9 +80,10 @@ static void place_inputs_within_outputs(PlanBuild& b, const std::vector<int>& st
       if (at < 0 || at % 64 != 0) continue;
       const BlobBinding& bi = bind[in];
       const int p = G.blobs[in].producer;
-      const size_t plain = static_cast<size_t>(numel(G.blobs[in].spec.shape)) * dtype_size(G.blobs[in].spec.dtype);
       const size_t laid = static_cast<size_t>(in) < b.layout_bytes.size() ? b.layout_bytes[in] : 0;
-      if (bi.kind != BlobBinding::Arena || bi.root != in || rooted[in] || readers[in] != 1 || (laid && laid != plain) ||
+      // (A blob in a format of its own, even one of the plain size such as
+      // nChw16c of whole blocks, is not the concat's bytes.)
+      if (bi.kind != BlobBinding::Arena || bi.root != in || rooted[in] || readers[in] != 1 || laid != 0 ||
           std::count(b.outputs.begin(), b.outputs.end(), in) || p < 0 || G.nodes[p].placement.device != "cpu" ||
           step_of[p] < 0 || step_of[p] >= step_of[n])
         continue;

@@ -304,10 +304,12 @@ class Concat final : public Primitive {
         for (const Tensor& t : in) {
           const int64_t chunk = t.shape()[ax] * v.inner * es;
           const int64_t lo = std::max(at, begin), hi = std::min(at + chunk, end);
-          const char* src = static_cast<const char*>(t.raw()) + o * chunk + (lo - at);
-          // (Not onto itself: an input the memory plan put in place, see
-          // input_within_output.)
-          if (lo < hi && src != y + lo) std::memcpy(y + lo, src, hi - lo);
+          if (lo < hi) {
+            const char* src = static_cast<const char*>(t.raw()) + o * chunk + (lo - at);
+            // (Not onto itself: an input the memory plan put in place, see
+            // input_within_output.)
+            if (src != y + lo) std::memcpy(y + lo, src, hi - lo);
+          }
           at += chunk;
         }
       }
