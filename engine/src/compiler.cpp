@@ -55,6 +55,17 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   // thread) that shares them sees whole steps; a train step writes them.
   internal::HeldVariables hold(&held_, opts_.type == JobType::Train);
   const int64_t step = step_var ? *step_var : step_;
+  // When the call ends, returned or thrown from a step, no slot keeps the
+  // caller's tensors or a result's memory (until the plan's next call,
+  // which a plan evicted from the cache may never get).
+  struct Release {
+    Plan* p;
+    ~Release() {
+      for (const Patch& q : p->patches_) (q.is_output ? p->steps_[q.step].out : p->steps_[q.step].in)[q.slot] = Tensor();
+      for (const auto& [st, slot] : p->out_direct_)
+        if (st >= 0) p->steps_[st].out[slot] = Tensor();
+    }
+  } release{this};
   for (const Patch& p : patches_) {
     Tensor t = inputs[p.input].reshape(p.shape);
     (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = std::move(t);
@@ -69,19 +80,6 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   ctx.training = opts_.type == JobType::Train;
   ctx.bf16 = bf16_;
   ctx.lr = opts_.schedule.impl() ? opts_.schedule.lr(step) : 0.0;
-  // A step that throws leaves no slot holding the caller's tensors or a
-  // result's memory until the plan's next call (a plan evicted from the
-  // cache may never run again).
-  struct Release {
-    Plan* p;
-    bool armed = true;
-    ~Release() {
-      if (!armed) return;
-      for (const Patch& q : p->patches_) (q.is_output ? p->steps_[q.step].out : p->steps_[q.step].in)[q.slot] = Tensor();
-      for (const auto& [st, slot] : p->out_direct_)
-        if (st >= 0) p->steps_[st].out[slot] = Tensor();
-    }
-  } release{this};
   if (!profile_) {
     for (Step& s : steps_) s.backend->eval(*s.op, s.in, s.out, ctx);
   } else {
@@ -99,10 +97,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
       prof_seconds_[i] += now() - t0;
     }
   }
-  release.armed = false;
   for (auto& v : written_) static_cast<internal::VariableEntry*>(v.get())->version.fetch_add(1, std::memory_order_acq_rel);
-  // Drop the references to the caller's tensors.
-  for (const Patch& p : patches_) (p.is_output ? steps_[p.step].out : steps_[p.step].in)[p.slot] = Tensor();
   ++step_;
   ++runs_;
   if (step_var) *step_var = step + 1;
@@ -138,8 +133,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
   out.reserve(out_views_.size());
   for (size_t i = 0; i < out_views_.size(); ++i) {
     if (const auto [st, slot] = out_direct_[i]; st >= 0) {  // written there by its step
-      out.push_back(std::move(steps_[st].out[slot]));
-      steps_[st].out[slot] = Tensor();
+      out.push_back(std::move(steps_[st].out[slot]));  // (the slot is cleared on the way out)
       continue;
     }
     out.push_back(copy_out(i, out_from_input_[i] >= 0 ? inputs[out_from_input_[i]].reshape(out_shapes_[i])

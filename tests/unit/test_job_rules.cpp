@@ -1123,10 +1123,10 @@ TEST_F(JobRules, ConcatInputsAreWrittenInPlaceInItsOutput) {
   }
 }
 
-// A call that fails part-way keeps nothing of the caller's: the plan's
-// steps let go of its input tensors when a step throws (they held them
-// until the plan's next call).
-TEST_F(JobRules, AFailedCallKeepsNoReferenceToItsInputs) {
+// A call keeps nothing of the caller's: the plan's steps let go of its
+// input tensors when the call returns and when a step throws (they held
+// them until the plan's next call).
+TEST_F(JobRules, CallsKeepNoReferenceToTheirInputs) {
   auto job = flow::global_function(
       flow::Predict, flow::function_config().name("fail_keeps_nothing"),
       {flow::Numpy::Placeholder({2, 3}), flow::Numpy::Placeholder({2}, flow::Int32)},
@@ -1139,6 +1139,12 @@ TEST_F(JobRules, AFailedCallKeepsNoReferenceToItsInputs) {
   EXPECT_NE(e.find("out of range"), std::string::npos) << e;
   EXPECT_EQ(x.storage().use_count(), 1);
   EXPECT_EQ(bad.storage().use_count(), 1);
+  // Nor does one that succeeds.
+  Tensor good({2}, flow::Int32);
+  good.data<int32_t>()[0] = 1, good.data<int32_t>()[1] = 0;
+  EXPECT_EQ(job(x, good).shape(), (flow::Shape{2}));
+  EXPECT_EQ(x.storage().use_count(), 1);
+  EXPECT_EQ(good.storage().use_count(), 1);
 }
 
 // A call's results are fresh tensors the caller owns: a result it still

@@ -16,57 +16,55 @@ constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
-// A returned blob is written straight into the returned tensor (Plan::run)
-// where its one writer, a CPU op, writes that output wherever it is told
-// (Primitive::writes_output_anywhere: a returned map's reorder out of the
-// chain's format, a resize, a concat) and nothing else in the plan touches
-// the blob: returned once, its own storage (no view of it, no view it is),
-// read by no step. Such a blob takes no arena space (the stem block of
-// ssdlite320 returning its 256 x 160 x 160 map reserved 26 MB it never
-// wrote) and is not copied out after the call (deeplabv3's 21 x 256 x 256
-// upsampled scores, 5.5 MB).
-static bool written_into_result(const PlanBuild& b, int o) {
-  const Graph& G = *b.graph;
-  const auto& bind = b.bind;
-  if (bind[o].kind != BlobBinding::Arena || bind[o].root != o || std::count(b.outputs.begin(), b.outputs.end(), o) != 1)
-    return false;
-  // (The result has the blob's plain size: not a blob in a format of its own.)
-  if (static_cast<size_t>(o) < b.layout_bytes.size() && b.layout_bytes[o] != 0) return false;
-  for (size_t bl = 0; bl < bind.size(); ++bl)
-    if (static_cast<int>(bl) != o && bind[bl].root == o) return false;
-  int writer = -1;
-  for (int n : b.order) {
-    const Node& node = G.nodes[n];
-    if (std::count(node.inputs.begin(), node.inputs.end(), o)) return false;
-    for (int out : node.outputs)
-      if (out == o) {
-        if (writer >= 0) return false;
-        writer = n;
-      }
+// Per blob, after the walk below: the steps reading it (a step reading it
+// twice counts twice) and the other blobs bound to its storage (views,
+// inputs placed inside it).
+namespace {
+struct Uses {
+  std::vector<int> readers, sharing;
+  explicit Uses(const PlanBuild& b) : readers(b.graph->blobs.size(), 0), sharing(b.graph->blobs.size(), 0) {
+    for (int n : b.order)
+      for (int in : b.graph->nodes[n].inputs) ++readers[in];
+    for (size_t bl = 0; bl < b.bind.size(); ++bl)
+      if (b.bind[bl].root >= 0 && b.bind[bl].root != static_cast<int>(bl)) ++sharing[b.bind[bl].root];
   }
-  if (writer < 0) return false;
-  const Node& w = G.nodes[writer];
-  const int k = static_cast<int>(std::find(w.outputs.begin(), w.outputs.end(), o) - w.outputs.begin());
-  return w.placement.device == "cpu" && w.op->writes_output_anywhere(k);
+};
+}  // namespace
+
+// A returned blob is written straight into the returned tensor (Plan::run)
+// where its writer, a CPU op of this plan, writes that output wherever it
+// is told (Primitive::writes_output_anywhere: a returned map's reorder out
+// of the chain's format, a resize, a concat) and nothing else in the plan
+// touches the blob: returned once, plain, its own storage (no view of it,
+// no view it is), read by no step. Such a blob takes no arena space (the
+// stem block of ssdlite320 returning its 256 x 160 x 160 map reserved 26 MB
+// it never wrote) and is not copied out after the call (deeplabv3's 21 x
+// 256 x 256 upsampled scores, 5.5 MB).
+static bool written_into_result(const PlanBuild& b, const Uses& u, const std::vector<int>& step_of, int o) {
+  const Graph& G = *b.graph;
+  const BlobBinding& bo = b.bind[o];
+  const size_t laid = static_cast<size_t>(o) < b.layout_bytes.size() ? b.layout_bytes[o] : 0;
+  const int w = G.blobs[o].producer;
+  if (bo.kind != BlobBinding::Arena || bo.root != o || laid != 0 || u.readers[o] || u.sharing[o] ||
+      std::count(b.outputs.begin(), b.outputs.end(), o) != 1 || w < 0 || step_of[w] < 0)
+    return false;
+  const Node& node = G.nodes[w];
+  const int k = static_cast<int>(std::find(node.outputs.begin(), node.outputs.end(), o) - node.outputs.begin());
+  return node.placement.device == "cpu" && node.op->writes_output_anywhere(k);
 }
 
 // An input its consumer copies unchanged into one run of its output
 // (Primitive::input_within_output: a concat along an axis with only 1s
 // before it, deeplabv3's ASPP at batch 1) is bound as that part of the
 // output, so its producer writes it in place and the consumer copies
-// nothing: where the input is an arena blob of its own (plain, no view of
+// nothing: where the input is a plain arena blob of its own (no view of
 // it, not returned), read by that consumer alone and once, made by a CPU
 // node, and the part starts on a 64-byte line (the kernels' vector
 // stores). The output's storage then lives from the first such
 // producer's step.
-static void place_inputs_within_outputs(PlanBuild& b, const std::vector<int>& step_of) {
+static void place_inputs_within_outputs(PlanBuild& b, Uses& u, const std::vector<int>& step_of) {
   const Graph& G = *b.graph;
   auto& bind = b.bind;
-  std::vector<int> readers(G.blobs.size(), 0), rooted(G.blobs.size(), 0);
-  for (int n : b.order)
-    for (int in : G.nodes[n].inputs) ++readers[in];
-  for (size_t bl = 0; bl < bind.size(); ++bl)
-    if (bind[bl].root >= 0 && bind[bl].root != static_cast<int>(bl)) ++rooted[bind[bl].root];
   for (int n : b.order) {
     const Node& node = G.nodes[n];
     if (node.placement.device != "cpu" || node.outputs.size() != 1) continue;
@@ -83,7 +81,7 @@ static void place_inputs_within_outputs(PlanBuild& b, const std::vector<int>& st
       const size_t laid = static_cast<size_t>(in) < b.layout_bytes.size() ? b.layout_bytes[in] : 0;
       // (A blob in a format of its own, even one of the plain size such as
       // nChw16c of whole blocks, is not the concat's bytes.)
-      if (bi.kind != BlobBinding::Arena || bi.root != in || rooted[in] || readers[in] != 1 || laid != 0 ||
+      if (bi.kind != BlobBinding::Arena || bi.root != in || u.sharing[in] || u.readers[in] != 1 || laid != 0 ||
           std::count(b.outputs.begin(), b.outputs.end(), in) || p < 0 || G.nodes[p].placement.device != "cpu" ||
           step_of[p] < 0 || step_of[p] >= step_of[n])
         continue;
@@ -91,7 +89,7 @@ static void place_inputs_within_outputs(PlanBuild& b, const std::vector<int>& st
       bind[in].within = static_cast<size_t>(at);
       bind[in].bytes = 0;
       bind[o].first = std::min(bind[o].first, step_of[p]);
-      ++rooted[o];
+      ++u.sharing[o];
       ++b.inputs_in_place;
     }
   }
@@ -138,7 +136,8 @@ void plan_memory(PlanBuild& b) {
       }
     }
   }
-  place_inputs_within_outputs(b, step_of);
+  Uses uses(b);
+  place_inputs_within_outputs(b, uses, step_of);
   // Lifetimes: a root lives until its last reader (through any alias).
   for (int n : b.order)
     for (int in : G.nodes[n].inputs) {
@@ -147,7 +146,7 @@ void plan_memory(PlanBuild& b) {
     }
   for (int o : b.outputs) bind[bind[o].root].last = static_cast<int>(b.order.size());
   for (int o : b.outputs)
-    if (written_into_result(b, o)) {
+    if (written_into_result(b, uses, step_of, o)) {
       bind[o].kind = BlobBinding::Result;
       bind[o].bytes = 0;
     }

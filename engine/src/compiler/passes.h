@@ -38,7 +38,7 @@ namespace jobflow::compiler {
 
 // Where a blob's bytes live in a plan.
 struct BlobBinding {
-  // Result: a returned blob its one writer (a returned map's reorder)
+  // Result: a returned blob its writer (Primitive::writes_output_anywhere)
   // writes straight into the returned tensor; it has no arena space.
   enum Kind { Arena, Placeholder, Variable, Constant, Result, Unused } kind = Unused;
   int root = -1;              // the blob whose storage this one shares (views: aliases_input)

@@ -451,9 +451,8 @@ class LayoutReorder final : public Primitive {
   Attrs attributes() const override;
   void eval_cpu(const std::vector<Tensor>& in, const std::vector<Tensor>& out, ExecContext& ctx) const override;
   const MemDesc& dst_desc() const { return to_; }
-  // Made for a return (then the plan may point its output at the returned
-  // tensor: eval_cpu writes wherever out[0] is, every call).
-  bool returned() const { return returned_; }
+  // Made for a return: then the plan may point its output at the returned
+  // tensor (eval_cpu writes wherever out[0] is, every call).
   bool writes_output_anywhere(int) const override { return returned_; }
 
  private:
