@@ -63,8 +63,9 @@ class FunctionConfig:
     """flow.FunctionConfig() / flow.function_config(): the settings of a job.
 
     OneFlow's: default_data_type, default_logical_view,
-    enable_auto_mixed_precision (convolutions in bfloat16 where the CPU has
-    AMX or AVX512_BF16, as in C++), and for the older API train.primary_lr /
+    enable_auto_mixed_precision (convolutions in bfloat16 where the CPU runs
+    them faster than float32: AMX, or fast AVX512_BF16 dot products, as in
+    C++), and for the older API train.primary_lr /
     train.model_update_conf. Jobflow's (as in C++): default_placement,
     max_in_flight, num_threads, seed, enable_fusion, name, summary_dir.
     Every setter returns the config.

@@ -5,7 +5,10 @@
 // differs from float32 by well under 1% of the output's largest magnitude.
 // The tests allow 2% (largest |bf16 - fp32| / largest |fp32|) per op and
 // for a chain, 3% for the gradient step of a train job. On a CPU without
-// AMX or AVX512_BF16 the job runs in float32: the results are then equal.
+// AMX or AVX512_BF16 the job runs in float32: the results are then equal;
+// so it does where the dot products are slower than float32 FMAs, unless
+// JOBFLOW_BF16=always (as `meson test` sets it: the bf16 kernels are
+// checked on every CPU that has them).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -20,6 +23,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,7 +46,9 @@ using jobflow::testing::rel_diff;
 constexpr double kOpTolerance = 2e-2;
 constexpr double kStepTolerance = 3e-2;
 
-bool have_bf16() { return flow::cpu::bf16_support() != flow::cpu::Bf16Support::None; }
+// Whether a bf16 job computes in bf16 here (the CPU's instructions, their
+// speed, JOBFLOW_BF16).
+bool have_bf16() { return flow::cpu::bf16_pays(); }
 
 // A bf16 plan's output `got` against the float32 plan's `want`: the same
 // bits on CPUs without bfloat16 (the plan computes float32 there), within
@@ -103,6 +109,45 @@ TEST(Compare, DifferencesCountANaNOrInfinityOnOneSideAsInfinite) {
   // The same NaN or infinity on both sides is no difference; the scale is
   // the largest finite |b|.
   EXPECT_DOUBLE_EQ(rel_diff(t({1, nan, inf, 2}), t({1, nan, inf, 4})), 0.5);
+}
+
+// Which CPUs plan bf16: AMX always; AVX512_BF16 where its dot products
+// reach kBf16MinRate of the float32 FMA rate (AMD's Zen 4 and 5: about 2x;
+// an Intel Xeon whose AMX the hypervisor hides: 0.49x), or anyway with
+// JOBFLOW_BF16=always; never without the instructions.
+TEST(Bf16Choice, TilesAlwaysDotProductsWhenFastEnoughOrAskedFor) {
+  using flow::cpu::Bf16Support;
+  using flow::cpu::bf16_pays_at;
+  for (const char* env : {static_cast<const char*>(nullptr), "", "auto"}) {
+    const std::string e = env ? env : "(unset)";
+    EXPECT_TRUE(bf16_pays_at(Bf16Support::Amx, 0.0, env)) << e;
+    EXPECT_TRUE(bf16_pays_at(Bf16Support::Avx512Bf16, 2.0, env)) << e;
+    EXPECT_TRUE(bf16_pays_at(Bf16Support::Avx512Bf16, flow::cpu::kBf16MinRate, env)) << e;
+    EXPECT_FALSE(bf16_pays_at(Bf16Support::Avx512Bf16, 0.49, env)) << e;
+    EXPECT_FALSE(bf16_pays_at(Bf16Support::None, 2.0, env)) << e;
+  }
+  EXPECT_TRUE(bf16_pays_at(Bf16Support::Avx512Bf16, 0.49, "always"));
+  EXPECT_FALSE(bf16_pays_at(Bf16Support::None, 2.0, "always"));
+  try {
+    bf16_pays_at(Bf16Support::Avx512Bf16, 2.0, "yes");
+    ADD_FAILURE() << "JOBFLOW_BF16=yes accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "JOBFLOW_BF16='yes': expected auto (bf16 where it is faster) or always");
+  }
+  // The rates measured here: both where the CPU has AVX512_BF16, none
+  // elsewhere; cpu_isa() states the slow case.
+  const auto r = flow::cpu::bf16_rates();
+  if (__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_GT(r.dot_gflops, 0.0);
+    EXPECT_GT(r.fma_gflops, 0.0);
+    const bool slow = r.dot_gflops < flow::cpu::kBf16MinRate * r.fma_gflops;
+    EXPECT_EQ(flow::cpu_isa().find("bf16 jobs run in float32") != std::string::npos,
+              slow && flow::cpu::bf16_support() == Bf16Support::Avx512Bf16)
+        << flow::cpu_isa();
+  } else {
+    EXPECT_EQ(r.dot_gflops, 0.0);
+    EXPECT_EQ(r.fma_gflops, 0.0);
+  }
 }
 
 TEST_F(Precision, Convolution) {
