@@ -112,8 +112,8 @@ TEST(Compare, DifferencesCountANaNOrInfinityOnOneSideAsInfinite) {
 }
 
 // Which CPUs plan bf16: AMX always; AVX512_BF16 where its dot products
-// reach kBf16MinRate of the float32 FMA rate (AMD's Zen 4 and 5: about 2x;
-// an Intel Xeon whose AMX the hypervisor hides: 0.49x), or anyway with
+// reach kBf16MinRate of the float32 FMA rate (an Intel Xeon whose AMX the
+// hypervisor hides: 0.49x), or anyway with
 // JOBFLOW_BF16=always; never without the instructions.
 TEST(Bf16Choice, TilesAlwaysDotProductsWhenFastEnoughOrAskedFor) {
   using flow::cpu::Bf16Support;

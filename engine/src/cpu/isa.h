@@ -15,10 +15,10 @@ Bf16Support bf16_support();
 // (vdpbf16ps on 512-bit registers, 64 FLOPs each) and float32 FMAs
 // (vfmadd231ps, 32 FLOPs), each in 12 independent chains, measured once per
 // process (about 1 ms, alternating rounds, best of each). Zero where the
-// CPU has no AVX512_BF16. Intel's cores without AMX (a Xeon whose AMX the
-// hypervisor hides, Cooper Lake) issue one dot product every two cycles and
-// two FMAs every cycle: half the float32 rate; AMD's Zen 4 and Zen 5 twice
-// it.
+// CPU has no AVX512_BF16. An Intel Xeon whose AMX the hypervisor hides
+// (family 6 model 207) issues one dot product every two cycles and two FMAs
+// every cycle: half the float32 rate; on the AMD Zen 5 machines bf16 jobs
+// ran 1.2-1.9x faster than float32 (docs/performance.md).
 struct Bf16Rates {
   double dot_gflops = 0, fma_gflops = 0;
 };
