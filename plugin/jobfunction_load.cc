@@ -51,7 +51,7 @@ const GEnumValue kDeviceValues[] = {
 const GEnumValue kPrecisionValues[] = {
     {kPrecisionAuto, "The job file's jobflow.precision, else fp32", "auto"},
     {kPrecisionFp32, "float32 throughout", "fp32"},
-    {kPrecisionBf16, "Convolutions in bfloat16 with float32 accumulation (AMX or AVX512_BF16)", "bf16"},
+    {kPrecisionBf16, "Convolutions in bfloat16 with float32 accumulation where it is faster (AMX, fast AVX512_BF16)", "bf16"},
     {0, nullptr, nullptr}};
 
 /* The nick of `v` in `values`, whose entries are 0, 1, ... in order. */

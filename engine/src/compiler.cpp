@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "compiler/passes.h"
+#include "cpu/isa.h"
 #include "jobflow/backend.h"
 #include "session_internal.h"
 
@@ -31,6 +32,10 @@ std::shared_ptr<Plan> Plan::compile(std::shared_ptr<Graph> g, std::vector<int> i
 }
 
 std::shared_ptr<Plan> Plan::compile(compiler::PlanBuild& b) {
+  // Whether a bf16 job computes in bf16 here (the CPU's instructions and
+  // their speed, JOBFLOW_BF16), decided once: the layout pass and bind
+  // read opts.bf16 from here on.
+  if (b.opts.bf16) b.opts.bf16 = cpu::bf16_usable(b.opts.job_name);
   compiler::place(b);
   compiler::prune(b);
   compiler::fuse(b);

@@ -57,7 +57,8 @@ struct PlanOptions {
   JobType type = JobType::Predict;
   bool fusion = true;
   // FunctionConfig::enable_auto_mixed_precision: convolutions in bfloat16
-  // (compiler/layout.cpp) where the CPU has AMX or AVX512_BF16.
+  // (compiler/layout.cpp) where bf16 is usable here (cpu::bf16_usable:
+  // Plan::compile clears it elsewhere).
   bool bf16 = false;
   // The job's fixed OpenMP thread count (FunctionConfig::num_threads or
   // $JOBFLOW_NUM_THREADS); 0: chosen per call (cpu/threads.h).
@@ -162,7 +163,7 @@ class Plan {
   int64_t runs_ = 0;  // calls of this plan (profiles)
   bool profile_ = false;
   bool profile_cpu_ = false;  // JOBFLOW_PROFILE=cpu: the process's CPU time, not the wall clock
-  bool bf16_ = false;  // opts_.bf16 on a CPU with bfloat16 instructions
+  bool bf16_ = false;  // opts.bf16 after Plan::compile's cpu::bf16_usable()
   double flops_ = 0;
   std::vector<double> prof_seconds_;  // per step
 };

@@ -59,7 +59,8 @@ inline Options parse(int argc, char** argv, int default_epochs, const char* defa
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: %s [--epochs N] [--data DIR] [--model-dir DIR] [--shuffle|--no-shuffle] [--precision fp32|bf16]\n%s\n"
                   "--precision bf16: the jobs' convolutions and matrix products in bfloat16 (float32 weights and\n"
-                  "optimizer state; float32 with a notice on CPUs without AMX or AVX512_BF16)\n",
+                  "optimizer state; float32 with a notice on CPUs where bf16 is not faster: without AMX or fast\n"
+                  "AVX512_BF16 dot products)\n",
                   argv[0], usage);
       std::exit(0);
     } else {

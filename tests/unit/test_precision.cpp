@@ -131,7 +131,7 @@ TEST(Bf16Choice, TilesAlwaysDotProductsWhenFastEnoughOrAskedFor) {
   try {
     bf16_pays_at(Bf16Support::Avx512Bf16, 2.0, "yes");
     ADD_FAILURE() << "JOBFLOW_BF16=yes accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const flow::Error& e) {
     EXPECT_STREQ(e.what(), "JOBFLOW_BF16='yes': expected auto (bf16 where it is faster) or always");
   }
   // The rates measured here: both where the CPU has AVX512_BF16, none
@@ -148,6 +148,33 @@ TEST(Bf16Choice, TilesAlwaysDotProductsWhenFastEnoughOrAskedFor) {
     EXPECT_EQ(r.dot_gflops, 0.0);
     EXPECT_EQ(r.fma_gflops, 0.0);
   }
+}
+
+// A bad JOBFLOW_BF16 fails the compile of a job that asks for bf16, with
+// the job's name; a float32 job does not read it.
+TEST_F(Precision, ABadJobflowBf16IsACompileErrorNamingTheJob) {
+  const char* old = std::getenv("JOBFLOW_BF16");
+  const std::string saved = old ? old : "";
+  ::setenv("JOBFLOW_BF16", "yes", 1);
+  const Tensor x = random_float32({1, 16, 8, 8}, 3);
+  auto define = [&](bool bf16) {
+    return flow::global_function(flow::Predict,
+                                 flow::function_config().name(bf16 ? "net_bf16" : "net").enable_auto_mixed_precision(bf16),
+                                 {flow::Numpy::Placeholder(x.shape())},
+                                 [&](Blob b) -> flow::Numpy { return conv(b, bf16 ? "w_bf16" : "w", 16, 3); });
+  };
+  std::string error;
+  try {
+    auto job = define(true);
+    job(x);
+  } catch (const flow::Error& e) {
+    error = e.what();
+  }
+  Tensor y;
+  EXPECT_NO_THROW(y = define(false)(x));
+  if (old) ::setenv("JOBFLOW_BF16", saved.c_str(), 1); else ::unsetenv("JOBFLOW_BF16");
+  EXPECT_EQ(error, "[compile] job 'net_bf16': JOBFLOW_BF16='yes': expected auto (bf16 where it is faster) or always");
+  EXPECT_EQ(y.shape(), (Shape{1, 16, 8, 8}));
 }
 
 TEST_F(Precision, Convolution) {

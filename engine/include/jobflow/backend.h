@@ -53,8 +53,12 @@ std::vector<std::string> compiled_backends();
 
 // The instruction set oneDNN uses on this CPU, in words, with its bfloat16
 // support: "AVX-512 with bfloat16 dot products, no AMX (avx512_core_bf16)".
-// Benchmarks print it; bf16 jobs (enable_auto_mixed_precision) need AMX or
-// AVX512_BF16 and run in float32 elsewhere.
+// Where the bfloat16 dot products run below 0.75x the float32 FMA rate it
+// gives that rate and says that bf16 jobs run in float32 there unless
+// JOBFLOW_BF16=always. Benchmarks
+// print it; bf16 jobs (enable_auto_mixed_precision) need AMX, or
+// AVX512_BF16 at least that fast, and run in float32 elsewhere
+// (docs/user-guide/job-functions.md, "bf16: which CPUs").
 std::string cpu_isa();
 
 }  // namespace jobflow

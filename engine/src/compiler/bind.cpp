@@ -193,7 +193,7 @@ std::shared_ptr<Plan> bind(PlanBuild& b) {
                   "' is not an int64 (1,) session variable");
     plan->step_var_ = e;
   }
-  plan->bf16_ = b.opts.bf16 && cpu::bf16_usable(b.opts.job_name);
+  plan->bf16_ = b.opts.bf16;  // (Plan::compile: only where bf16 is usable)
   for (const Plan::Step& st : plan->steps_) plan->flops_ += step_flops(G.nodes[st.node], G);
   {
     std::vector<internal::VariableEntry*> held;

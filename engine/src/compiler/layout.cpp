@@ -40,7 +40,7 @@ class Pass {
   explicit Pass(PlanBuild& b)
       : G(*b.graph), order_(b.order), keep_(b.outputs.begin(), b.outputs.end()), opts_(b.opts),
         constants_(b.constants) {
-    compute_ = opts_.bf16 && cpu::bf16_usable(opts_.job_name) ? dt::bf16 : dt::f32;
+    compute_ = opts_.bf16 ? dt::bf16 : dt::f32;  // (Plan::compile: only where bf16 is usable)
     // The fixed count of inner products and oneDNN's Winograd convolutions
     // (cpu/threads.h): the job's own, else what cpu::auto_threads gives this
     // plan's work with the machine's load left out (one thread for a small

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "jobflow/backend.h"
+#include "jobflow/tensor.h"
 
 namespace jobflow {
 namespace cpu {
@@ -37,7 +38,10 @@ namespace {
 
 // Seconds for `iters` rounds of 12 independent vfmadd231ps (Dot: vdpbf16ps)
 // on 512-bit registers: the accumulators never feed each other, so the
-// loop runs at the instruction's throughput, not its latency.
+// loop runs at the instruction's throughput, not its latency. Every
+// register starts at zero (a denormal left by earlier code could send the
+// FMAs down a slow path), and vzeroupper at the end leaves no dirty upper
+// halves to slow the SSE code after it.
 template <bool Dot>
 __attribute__((target("avx512f,avx512bf16"))) double chains_seconds(long iters) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -45,16 +49,20 @@ __attribute__((target("avx512f,avx512bf16"))) double chains_seconds(long iters) 
   asm volatile(                                                                                                       \
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"                                                                            \
       "vmovaps %%zmm0, %%zmm1\n\t"                                                                                    \
+      "vmovaps %%zmm0, %%zmm2\n\tvmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"     \
+      "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\tvmovaps %%zmm0, %%zmm9\n\t"     \
+      "vmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\tvmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t" \
       "1:\n\t" op " %%zmm0, %%zmm1, %%zmm2\n\t" op " %%zmm0, %%zmm1, %%zmm3\n\t" op " %%zmm0, %%zmm1, %%zmm4\n\t" op \
       " %%zmm0, %%zmm1, %%zmm5\n\t" op " %%zmm0, %%zmm1, %%zmm6\n\t" op " %%zmm0, %%zmm1, %%zmm7\n\t" op              \
       " %%zmm0, %%zmm1, %%zmm8\n\t" op " %%zmm0, %%zmm1, %%zmm9\n\t" op " %%zmm0, %%zmm1, %%zmm10\n\t" op            \
       " %%zmm0, %%zmm1, %%zmm11\n\t" op " %%zmm0, %%zmm1, %%zmm12\n\t" op " %%zmm0, %%zmm1, %%zmm13\n\t"             \
       "dec %0\n\t"                                                                                                    \
-      "jnz 1b"                                                                                                        \
+      "jnz 1b\n\t"                                                                                                   \
+      "vzeroupper"                                                                                                    \
       : "+r"(iters)                                                                                                   \
       :                                                                                                               \
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",    \
-        "xmm13", "cc")
+        "xmm13", "xmm14", "xmm15", "cc")
   if constexpr (Dot)
     JF_CHAINS("vdpbf16ps");
   else
@@ -87,7 +95,7 @@ Bf16Rates bf16_rates() {
 bool bf16_pays_at(Bf16Support s, double rate_ratio, const char* env) {
   const std::string mode = env ? env : "";
   if (mode != "" && mode != "auto" && mode != "always")
-    throw std::invalid_argument("JOBFLOW_BF16='" + mode + "': expected auto (bf16 where it is faster) or always");
+    throw Error("JOBFLOW_BF16='" + mode + "': expected auto (bf16 where it is faster) or always");
   if (s == Bf16Support::None) return false;
   if (s == Bf16Support::Amx || mode == "always") return true;
   return rate_ratio >= kBf16MinRate;
@@ -107,7 +115,11 @@ bool bf16_pays() {
 }
 
 bool bf16_usable(const std::string& job) {
-  if (bf16_pays()) return true;
+  try {
+    if (bf16_pays()) return true;
+  } catch (const Error& e) {
+    throw Error("[compile] job '" + job + "': " + e.what());
+  }
   static std::mutex mu;
   static std::set<std::string> told;
   std::lock_guard<std::mutex> lk(mu);
@@ -152,7 +164,7 @@ const char* isa_description() {
         char at[64];
         std::snprintf(at, sizeof at, "%.2fx", ratio);
         return "AVX-512 with bfloat16 dot products at " + std::string(at) +
-               " the float32 FMA rate, no AMX: bf16 jobs run in float32 (" + n + ")";
+               " the float32 FMA rate, no AMX: bf16 jobs run in float32 unless JOBFLOW_BF16=always (" + n + ")";
       }
       case Bf16Support::None: break;
     }

@@ -33,7 +33,7 @@ constexpr double kBf16MinRate = 0.75;
 // tiles always pay) and JOBFLOW_BF16 (null, "" or "auto": by the rates;
 // "always": wherever the instructions exist, as the test suite runs, so
 // that the bf16 kernels are checked on every such CPU). Throws
-// std::invalid_argument on any other value.
+// jobflow::Error on any other value (bf16_usable() adds the job's name).
 bool bf16_pays_at(Bf16Support s, double rate_ratio, const char* env);
 // bf16_pays_at for this CPU and process (measured once).
 bool bf16_pays();
@@ -48,7 +48,8 @@ bool avx2_at_most();
 const char* isa_name();
 // The same in words, with the bf16 support ("AVX-512 with bfloat16 dot
 // products, no AMX (avx512_core_bf16)"; where they run below kBf16MinRate of
-// the float32 FMA rate, that rate and that bf16 jobs run in float32).
+// the float32 FMA rate, that rate and that bf16 jobs run in float32 unless
+// JOBFLOW_BF16=always).
 const char* isa_description();
 
 }  // namespace jobflow::cpu
