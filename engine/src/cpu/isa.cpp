@@ -10,7 +10,6 @@
 #include <iostream>
 #include <mutex>
 #include <set>
-#include <stdexcept>
 #include <string>
 
 #include "jobflow/backend.h"
@@ -101,17 +100,10 @@ bool bf16_pays_at(Bf16Support s, double rate_ratio, const char* env) {
   return rate_ratio >= kBf16MinRate;
 }
 
-namespace {
-double rate_ratio() {
-  const Bf16Rates r = bf16_rates();
-  return r.fma_gflops > 0 ? r.dot_gflops / r.fma_gflops : 0.0;
-}
-}  // namespace
-
 bool bf16_pays() {
   const Bf16Support s = bf16_support();
   // (Measured only where the answer depends on it.)
-  return bf16_pays_at(s, s == Bf16Support::Avx512Bf16 ? rate_ratio() : 0.0, std::getenv("JOBFLOW_BF16"));
+  return bf16_pays_at(s, s == Bf16Support::Avx512Bf16 ? bf16_rates().ratio() : 0.0, std::getenv("JOBFLOW_BF16"));
 }
 
 bool bf16_usable(const std::string& job) {
@@ -131,7 +123,7 @@ bool bf16_usable(const std::string& job) {
     const Bf16Rates r = bf16_rates();
     char rates[160];
     std::snprintf(rates, sizeof rates, "%.2fx its float32 FMA rate (%.0f against %.0f GFLOP/s on one core)",
-                  r.dot_gflops / r.fma_gflops, r.dot_gflops, r.fma_gflops);
+                  r.ratio(), r.dot_gflops, r.fma_gflops);
     std::cerr << "jobflow: job '" << job << "' asks for bf16 but this CPU's bfloat16 dot products (AVX512_BF16, no AMX) run at "
               << rates << ": slower than float32; running it in float32 (JOBFLOW_BF16=always keeps bf16)\n";
   }
@@ -158,9 +150,10 @@ const char* isa_description() {
     switch (bf16_support()) {
       case Bf16Support::Amx: return "AVX-512 and AMX with bfloat16 tiles (" + n + ")";
       case Bf16Support::Avx512Bf16: {
-        const Bf16Rates r = bf16_rates();
-        const double ratio = r.fma_gflops > 0 ? r.dot_gflops / r.fma_gflops : 0.0;
-        if (ratio >= kBf16MinRate) return "AVX-512 with bfloat16 dot products, no AMX (" + n + ")";
+        // (The rule without JOBFLOW_BF16: the text says what it changes.)
+        const double ratio = bf16_rates().ratio();
+        if (bf16_pays_at(Bf16Support::Avx512Bf16, ratio, nullptr))
+          return "AVX-512 with bfloat16 dot products, no AMX (" + n + ")";
         char at[64];
         std::snprintf(at, sizeof at, "%.2fx", ratio);
         return "AVX-512 with bfloat16 dot products at " + std::string(at) +

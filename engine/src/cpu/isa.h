@@ -21,6 +21,8 @@ Bf16Support bf16_support();
 // ran 1.2-1.9x faster than float32 (docs/performance.md).
 struct Bf16Rates {
   double dot_gflops = 0, fma_gflops = 0;
+  // dot_gflops / fma_gflops (0 where nothing was measured).
+  double ratio() const { return fma_gflops > 0 ? dot_gflops / fma_gflops : 0.0; }
 };
 Bf16Rates bf16_rates();
 // bf16 arithmetic is planned where its dot products reach this fraction of
