@@ -915,8 +915,8 @@ static void gst_job_function_class_init(GstJobFunctionClass* klass) {
       g_param_spec_enum("precision", "Precision",
                         "auto: the job file's jobflow.precision, else fp32; fp32; or bf16: convolutions in bfloat16 "
                         "with float32 accumulation where the CPU has AMX, or AVX512_BF16 dot products at least 0.75x as "
-                        "fast as its float32 FMAs (float32 after a one-line notice elsewhere; JOBFLOW_BF16=always "
-                        "keeps bf16 wherever the instructions exist)",
+                        "fast as its float32 FMAs (elsewhere float32, and a warning message that says why; "
+                        "JOBFLOW_BF16=always keeps bf16 wherever the instructions exist)",
                         jobflow::gst::function_precision_get_type(), jobflow::gst::kPrecisionAuto, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SUMMARY_DIR,

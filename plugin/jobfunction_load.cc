@@ -112,6 +112,14 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
     opts.loss = function_loss_nick(s.loss);
     opts.optimizer = s.optimizer;
   }
+  /* A bad JOBFLOW_BF16 is the precision's error, before any load. */
+  if (s.precision == kPrecisionBf16) {
+    try {
+      bf16_fallback();
+    } catch (const std::exception& e) {
+      throw LoadError{"precision", "bf16", e.what()};
+    }
+  }
   Device device;
   if (std::string why; !parse_device(opts.device, &device, &why))
     throw LoadError{"device", opts.device, why};  // a choice parse_device() refuses: the enum and it disagree
@@ -187,6 +195,23 @@ std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSet
                         ("device=%s: this build or machine has no CUDA device; the job runs on the CPU",
                          opts.device.c_str()),
                         (nullptr));
+  /* bf16 asked for (the property, or the job file under auto) but float32
+   * here: the engine's one stderr line is not enough for an application
+   * that reads the bus. */
+  if (l->job->definition().bf16) {
+    std::string why;
+    try {
+      why = bf16_fallback();
+    } catch (const std::exception& e) {
+      throw LoadError{"precision", function_precision_nick(s.precision), e.what()};
+    }
+    if (!why.empty())
+      GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
+                          ("%s: %s; the job runs in float32",
+                           s.precision == kPrecisionBf16 ? "precision=bf16" : "the job file's jobflow.precision=bf16",
+                           why.c_str()),
+                          (nullptr));
+  }
   GST_INFO_OBJECT(element, "loaded %s: %s", s.job.c_str(), sig.str().c_str());
   return l;
 }

@@ -78,7 +78,9 @@ struct LoadError {
 };
 
 /* Loads the job `s` describes; throws LoadError naming the property at
- * fault. Posts a warning on `element` when the job falls back to the CPU. */
+ * fault. Posts a warning on `element` when the job falls back to the CPU,
+ * and when it asks for bf16 and computes in float32 on this CPU
+ * (jobflow::bf16_fallback()). */
 std::shared_ptr<const LoadedJob> load_job(GstElement* element, const FunctionSettings& s);
 
 /* Posts `e` as the element error: RESOURCE/NOT_FOUND for a missing job

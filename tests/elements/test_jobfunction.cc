@@ -289,6 +289,20 @@ class Bus {
     int code;
     std::string text;  // message + debug
   };
+  // Warning messages, as errors() gives errors.
+  std::vector<Error> warnings() {
+    std::vector<Error> r;
+    for (GstMessage* m : messages()) {
+      if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_WARNING) continue;
+      GError* err = nullptr;
+      gchar* dbg = nullptr;
+      gst_message_parse_warning(m, &err, &dbg);
+      r.push_back({err->domain, err->code, std::string(err->message) + " | " + (dbg ? dbg : "")});
+      g_error_free(err);
+      g_free(dbg);
+    }
+    return r;
+  }
   std::vector<Error> errors() {
     std::vector<Error> r;
     for (GstMessage* m : messages()) {
@@ -1819,6 +1833,65 @@ TEST_F(JobFunction, EveryPrecisionLoadsTheJob) {
     gst_element_set_state(e, GST_STATE_NULL);
     gst_object_unref(e);
   }
+}
+
+// A job that asks for bf16 (the property, or the job file's
+// jobflow.precision under precision=auto) and computes in float32 on this
+// CPU is a warning on the bus that names what asked and gives the engine's
+// reason (jobflow::bf16_fallback()); where it computes in bf16, or float32
+// was asked for, there is none. Both JOBFLOW_BF16 modes run, so that each
+// CPU checks at least the case it has (the test setup sets "always").
+TEST_F(JobFunction, Bf16ThatRunsInFloat32IsAWarningNamingWhatAsked) {
+  const char* old = std::getenv("JOBFLOW_BF16");
+  const std::string saved = old ? old : "";
+  const std::string file_bf16 = (tmp_root() / "jobs" / "affine_bf16.onnx").string();
+  {
+    auto job = flow::global_function(flow::Predict,
+                                     flow::function_config().name("affine_bf16").enable_auto_mixed_precision(true),
+                                     {flow::Numpy::Placeholder({4}, flow::Float, "x")},
+                                     [](Blob x) -> flow::Numpy { return x * 2.0 + 1.0; });
+    flow::onnx::save(*job.compiled(), file_bf16);
+  }
+  struct Case {
+    std::string job, precision;
+    const char* asker;  // nullptr: float32 asked for, no warning
+  };
+  const std::vector<Case> cases = {{jobs().affine, "fp32", nullptr},
+                                   {jobs().affine, "auto", nullptr},
+                                   {jobs().affine, "bf16", "precision=bf16"},
+                                   {file_bf16, "auto", "the job file's jobflow.precision=bf16"},
+                                   {file_bf16, "fp32", nullptr}};
+  for (const char* mode : {"auto", "always"}) {
+    ::setenv("JOBFLOW_BF16", mode, 1);
+    const std::string why = flow::bf16_fallback();
+    for (const Case& c : cases) {
+      const std::string at = std::string(mode) + " " + c.job + " precision=" + c.precision;
+      Bus bus;
+      GstElement* e = make_function({{"job", c.job}, {"precision", c.precision}});
+      bus.attach(e);
+      ASSERT_EQ(gst_element_set_state(e, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS) << at << errors_text(bus);
+      const std::vector<Bus::Error> w = bus.warnings();
+      if (c.asker && !why.empty()) {
+        ASSERT_EQ(w.size(), 1u) << at;
+        EXPECT_EQ(w[0].domain, GST_RESOURCE_ERROR) << at;
+        EXPECT_EQ(w[0].code, GST_RESOURCE_ERROR_SETTINGS) << at;
+        EXPECT_EQ(w[0].text.substr(0, w[0].text.find(" | ")),
+                  std::string(c.asker) + ": " + why + "; the job runs in float32")
+            << at;
+      } else {
+        EXPECT_TRUE(w.empty()) << at << ": " << (w.empty() ? "" : w[0].text);
+      }
+      gst_element_set_state(e, GST_STATE_NULL);
+      gst_object_unref(e);
+    }
+  }
+  // A bad JOBFLOW_BF16 fails the start, naming the variable, whatever the CPU.
+  ::setenv("JOBFLOW_BF16", "yes", 1);
+  const std::string err =
+      start_error(make_function({{"job", jobs().affine}, {"precision", "bf16"}}), GST_RESOURCE_ERROR,
+                  GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_HAS(err, "precision=\"bf16\": JOBFLOW_BF16='yes': expected auto (bf16 where it is faster) or always");
+  if (old) ::setenv("JOBFLOW_BF16", saved.c_str(), 1); else ::unsetenv("JOBFLOW_BF16");
 }
 
 TEST_F(JobFunction, Defaults) {

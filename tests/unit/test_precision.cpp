@@ -148,6 +148,15 @@ TEST(Bf16Choice, TilesAlwaysDotProductsWhenFastEnoughOrAskedFor) {
     EXPECT_EQ(r.dot_gflops, 0.0);
     EXPECT_EQ(r.fma_gflops, 0.0);
   }
+  // The public reason: empty exactly where bf16 is planned, else the cause
+  // (no instructions, or the two rates).
+  const std::string why = flow::bf16_fallback();
+  EXPECT_EQ(why.empty(), flow::cpu::bf16_pays()) << why;
+  if (flow::cpu::bf16_support() == Bf16Support::None) {
+    EXPECT_EQ(why, std::string("this CPU has neither AMX nor AVX512_BF16 (") + flow::cpu::isa_name() + ")");
+  } else if (!why.empty()) {
+    EXPECT_EQ(why.find("this CPU's bfloat16 dot products (AVX512_BF16, no AMX) run at "), 0u) << why;
+  }
 }
 
 // A bad JOBFLOW_BF16 fails the compile of a job that asks for bf16, with

@@ -60,5 +60,14 @@ std::vector<std::string> compiled_backends();
 // AVX512_BF16 at least that fast, and run in float32 elsewhere
 // (docs/user-guide/job-functions.md, "bf16: which CPUs").
 std::string cpu_isa();
+// Why a job that asks for bf16 (enable_auto_mixed_precision, a job file's
+// jobflow.precision, `jobflow run --precision bf16`) computes in float32 on
+// this CPU, in words: "this CPU has neither AMX nor AVX512_BF16 (avx2)", or
+// the measured rates of its bfloat16 dot products against its float32 FMAs;
+// empty where such a job computes in bfloat16 (the rule above, and
+// JOBFLOW_BF16). The engine prints the same reason once per job when it
+// compiles one; the jobfunction element posts it as a warning message.
+// Throws jobflow::Error when JOBFLOW_BF16 is neither auto nor always.
+std::string bf16_fallback();
 
 }  // namespace jobflow

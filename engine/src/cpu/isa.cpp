@@ -106,27 +106,31 @@ bool bf16_pays() {
   return bf16_pays_at(s, s == Bf16Support::Avx512Bf16 ? bf16_rates().ratio() : 0.0, std::getenv("JOBFLOW_BF16"));
 }
 
+std::string bf16_fallback_reason() {
+  if (bf16_pays()) return "";
+  if (bf16_support() == Bf16Support::None)
+    return std::string("this CPU has neither AMX nor AVX512_BF16 (") + isa_name() + ")";
+  const Bf16Rates r = bf16_rates();
+  char rates[160];
+  std::snprintf(rates, sizeof rates, "%.2fx its float32 FMA rate (%.0f against %.0f GFLOP/s on one core)", r.ratio(),
+                r.dot_gflops, r.fma_gflops);
+  return std::string("this CPU's bfloat16 dot products (AVX512_BF16, no AMX) run at ") + rates +
+         ": slower than float32 (JOBFLOW_BF16=always keeps bf16)";
+}
+
 bool bf16_usable(const std::string& job) {
+  std::string why;
   try {
-    if (bf16_pays()) return true;
+    why = bf16_fallback_reason();
   } catch (const Error& e) {
     throw Error("[compile] job '" + job + "': " + e.what());
   }
+  if (why.empty()) return true;
   static std::mutex mu;
   static std::set<std::string> told;
   std::lock_guard<std::mutex> lk(mu);
-  if (!told.insert(job).second) return false;
-  if (bf16_support() == Bf16Support::None) {
-    std::cerr << "jobflow: job '" << job << "' asks for bf16 but this CPU has neither AMX nor AVX512_BF16 ("
-              << isa_name() << "); running it in float32\n";
-  } else {
-    const Bf16Rates r = bf16_rates();
-    char rates[160];
-    std::snprintf(rates, sizeof rates, "%.2fx its float32 FMA rate (%.0f against %.0f GFLOP/s on one core)",
-                  r.ratio(), r.dot_gflops, r.fma_gflops);
-    std::cerr << "jobflow: job '" << job << "' asks for bf16 but this CPU's bfloat16 dot products (AVX512_BF16, no AMX) run at "
-              << rates << ": slower than float32; running it in float32 (JOBFLOW_BF16=always keeps bf16)\n";
-  }
+  if (told.insert(job).second)
+    std::cerr << "jobflow: job '" << job << "' asks for bf16 but " << why << "; running it in float32\n";
   return false;
 }
 
@@ -169,5 +173,7 @@ const char* isa_description() {
 }  // namespace cpu
 
 std::string cpu_isa() { return cpu::isa_description(); }
+
+std::string bf16_fallback() { return cpu::bf16_fallback_reason(); }
 
 }  // namespace jobflow

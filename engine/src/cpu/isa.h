@@ -39,6 +39,10 @@ constexpr double kBf16MinRate = 0.75;
 bool bf16_pays_at(Bf16Support s, double rate_ratio, const char* env);
 // bf16_pays_at for this CPU and process (measured once).
 bool bf16_pays();
+// Why a job that asks for bf16 runs in float32 here, in words ("this CPU
+// has neither AMX nor AVX512_BF16 (avx2)"); empty where bf16_pays().
+// Throws as bf16_pays_at does. Public as jobflow::bf16_fallback().
+std::string bf16_fallback_reason();
 // Whether job `job`, which asks for bf16, gets it (bf16_pays()); otherwise
 // prints a one-line notice to stderr (once per job name) that says why and
 // returns false: the job runs in float32.
