@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include <jobflow/backend.h>
 #include <jobflow/checkpoint_io.h>
 #include <jobflow/data.h>
 #include <jobflow/session.h>
@@ -311,6 +312,10 @@ PYBIND11_MODULE(_jobflow, m) {
     session::reset();
   });
   m.def("train_step_variable", &session::train_step_variable);
+
+  // ---- the CPU (backend.h): flow.env.cpu_isa(), flow.env.bf16_fallback() ----
+  m.def("cpu_isa", &cpu_isa);
+  m.def("bf16_fallback", &bf16_fallback);
 
   // ---- data (data.h) ----
   m.def("default_mnist_dir", &data::default_mnist_dir);

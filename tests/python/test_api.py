@@ -378,6 +378,24 @@ def test_missing_data_says_how_to_install(tmp_path):
         del os.environ["JOBFLOW_DATA"]
 
 
+def test_env_says_what_this_cpu_gives_bf16_jobs(monkeypatch):
+    isa = flow.env.cpu_isa()
+    assert isa.endswith(")") and "(" in isa, isa
+    monkeypatch.setenv("JOBFLOW_BF16", "always")
+    why = flow.env.bf16_fallback()
+    # With "always": float32 exactly where the instructions are missing.
+    assert (why != "") == ("no bfloat16 instructions" in isa), (why, isa)
+    if why:
+        assert why.startswith("this CPU has neither AMX nor AVX512_BF16 ("), why
+    monkeypatch.setenv("JOBFLOW_BF16", "auto")
+    why = flow.env.bf16_fallback()
+    # By the rule: float32 where cpu_isa() says so (no instructions, or slow ones).
+    assert (why != "") == ("no bfloat16 instructions" in isa or "bf16 jobs run in float32" in isa), (why, isa)
+    monkeypatch.setenv("JOBFLOW_BF16", "yes")
+    with pytest.raises(flow.Error, match="JOBFLOW_BF16='yes': expected auto"):
+        flow.env.bf16_fallback()
+
+
 def test_settings_are_accepted():
     flow.config.gpu_device_num(1)
     flow.config.enable_debug_mode(True)
