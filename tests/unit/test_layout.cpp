@@ -278,8 +278,10 @@ TEST_F(Layout, BlockedFormatsStayPutWithReordersOnlyAtTheBoundaries) {
   // A mobile block: conv, max pool, depthwise conv, pointwise conv, a
   // squeeze-and-excitation (global average pool, 1x1 conv, sigmoid, mul
   // broadcast over H and W), a residual add of two blocked blobs, and a
-  // plain kernel at the end (reshape + matmul).
-  const Tensor x = random_float32({2, 3, 20, 20}, 4);
+  // plain kernel at the end (reshape + matmul). (8 input channels: a
+  // network's first convolution on 3 would take the pool into its node,
+  // AStemAndTheMaxPoolAfterItAreOneNode.)
+  const Tensor x = random_float32({2, 8, 20, 20}, 4);
   auto r = run_both("chain", x, [](Blob b) {
     Blob a = flow::nn::relu(conv(b, "ch_w0", 32, 3, 1, 2));
     Blob p = flow::nn::max_pool2d(a, 3, 2, "SAME");
@@ -718,10 +720,11 @@ TEST_F(Layout, ResidualBlockOnTheWinogradKernel) {
 }
 
 // resnet18's first residual block: the stem (7x7, stride 2, on 3 channels)
-// writes channels-last, the max pool keeps it, and the block's second
-// convolution adds the pool's output. Where Jobflow's Winograd kernel runs
-// at 16 lanes it reads that residual channels-last as it is (it had gone to
-// oneDNN's Winograd kernel, 0.51 against 0.35 ms in resnet18 at batch 1).
+// and the max pool after it (one node on Jobflow's kernel) write
+// channels-last, and the block's second convolution adds the pool's
+// output. Where Jobflow's Winograd kernel runs at 16 lanes it reads that
+// residual channels-last as it is (it had gone to oneDNN's Winograd
+// kernel, 0.51 against 0.35 ms in resnet18 at batch 1).
 TEST_F(Layout, WinogradTakesAChannelsLastResidual) {
   const Tensor x = random_float32({1, 3, 64, 64}, 45);
   auto r = run_both("wino_nhwc", x, [](Blob b) {
@@ -732,7 +735,7 @@ TEST_F(Layout, WinogradTakesAChannelsLastResidual) {
   });
   EXPECT_LE(rel_diff(r.fused, r.ref), 2e-5) << r.plan;
   if (flow::cpu::Winograd::preferred() && __builtin_cpu_supports("avx512f") && !flow::cpu::avx2_at_most()) {
-    EXPECT_TRUE(any_has(r.ops, "max_pool2d", "layout=f32:acdb")) << r.plan;
+    EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=maxpool layout=f32:acdb algo=expand_dw")) << r.plan;
     EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=sum+relu layout=f32:aBcd16b algo=winograd")) << r.plan;
     EXPECT_FALSE(any_has(r.ops, "conv2d", "onednn_winograd")) << r.plan;
   }
@@ -1392,8 +1395,10 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
     const Case& c = cases[i];
     const std::string n = "mpn" + std::to_string(i);
     Tensor x = random_float32(c.x, 240 + static_cast<int>(i), -2.f, 2.f);
+    // (A clip from -1: the stem's outputs go below zero, so the pool stays
+    // a node of its own and the padding must never win.)
     auto r = run_both(n, x, [&](Blob b) {
-      Blob s = flow::nn::relu(conv(b, n + "_stem", c.k, 3, 1, 2));
+      Blob s = flow::clip(conv(b, n + "_stem", c.k, 3, 1, 2), -1.0, 6.0);
       const std::vector<int64_t> pads{c.pad, c.pad, c.pad, c.pad};
       return conv(flow::nn::max_pool2d(s, c.ksize, c.stride, pads), n + "_after", 16, 1);
     });
@@ -1428,6 +1433,86 @@ TEST_F(Layout, MaxPoolOfChannelsLastRunsJobflowsLoop) {
         windows += hit;
       }
     EXPECT_EQ(nan_f, 32 * windows) << r.plan;
+  }
+}
+
+// A network's first convolution (at most 4 input channels) whose
+// activation is never negative and the max pool that alone reads it become
+// one node on Jobflow's kernel (fused=maxpool, algo=expand_dw): resnet18's
+// stem and pool, odd sizes, channel counts that are not multiples of 16, a
+// 5x5 stride-1 pool, two images; a NaN pixel gives NaN in every pool window
+// over it, as the nodes as written do. Not fused: an activation that goes
+// below zero (the kept rows' zero padding would win), and a stem output
+// read elsewhere too.
+TEST_F(Layout, AStemAndTheMaxPoolAfterItAreOneNode) {
+  struct Case {
+    Shape x;
+    int64_t k, ksize, stride, pool, pool_stride, pool_pad;
+    bool clip6;  // clip(0, 6) instead of relu
+  };
+  const std::vector<Case> cases = {{{1, 3, 64, 64}, 64, 7, 2, 3, 2, 1, false},
+                                   {{2, 3, 41, 37}, 24, 3, 2, 3, 2, 1, true},
+                                   {{1, 4, 15, 17}, 40, 3, 1, 5, 1, 2, false},
+                                   {{2, 1, 23, 19}, 16, 5, 2, 3, 1, 1, true}};
+  const bool own = flow::cpu::LayoutConv::own_expand_dw();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string n = "stem_pool" + std::to_string(i);
+    Tensor x = random_float32(c.x, 270 + static_cast<int>(i), -2.f, 2.f);
+    auto r = run_both(n, x, [&](Blob b) {
+      const int64_t h = c.ksize / 2;
+      Blob y = flow::nn::conv2d(b, var(n + "_w", {c.k, c.x[1], c.ksize, c.ksize}), c.stride,
+                                std::vector<int64_t>{h, h, h, h});
+      y = flow::nn::bias_add(y, var(n + "_b", {c.k}), 1);
+      y = c.clip6 ? flow::clip(y, 0.0, 6.0) : flow::nn::relu(y);
+      const int64_t q = c.pool_pad;
+      return flow::nn::max_pool2d(y, c.pool, c.pool_stride, std::vector<int64_t>{q, q, q, q});
+    });
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << n << "\n" << r.plan;
+    if (own) {
+      EXPECT_TRUE(any_has(r.ops, "conv2d", "maxpool layout=f32:acdb algo=expand_dw")) << n << "\n" << r.plan;
+      EXPECT_EQ(count(r.ops, "max_pool2d"), 0) << n << "\n" << r.plan;
+    }
+  }
+  // A NaN pixel.
+  {
+    Tensor x = random_float32({1, 3, 16, 16}, 280, -2.f, 2.f);
+    x.data<float>()[5 * 16 + 7] = NAN;
+    auto r = run_both("stem_pool_nan", x, [&](Blob b) {
+      Blob y = flow::nn::relu(conv(b, "stem_pool_nan_w", 32, 3, 1, 2));
+      return flow::nn::max_pool2d(y, 3, 2, std::vector<int64_t>{1, 1, 1, 1});
+    });
+    int64_t nan_f = 0, nan_r = 0;
+    for (int64_t k = 0; k < r.fused.numel(); ++k) nan_f += std::isnan(r.fused.data<float>()[k]);
+    for (int64_t k = 0; k < r.ref.numel(); ++k) nan_r += std::isnan(r.ref.data<float>()[k]);
+    EXPECT_GT(nan_r, 0) << r.plan;
+    EXPECT_EQ(nan_f, nan_r) << r.plan;
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;  // (the same NaNs on both sides: no difference)
+    if (own) EXPECT_TRUE(any_has(r.ops, "conv2d", "fused=maxpool")) << r.plan;
+  }
+  // Not fused: values below zero; the stem's output returned as well.
+  {
+    const Tensor x = random_float32({1, 3, 20, 20}, 281, -2.f, 2.f);
+    auto r = run_both("stem_pool_neg", x, [&](Blob b) {
+      Blob y = flow::clip(conv(b, "stem_pool_neg_w", 16, 3, 1, 2), -1.0, 6.0);
+      return flow::nn::max_pool2d(y, 3, 2, std::vector<int64_t>{1, 1, 1, 1});
+    });
+    EXPECT_LE(rel_diff(r.fused, r.ref), 1e-5) << r.plan;
+    EXPECT_EQ(count(r.ops, "max_pool2d"), 1) << r.plan;
+    EXPECT_FALSE(any_has(r.ops, "conv2d", "maxpool")) << r.plan;
+  }
+  {
+    const Tensor x = random_float32({1, 3, 20, 20}, 282, -2.f, 2.f);
+    auto f = flow::global_function(flow::Predict, flow::function_config().name("stem_pool_two"),
+                                   {flow::Numpy::Placeholder(x.shape())},
+                                   [&](Blob b) -> std::tuple<flow::Numpy, flow::Numpy> {
+                                     Blob y = flow::nn::relu(conv(b, "stem_pool_two_w", 16, 3, 1, 2));
+                                     return {y, flow::nn::max_pool2d(y, 3, 2, std::vector<int64_t>{1, 1, 1, 1})};
+                                   });
+    f(x);
+    const auto ops = f.compiled()->plan().op_sequence();
+    EXPECT_EQ(count(ops, "max_pool2d"), 1) << f.compiled()->describe();
+    EXPECT_FALSE(any_has(ops, "conv2d", "maxpool")) << f.compiled()->describe();
   }
 }
 

@@ -59,6 +59,7 @@ class Pass {
     fuse_depthwise();
     fuse_projection();
     fuse_gap();
+    fuse_max_pool();
     assign();
     bytes.assign(G.blobs.size(), 0);
     for (size_t b = 0; b < desc_.size(); ++b)
@@ -379,6 +380,53 @@ class Pass {
       ga.residual = gb.residual;
     }
     join_nodes(into);
+  }
+
+  // A network's first convolution and the max pool that alone reads its
+  // output become one node on Jobflow's kernel (cpu::LayoutConv::
+  // fuses_max_pool; ConvFusion::dw_max): resnet's 7x7 stem and its 3x3
+  // pool, whose 112x112x64 output then never reaches memory. The
+  // convolution's node takes the pool's output and its place in the order.
+  void fuse_max_pool() {
+    if (compute_ != dt::f32 || !cpu::LayoutConv::own_expand_dw()) return;
+    auto rd = readers();
+    std::map<int, int> into;
+    std::map<int, cpu::Conv2dParams> pools;
+    for (auto& [a, ga] : groups_) {
+      if (G.nodes[a].outputs.size() != 1) continue;
+      const int y = G.nodes[a].outputs[0];
+      if (keep_.count(y) || rd[y].size() != 1) continue;
+      const int b = rd[y][0];
+      const Node& pool = G.nodes[b];
+      // (Its second output, the workspace, is a (0,) placeholder in
+      // predict plans: nothing may read it.)
+      if (kind(b) != OpKind::MaxPool2d || groups_.count(b) || pool.inputs.size() != 1 || pool.inputs[0] != y ||
+          pool.outputs.empty() || pool.outputs.size() > 2)
+        continue;
+      if (pool.outputs.size() == 2 &&
+          (keep_.count(pool.outputs[1]) || !rd[pool.outputs[1]].empty() || numel(spec(pool.outputs[1]).shape) != 0))
+        continue;
+      const Shape& x = spec(y).shape;
+      const Shape& o = spec(pool.outputs[0]).shape;
+      const auto k = pool.op->attr_ints("kernel_shape"), st = pool.op->attr_ints("strides"),
+                 pd = pool.op->attr_ints("pads");
+      if (k.size() != 2 || st.size() != 2 || pd.size() != 4 || x.size() != 4 || o.size() != 4) continue;
+      cpu::Conv2dParams q{x[0], x[1], x[2], x[3], x[1], k[0], k[1], o[2], o[3]};
+      q.stride_h = st[0], q.stride_w = st[1];
+      q.pad_top = pd[0], q.pad_left = pd[1], q.pad_bottom = pd[2], q.pad_right = pd[3];
+      q.groups = x[1];
+      if (!cpu::LayoutConv::fuses_max_pool(ga.p, ga.f, q)) continue;
+      into[b] = a;
+      pools[a] = q;
+    }
+    for (const auto& [b, a] : into) {
+      ConvGroup& ga = groups_[a];
+      ga.f.dw = true;
+      ga.f.dw_max = true;
+      ga.f.dw_p = pools[a];
+    }
+    join_nodes(into);
+    for (const auto& [b, a] : into) G.nodes[a].outputs.resize(1);  // the pool's y, without the workspace
   }
 
   // A global average pool (reduce_mean over H and W, dims kept) of the

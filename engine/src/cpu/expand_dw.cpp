@@ -304,24 +304,75 @@ __attribute__((target("avx512f"))) inline void dw_pixels(const float* const* row
   }
 }
 
+// max(acc, v) where a NaN is the maximum (as max_pool2d has it: a NaN in
+// the window is the output). max_ps gives its second operand when either
+// is NaN: a NaN kept stays; a NaN read is taken by the mask.
+__attribute__((target("avx512f"))) inline __m512 max_nan(__m512 acc, __m512 v) {
+  return _mm512_mask_mov_ps(_mm512_maskz_max_ps(0xFFFF, v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+// B output pixels of a max pool over the kept rows (ExpandDepthwise's
+// max_pool): the maximum of each window's taps, rows of padding (null)
+// left out, the zero pixels of the rows' padding in (the pool's -infinity
+// where the first stage is never negative: fits_max_pool).
+template <int R, int B, int SW, typename OT>
+__attribute__((target("avx512f"))) inline void max_pixels(const float* const* rows, int64_t Ep, int64_t c0, OT* y,
+                                                          int64_t E, __mmask16 m) {
+  __m512 acc[B];
+  bool first = true;
+#pragma GCC unroll 5
+  for (int r = 0; r < R; ++r) {
+    if (!rows[r]) continue;
+    const float* rp = rows[r] + c0;
+#pragma GCC unroll 8
+    for (int j = 0; j < B; ++j) {
+      __m512 v = _mm512_load_ps(rp + j * SW * Ep);
+#pragma GCC unroll 5
+      for (int s = 1; s < R; ++s) v = max_nan(v, _mm512_load_ps(rp + (j * SW + s) * Ep));
+      acc[j] = first ? v : max_nan(acc[j], v);
+    }
+    first = false;
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < B; ++j) store16(y + j * E + c0, m, acc[j]);
+}
+
+// B output pixels of the second stage: the depthwise convolution, or with
+// Max the max pool.
+template <int R, int B, int SW, typename OT, bool Sum, bool Max>
+__attribute__((target("avx512f"))) inline void stage_pixels(const float* const* rows, int64_t Ep, int64_t c0,
+                                                            const __m512* wt, __m512 bv, OT* y, int64_t E,
+                                                            __mmask16 m, const Activation& a, __m512 l, __m512 h,
+                                                            __m512* sum) {
+  if constexpr (Max)
+    max_pixels<R, B, SW, OT>(rows, Ep, c0, y, E, m);
+  else
+    dw_pixels<R, B, SW, OT, Sum>(rows, Ep, c0, wt, bv, y, E, m, a, l, h, sum);
+}
+
 // One output row of the depthwise convolution, channels [e0, e1), from the
 // R expanded rows it reads (null: a row of padding), each with its left
 // and right padding as zero pixels: every window lies inside its rows.
 // Taps in the order r, then s, at every pixel.
 // OT: float32 or bfloat16 output. rsum (or null): each channel's sum over
-// the row's pixels, left to right, into rsum[e0, e1).
-template <int R, int B, int SW, typename OT, bool Sum>
+// the row's pixels, left to right, into rsum[e0, e1). Max: a row of the
+// max pool instead (w, b, a unused; no sums).
+template <int R, int B, int SW, typename OT, bool Sum, bool Max = false>
 __attribute__((target("avx512f"))) void dw_row_as(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
                                                   int64_t E, int64_t OW, const float* w, const float* b, OT* y,
                                                   const Activation& a, float* rsum) {
+  static_assert(!(Sum && Max), "no channel sums of a max pool");
   const __m512 l = _mm512_set1_ps(a.lo), h = _mm512_set1_ps(a.hi);
   for (int64_t c0 = e0; c0 < e1; c0 += 16) {
     const __mmask16 m = lanes(E - c0);
     __m512 sum = _mm512_setzero_ps();
     __m512 wt[R * R];
+    __m512 bv = _mm512_setzero_ps();
+    if constexpr (!Max) {
 #pragma GCC unroll 25
-    for (int t = 0; t < R * R; ++t) wt[t] = _mm512_load_ps(w + t * Ep + c0);
-    const __m512 bv = _mm512_load_ps(b + c0);
+      for (int t = 0; t < R * R; ++t) wt[t] = _mm512_load_ps(w + t * Ep + c0);
+      bv = _mm512_load_ps(b + c0);
+    }
     const float* at[R];
     int64_t ox = 0;
     auto step = [&](int64_t px) {
@@ -331,20 +382,28 @@ __attribute__((target("avx512f"))) void dw_row_as(const float* const* rows, int6
     while (ox + B <= OW) {
       OT* yo = y + ox * E;
       step(B);
-      dw_pixels<R, B, SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
+      stage_pixels<R, B, SW, OT, Sum, Max>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
     if (ox + B / 2 <= OW && B / 2 >= 1) {
       OT* yo = y + ox * E;
       step(B / 2);
-      dw_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
+      stage_pixels<R, (B / 2 > 0 ? B / 2 : 1), SW, OT, Sum, Max>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
     while (ox < OW) {
       OT* yo = y + ox * E;
       step(1);
-      dw_pixels<R, 1, SW, OT, Sum>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
+      stage_pixels<R, 1, SW, OT, Sum, Max>(at, Ep, c0, wt, bv, yo, E, m, a, l, h, &sum);
     }
     if constexpr (Sum) _mm512_store_ps(rsum + c0, sum);
   }
+}
+
+// One output row of the max pool (dw_row's form; w, b, a and rsum unused).
+template <int R, int B, int SW, typename OT>
+__attribute__((target("avx512f"))) void max_row(const float* const* rows, int64_t Ep, int64_t e0, int64_t e1,
+                                                int64_t E, int64_t OW, const float* w, const float* b, OT* y,
+                                                const Activation& a, float*) {
+  dw_row_as<R, B, SW, OT, false, true>(rows, Ep, e0, e1, E, OW, w, b, y, a, nullptr);
 }
 
 // dw_row_as, with the row's sums or without.
@@ -390,6 +449,10 @@ bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
          dw.OW == (dw.W + dw.pad_left + dw.pad_right - dw.S) / dw.stride_w + 1 && dw.OH > 0 && dw.OW > 0;
 }
 
+bool ExpandDepthwise::fits_max_pool(const Conv2dParams& p, const Conv2dParams& pool, const Activation& a1) {
+  return fits(p, pool) && a1.kind == Activation::Clamp && a1.lo >= 0.f;
+}
+
 size_t ExpandDepthwise::ring_bytes(const Conv2dParams& p, const Conv2dParams& dw) {
   const int64_t Wp = std::max(dw.pad_left + p.OW, (dw.OW - 1) * dw.stride_w + dw.R);
   return static_cast<size_t>(dw.R * Wp * ((p.K + 15) / 16 * 16)) * sizeof(float);
@@ -407,9 +470,13 @@ bool ExpandDepthwise::fits_expanded_residual(const Conv2dParams& p, const Conv2d
 }
 
 ExpandDepthwise::ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                                 const Conv2dParams* pw, Activation a3, bool add_expanded, bool bf16)
+                                 const Conv2dParams* pw, Activation a3, bool add_expanded, bool bf16,
+                                 bool max_pool)
     : p_(p), dw_(dw), Ep_((p.K + 15) / 16 * 16), a1_(a1), a2_(a2), projects_(pw != nullptr), a3_(a3),
-      add_expanded_(add_expanded), bf16_(bf16) {
+      add_expanded_(add_expanded), max_pool_(max_pool), bf16_(bf16) {
+  if (max_pool && (pw || a2.kind != Activation::None || !fits_max_pool(p, dw, a1)))
+    throw std::invalid_argument(
+        "ExpandDepthwise: a max pool after a first stage that can go below zero, with an activation or a projection");
   if (bf16 && !supports_bf16()) throw std::invalid_argument("ExpandDepthwise: bfloat16 on a CPU without AVX512_BF16");
   if (!fits(p, dw)) throw std::invalid_argument("ExpandDepthwise: shapes it does not compute");
   if (pw) {
@@ -434,6 +501,7 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
                                   const float* w3, const float* b3) {
   const int64_t C = p_.C, E = p_.K, RS1 = p_.R * p_.S, K1 = RS1 * C, RS = dw_.R * dw_.S;
   if (projects_ && !w3) throw std::invalid_argument("ExpandDepthwise::set_weights: the projection's weights are missing");
+  if (!max_pool_ && !w2) throw std::invalid_argument("ExpandDepthwise::set_weights: the depthwise weights are missing");
   // One buffer, each part on 64-byte lines: [R1][S1][C][Ep], [Ep],
   // [R*S][Ep], [Ep], then the projection's [Ep][Kp] (rows from E on and
   // columns from K on zero), [Kp].
@@ -453,7 +521,7 @@ void ExpandDepthwise::set_weights(const float* w1, const float* b1, const float*
   for (int64_t e = 0; e < E; ++e) {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t t = 0; t < RS1; ++t) w1p[(t * C + c) * Ep_ + e] = w1[(e * C + c) * RS1 + t];
-    for (int64_t t = 0; t < RS; ++t) w2p[t * Ep_ + e] = w2[e * RS + t];
+    for (int64_t t = 0; w2 && t < RS; ++t) w2p[t * Ep_ + e] = w2[e * RS + t];
     if (b1) b1p[e] = b1[e];
     if (b2) b2p[e] = b2[e];
   }
@@ -497,6 +565,7 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res, float* means) co
   if (res && !projects_) throw std::invalid_argument("ExpandDepthwise::run: a residual without a projection");
   if (means && projects_)
     throw std::invalid_argument("ExpandDepthwise::run: channel means of a depthwise output the projection reads");
+  if (means && max_pool_) throw std::invalid_argument("ExpandDepthwise::run: channel means of a max pool");
   if (res && add_expanded_)
     throw std::invalid_argument("ExpandDepthwise::run: a residual where the first convolution's output is added");
   if (projects_ && (static_cast<const void*>(res) == y || static_cast<const void*>(x) == y))
@@ -541,8 +610,10 @@ void ExpandDepthwise::run_as(const XT* x, YT* y, const YT* res, float* means) co
   const float* w2 = b1 + Ep;
   const float* b2 = w2 + R * dw_.S * Ep;
   // (The depthwise row goes to the projection as XT, or is y.)
-  const auto dw = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, YT> : dw_row<3, 6, 2, YT>)
-                         : (sw == 1 ? dw_row<5, 4, 1, YT> : dw_row<5, 4, 2, YT>);
+  const auto dw = max_pool_ ? (R == 3 ? (sw == 1 ? max_row<3, 8, 1, YT> : max_row<3, 8, 2, YT>)
+                                      : (sw == 1 ? max_row<5, 4, 1, YT> : max_row<5, 4, 2, YT>))
+                 : R == 3 ? (sw == 1 ? dw_row<3, 8, 1, YT> : dw_row<3, 6, 2, YT>)
+                          : (sw == 1 ? dw_row<5, 4, 1, YT> : dw_row<5, 4, 2, YT>);
   const auto dw_in = R == 3 ? (sw == 1 ? dw_row<3, 8, 1, XT> : dw_row<3, 6, 2, XT>)
                             : (sw == 1 ? dw_row<5, 4, 1, XT> : dw_row<5, 4, 2, XT>);
   const float* w3 = b2 + Ep;

@@ -67,6 +67,12 @@ class ExpandDepthwise {
   // multiple of 16 (the kept rows' pixels are then pw's output pixels apart).
   static bool fits_expanded_residual(const Conv2dParams& p, const Conv2dParams& dw, const Conv2dParams& pw);
 
+  // Whether dw may be a max pool instead (max_pool below): the kept rows
+  // hold their padding as zeros, which is the pool's -infinity only where
+  // the first convolution's activation a1 never goes below zero (relu, a
+  // clip from 0 up): then every window's maximum is a real pixel's.
+  static bool fits_max_pool(const Conv2dParams& p, const Conv2dParams& pool, const Activation& a1);
+
   // a1, a2: what follows the expansion and the depthwise convolution. pw
   // (optional): a projection of the depthwise output computed row by row
   // with it (a3 after it, a residual added before a3), so the depthwise
@@ -81,8 +87,14 @@ class ExpandDepthwise {
   // float32; the depthwise output is rounded to bfloat16 where it is
   // stored (y, or the row the projection reads), as oneDNN's bf16 kernels
   // round theirs.
+  //
+  // max_pool: the second stage is a max pool of dw's window, stride and
+  // pads (fits_max_pool; no weights, a2 None, no projection, no means):
+  // resnet's 7x7 stem and the 3x3 pool after it, whose 112x112x64 output
+  // then never reaches memory.
   ExpandDepthwise(const Conv2dParams& p, const Conv2dParams& dw, Activation a1, Activation a2,
-                  const Conv2dParams* pw = nullptr, Activation a3 = {}, bool add_expanded = false, bool bf16 = false);
+                  const Conv2dParams* pw = nullptr, Activation a3 = {}, bool add_expanded = false, bool bf16 = false,
+                  bool max_pool = false);
   // Whether run() reads x with p's padding as zeros around it (p larger
   // than 1x1, or padded), and the height and width x has (pads included).
   bool padded_input() const;
@@ -90,6 +102,7 @@ class ExpandDepthwise {
   // w1: (E, C, R1, S1) row-major (p's weights as OIHW), b1: [E] or null;
   // w2: (E, R, S) (the depthwise weights as OIHW), b2: [E] or null;
   // w3: (K, E) (the projection's OIHW), b3: [K] or null, with a projection.
+  // With max_pool, w2 and b2 are null.
   // Packed and kept.
   void set_weights(const float* w1, const float* b1, const float* w2, const float* b2, const float* w3 = nullptr,
                    const float* b3 = nullptr);
@@ -123,6 +136,7 @@ class ExpandDepthwise {
   int64_t Kp_ = 0;  // pw's K rounded up to 16
   Activation a3_;
   bool add_expanded_ = false;
+  bool max_pool_ = false;
   std::vector<float> packed_;  // w1 [R1*S1*C][Ep], b1 [Ep], w2 [R*S][Ep], b2 [Ep], [w3 [Ep][Kp], b3 [Kp]], from a 64-byte line
   bool bf16_ = false;
   std::vector<float> pairs_;   // bf16: w1 and w3 as bfloat16 pairs (set_weights), from a 64-byte line

@@ -185,7 +185,7 @@ std::string ConvFusion::text() const {
   if (residual && !pw) add("sum");
   for (const auto& e : post) add(alg_name(e.alg));
   if (dw) {
-    add("dw");
+    add(dw_max ? "maxpool" : "dw");
     for (const auto& e : dw_post) add(alg_name(e.alg));
   }
   if (gap) add("gap");
@@ -293,6 +293,13 @@ bool LayoutConv::expand_dw_bf16_for(const Conv2dParams& p) {
   return own_expand_dw_bf16() && (bf16_support() != Bf16Support::Amx || p.OH * p.OW >= 28 * 28);
 }
 
+bool LayoutConv::fuses_max_pool(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& pool) {
+  Activation a;
+  return own_expand_dw() && !f.residual && !f.dw && !f.pw && !f.in_scale && !f.gap && p.C <= 4 &&
+         activation_of(f.post, &a) && ExpandDepthwise::fits_max_pool(p, pool, a) &&
+         ExpandDepthwise::ring_bytes(p, pool) <= (size_t{1} << 20);
+}
+
 bool LayoutConv::fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw,
                                  const ConvFusion& fdw) {
   if (own_expand_dw()) {
@@ -363,7 +370,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   // w, [bias]], [projection: w, [bias]], [input scale (never with a
   // depthwise convolution)], [residual (with one, only the projection's)].
   const int after_weights = 2 + (f_.bias ? 1 : 0) + (f_.bn ? 2 + f_.bn_offset + f_.bn_scale : 0) +
-                            (f_.dw ? 1 + f_.dw_bias : 0) + (f_.pw ? 1 + f_.pw_bias : 0);
+                            (f_.dw && !f_.dw_max ? 1 + f_.dw_bias : 0) + (f_.pw ? 1 + f_.pw_bias : 0);
   if (f_.in_scale) scale_input_ = after_weights;
   if (f_.residual) res_input_ = after_weights + (f_.in_scale ? 1 : 0);
   versions_.assign(sources_.size(), 0);
@@ -413,6 +420,8 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
   }
   if (f_.gap && !(f_.dw && own_expand_dw() && !f_.pw))
     throw std::invalid_argument("LayoutConv: channel means of an output that is not Jobflow's depthwise kernel's");
+  if (f_.dw_max && !(f_.dw && own_expand_dw() && compute == dt::f32 && !f_.pw && !f_.gap))
+    throw std::invalid_argument("LayoutConv: a fused max pool off Jobflow's float32 kernel");
   if (f_.dw && own_expand_dw()) {
     if (compute != dt::f32 && !own_expand_dw_bf16())
       throw std::invalid_argument("LayoutConv: a fused depthwise convolution in bfloat16 on a CPU without AVX512_BF16");
@@ -427,7 +436,7 @@ LayoutConv::LayoutConv(std::shared_ptr<const Primitive> orig, TensorSpec out, co
     if (f_.pw_adds_expanded && f_.residual)
       throw std::invalid_argument("LayoutConv: a residual input and the first convolution's output as the residual");
     expdw_ = std::make_unique<ExpandDepthwise>(p, f_.dw_p, a1, a2, f_.pw ? &f_.pw_p : nullptr, a3,
-                                               f_.pw && f_.pw_adds_expanded, bf16_);
+                                               f_.pw && f_.pw_adds_expanded, bf16_, f_.dw_max);
     impl_ = bf16_ ? "expand_dw:avx512_bf16" : "expand_dw:avx512";
     const Conv2dParams& q = f_.pw ? f_.pw_p : f_.dw_p;
     // (A bf16 block whose output leaves the chain, a return, writes float32
@@ -677,8 +686,8 @@ void LayoutConv::prepare(const std::vector<Tensor>& in) const {
   }
   if (f_.dw) {  // the depthwise convolution's weights (K, 1, R, S) and bias
     const Conv2dParams& q = f_.dw_p;
-    const float* dw_w = in[next++].data<float>();
-    const float* dw_b = f_.dw_bias ? in[next++].data<float>() : nullptr;
+    const float* dw_w = f_.dw_max ? nullptr : in[next++].data<float>();
+    const float* dw_b = f_.dw_bias && !f_.dw_max ? in[next++].data<float>() : nullptr;
     if (expdw_) {
       const float* pw_w = f_.pw ? in[next++].data<float>() : nullptr;
       const float* pw_b = f_.pw && f_.pw_bias ? in[next++].data<float>() : nullptr;

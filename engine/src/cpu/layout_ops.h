@@ -150,6 +150,10 @@ struct ConvFusion {
   bool dw = false, dw_bias = false;
   Conv2dParams dw_p{};
   std::vector<EltwiseStep> dw_post;
+  // With dw: the second stage is a max pool of dw_p's window, stride and
+  // pads (no weight inputs, no dw_post), on Jobflow's kernel only
+  // (fuses_max_pool).
+  bool dw_max = false;
   // After a fused depthwise convolution on Jobflow's kernel: the 1x1
   // projection that alone reads its output (fuses_projection), with its
   // bias and post-ops; `residual` is then the projection's.
@@ -168,7 +172,7 @@ struct ConvFusion {
   // of each image of the depthwise output, (N, K, 1, 1) float32 (a
   // squeeze-and-excitation's global pool; ExpandDepthwise::run's means).
   bool gap = false;
-  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"; "scale"; "...+gap"
+  std::string text() const;  // "bn+sum+relu", "" when only bias/relu of the original; "clip+dw+clip"; "relu+maxpool"; "scale"; "...+gap"
 };
 
 class LayoutConv final : public LayoutOp {
@@ -207,6 +211,15 @@ class LayoutConv final : public LayoutOp {
   // 112x112 then the stride-2 depthwise 9.2 -> 6.1 ms; with stride 1 the
   // fused kernel was 0-10% slower).
   static bool fuses_depthwise(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& dw, const ConvFusion& fdw);
+  // Whether the max pool `pool` (its geometry as a depthwise convolution's
+  // Conv2dParams: groups = channels) that alone reads the output of the
+  // convolution `p` (fusion `f`) becomes its second stage on Jobflow's
+  // kernel (ConvFusion::dw_max): a network's first convolution (at most 4
+  // input channels, as fuses_depthwise) whose activation is never negative
+  // (relu, a clip from 0), float32. resnet18's 7x7 stem and 3x3 pool at
+  // batch 8 on the hidden-AMX Xeon: oneDNN's brgconv 11.5-12.4 ms and the
+  // pool 2.3 ms, together 7.6-10 ms (docs/performance.md).
+  static bool fuses_max_pool(const Conv2dParams& p, const ConvFusion& f, const Conv2dParams& pool);
   // Whether Jobflow's expansion + depthwise kernel of the pair f (f.dw set,
   // own_expand_dw()) also computes the 1x1 projection pw (fusion fpw) that
   // alone reads the depthwise output: a projection it fits
