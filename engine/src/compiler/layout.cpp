@@ -400,7 +400,7 @@ class Pass {
       const Node& pool = G.nodes[b];
       // (Its second output, the workspace, is a (0,) placeholder in
       // predict plans: nothing may read it.)
-      if (kind(b) != OpKind::MaxPool2d || groups_.count(b) || pool.inputs.size() != 1 || pool.inputs[0] != y ||
+      if (kind(b) != OpKind::MaxPool2d || !on_cpu(pool) || groups_.count(b) || pool.inputs.size() != 1 || pool.inputs[0] != y ||
           pool.outputs.empty() || pool.outputs.size() > 2)
         continue;
       if (pool.outputs.size() == 2 &&

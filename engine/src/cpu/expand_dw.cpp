@@ -450,7 +450,8 @@ bool ExpandDepthwise::fits(const Conv2dParams& p, const Conv2dParams& dw) {
 }
 
 bool ExpandDepthwise::fits_max_pool(const Conv2dParams& p, const Conv2dParams& pool, const Activation& a1) {
-  return fits(p, pool) && a1.kind == Activation::Clamp && a1.lo >= 0.f;
+  // (Both bounds: a clip whose max is below its min gives the max.)
+  return fits(p, pool) && a1.kind == Activation::Clamp && a1.lo >= 0.f && a1.hi >= 0.f;
 }
 
 size_t ExpandDepthwise::ring_bytes(const Conv2dParams& p, const Conv2dParams& dw) {
