@@ -289,27 +289,19 @@ class Bus {
     int code;
     std::string text;  // message + debug
   };
-  // Warning messages, as errors() gives errors.
-  std::vector<Error> warnings() {
+  std::vector<Error> errors() { return parsed(GST_MESSAGE_ERROR, gst_message_parse_error); }
+  std::vector<Error> warnings() { return parsed(GST_MESSAGE_WARNING, gst_message_parse_warning); }
+
+ private:
+  // The messages of `type`, each parsed by `parse` (gst_message_parse_error
+  // or _warning).
+  std::vector<Error> parsed(GstMessageType type, void (*parse)(GstMessage*, GError**, gchar**)) {
     std::vector<Error> r;
     for (GstMessage* m : messages()) {
-      if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_WARNING) continue;
+      if (GST_MESSAGE_TYPE(m) != type) continue;
       GError* err = nullptr;
       gchar* dbg = nullptr;
-      gst_message_parse_warning(m, &err, &dbg);
-      r.push_back({err->domain, err->code, std::string(err->message) + " | " + (dbg ? dbg : "")});
-      g_error_free(err);
-      g_free(dbg);
-    }
-    return r;
-  }
-  std::vector<Error> errors() {
-    std::vector<Error> r;
-    for (GstMessage* m : messages()) {
-      if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_ERROR) continue;
-      GError* err = nullptr;
-      gchar* dbg = nullptr;
-      gst_message_parse_error(m, &err, &dbg);
+      parse(m, &err, &dbg);
       r.push_back({err->domain, err->code, std::string(err->message) + " | " + (dbg ? dbg : "")});
       g_error_free(err);
       g_free(dbg);
@@ -317,7 +309,6 @@ class Bus {
     return r;
   }
 
- private:
   GstBus* bus_;
   std::vector<GstMessage*> messages_;
 };
@@ -1842,8 +1833,16 @@ TEST_F(JobFunction, EveryPrecisionLoadsTheJob) {
 // was asked for, there is none. Both JOBFLOW_BF16 modes run, so that each
 // CPU checks at least the case it has (the test setup sets "always").
 TEST_F(JobFunction, Bf16ThatRunsInFloat32IsAWarningNamingWhatAsked) {
-  const char* old = std::getenv("JOBFLOW_BF16");
-  const std::string saved = old ? old : "";
+  // JOBFLOW_BF16 as it was when the test ends, however it ends (an ASSERT
+  // returns early).
+  struct RestoreEnv {
+    const char* was = std::getenv("JOBFLOW_BF16");
+    const std::string saved = was ? was : "";
+    const bool had = was != nullptr;
+    ~RestoreEnv() {
+      if (had) ::setenv("JOBFLOW_BF16", saved.c_str(), 1); else ::unsetenv("JOBFLOW_BF16");
+    }
+  } restore;
   const std::string file_bf16 = (tmp_root() / "jobs" / "affine_bf16.onnx").string();
   {
     auto job = flow::global_function(flow::Predict,
@@ -1891,7 +1890,6 @@ TEST_F(JobFunction, Bf16ThatRunsInFloat32IsAWarningNamingWhatAsked) {
       start_error(make_function({{"job", jobs().affine}, {"precision", "bf16"}}), GST_RESOURCE_ERROR,
                   GST_RESOURCE_ERROR_SETTINGS);
   EXPECT_HAS(err, "precision=\"bf16\": JOBFLOW_BF16='yes': expected auto (bf16 where it is faster) or always");
-  if (old) ::setenv("JOBFLOW_BF16", saved.c_str(), 1); else ::unsetenv("JOBFLOW_BF16");
 }
 
 TEST_F(JobFunction, Defaults) {
